@@ -1,0 +1,34 @@
+# The two entry points of the README: `make fuzz` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+BUDGET ?= 120s
+
+.PHONY: fuzz test lint typecheck unit bench clean
+
+$(BIN)/fuzzbot: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+fuzz: $(BIN)/fuzzbot
+	$(BIN)/fuzzbot fuzz --budget $(BUDGET) --out fuzzbot-out
+
+test: $(BIN)/fuzzbot lint typecheck unit
+
+lint: $(BIN)/fuzzbot
+	$(BIN)/ruff check .
+
+typecheck: $(BIN)/fuzzbot
+	$(BIN)/mypy
+
+unit: $(BIN)/fuzzbot
+	$(BIN)/pytest -q
+
+bench: $(BIN)/fuzzbot
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) fuzzbot-out fuzzbot-gen .mypy_cache .pytest_cache .ruff_cache

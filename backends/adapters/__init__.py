@@ -1,0 +1,1 @@
+"""Worker-side adapters: each wraps one system under test behind compile and run."""

@@ -1,0 +1,51 @@
+"""Test-only faults a worker can be told to inject: real crashes, real hangs, real
+wrong outputs. They let the tests prove that the bot survives each failure mode
+without mocking the failure.
+
+The trigger is a hash of the model bytes, not a request counter, so a faulty case
+stays faulty across worker restarts and re-runs, like a real bug.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+import zlib
+from typing import Any
+
+import numpy as np
+
+KINDS = ("segv", "abort", "hang", "perturb")
+
+
+def triggered(fault: dict[str, Any] | None, model: bytes) -> bool:
+    if not fault:
+        return False
+    every = max(1, int(fault.get("every", 1)))
+    return zlib.crc32(model) % every == 0
+
+
+def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
+    if not triggered(fault, model):
+        return
+    assert fault is not None
+    kind = fault["kind"]
+    if kind == "segv":
+        ctypes.string_at(0)  # a genuine SIGSEGV: reads address 0
+    elif kind == "abort":
+        os.abort()
+    elif kind == "hang":
+        while True:
+            time.sleep(60)
+
+
+def after_run(fault: dict[str, Any] | None, model: bytes, outputs: dict[str, np.ndarray]) -> None:
+    """Shift one element of the first float output well past any tolerance."""
+    if not triggered(fault, model) or fault is None or fault["kind"] != "perturb":
+        return
+    for arr in outputs.values():
+        if arr.dtype.kind == "f" and arr.size:
+            flat = arr.reshape(-1)
+            flat[0] = flat[0] + np.asarray(0.5 + abs(float(flat[0])), dtype=arr.dtype)
+            return

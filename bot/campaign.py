@@ -1,0 +1,201 @@
+"""A fuzzing campaign: generate, compute the reference, run the backend, judge, keep
+findings, until the budget is spent.
+
+Generation and the reference run in this process while the worker runs the
+previous case, so the two cores are both busy.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from pydantic import BaseModel, Field
+
+from backends.client import WorkerClient
+from backends.reference import ReferenceError, run_reference
+from backends.results import BackendInfo, RunResult
+from backends.spec import BackendSpec, parse_backend
+from bot.bundle import Finding, write_bundle
+from bot.config import FuzzConfig
+from bot.repro import render_repro
+from generator.api import generate
+from oracles.verdict import Judgement, Verdict, judge
+
+
+class FindingRef(BaseModel):
+    path: str
+    verdict: Verdict
+    fingerprint: str
+    seed: int
+    signature: str
+
+
+class Timings(BaseModel):
+    generation: float = 0.0
+    reference: float = 0.0
+    backend: float = 0.0
+    """Wall time of backend requests, from submit to answer (overlaps generation)."""
+    backend_compute: float = 0.0
+    """Time the worker reported inside compile and run."""
+
+
+class Summary(BaseModel):
+    tests: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    findings: list[FindingRef] = Field(default_factory=list)
+    occurrences: dict[str, int] = Field(default_factory=dict)
+    wall_s: float = 0.0
+    time_s: Timings = Field(default_factory=Timings)
+    backend: BackendInfo | None = None
+    seed_first: int = 0
+    seed_last: int | None = None
+    budget_s: float = 0.0
+    worker_restarts: int = 0
+
+    @property
+    def finding_count(self) -> int:
+        return sum(n for v, n in self.counts.items() if v != Verdict.pass_.value)
+
+
+@dataclass
+class Prepared:
+    seed: int
+    model: onnx.ModelProto
+    model_bytes: bytes
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray]
+
+
+def op_signature(model: onnx.ModelProto) -> str:
+    return ",".join(sorted({n.op_type for n in model.graph.node}))
+
+
+class Campaign:
+    def __init__(self, cfg: FuzzConfig, on_test: Callable[[Summary], None] | None = None) -> None:
+        self.cfg = cfg
+        self.spec: BackendSpec = parse_backend(cfg.backend)
+        self.on_test = on_test or (lambda s: None)
+        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget)
+        self.dropped: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.kept: Counter[str] = Counter()
+        self.next_seed = cfg.seed
+        self.issued = 0
+        self.deadline = 0.0
+
+    def prepare(self) -> Prepared | None:
+        """The next runnable case, or None once the budget or test limit is reached."""
+        while self._may_start():
+            seed = self.next_seed
+            self.next_seed += 1
+            t0 = time.perf_counter()
+            try:
+                case = generate(seed, self.cfg.generator)
+            except RuntimeError:
+                self.dropped["generation_failed"] += 1
+                continue
+            finally:
+                self.summary.time_s.generation += time.perf_counter() - t0
+            t1 = time.perf_counter()
+            try:
+                reference = run_reference(case.model, case.inputs)
+            except ReferenceError as e:
+                print(f"warning: seed {seed}: reference failed: {e}", file=sys.stderr)
+                self.dropped["reference_error"] += 1
+                continue
+            finally:
+                self.summary.time_s.reference += time.perf_counter() - t1
+            if not all(np.isfinite(v).all() for v in reference.values()):
+                self.dropped["nonfinite_reference"] += 1
+                continue
+            self.issued += 1
+            return Prepared(seed, case.model, case.model.SerializeToString(), case.inputs, reference)
+        return None
+
+    def _may_start(self) -> bool:
+        if self.cfg.max_tests is not None and self.issued >= self.cfg.max_tests:
+            return False
+        return time.monotonic() < self.deadline
+
+    def run(self) -> Summary:
+        start = time.monotonic()
+        self.deadline = start + self.cfg.budget
+        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
+        client = WorkerClient(self.spec, self.cfg.python or sys.executable, self.cfg.timeout, fault=fault)
+        try:
+            self.summary.backend = client.start()
+            case = self.prepare()
+            while case is not None:
+                client.submit(case.model_bytes, case.inputs)
+                following = self.prepare()
+                self.record(case, client.collect())
+                case = following
+        finally:
+            self.summary.worker_restarts = client.restarts
+            client.close()
+            self.summary.wall_s = time.monotonic() - start
+            self.finish()
+        return self.summary
+
+    def record(self, case: Prepared, result: RunResult) -> None:
+        self.summary.time_s.backend += result.wall_s
+        self.summary.time_s.backend_compute += (result.compile_s or 0.0) + (result.run_s or 0.0)
+        j = judge(result, case.reference, op_signature(case.model), self.cfg.tolerances)
+        if j.verdict is not Verdict.pass_:
+            self.keep_finding(case, result, j)
+        self.counts[j.verdict.value] += 1
+        self.summary.tests += 1
+        self.summary.seed_last = case.seed
+        self.finish()
+        self.on_test(self.summary)
+
+    def keep_finding(self, case: Prepared, result: RunResult, j: Judgement) -> None:
+        """Write the bundle first: nothing is counted or shown before it is on disk."""
+        self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
+        if self.kept[j.fingerprint] >= self.cfg.keep_per_fingerprint:
+            return
+        assert result.backend is not None
+        finding = Finding(
+            verdict=j.verdict,
+            stage=j.stage,
+            symptom=j.symptom,
+            message=j.message,
+            signature=j.signature,
+            fingerprint=j.fingerprint,
+            backend=result.backend,
+            seed=case.seed,
+            generator=self.cfg.generator,
+            comparison=j.comparison,
+            stderr_tail=result.stderr_tail,
+        )
+        title = f"{j.verdict.value} in {self.spec}: {j.signature}"
+        repro = render_repro(case.model, case.inputs, case.reference, self.spec, title)
+        dest = Path(self.cfg.out) / "findings" / f"{j.verdict.value}-{j.fingerprint}-seed{case.seed}"
+        write_bundle(dest, case.model, case.inputs, case.reference, finding, repro)
+        self.kept[j.fingerprint] += 1
+        self.summary.findings.append(
+            FindingRef(
+                path=str(dest), verdict=j.verdict, fingerprint=j.fingerprint, seed=case.seed, signature=j.signature
+            )
+        )
+
+    def finish(self) -> None:
+        self.summary.counts = dict(sorted(self.counts.items()))
+        self.summary.dropped = dict(sorted(self.dropped.items()))
+
+
+def write_summary(summary: Summary, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,108 @@
+"""The campaign config (`fuzzbot.yml`), validated once, reported in one line when wrong."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from backends.spec import BackendSpecError, parse_backend
+from generator.api import GenConfig
+from oracles.tolerances import Tolerance
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased as `file: key: reason`."""
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from `120`, `120s`, `2m` or `1.5h`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+        if not m:
+            raise ValueError(f"{value!r} is not a duration such as 90s, 2m or 1h")
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class TestFault(BaseModel):
+    """Test-only: make the worker fail for real on every `every`-th model (by hash)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["segv", "abort", "hang", "perturb"]
+    every: int = Field(1, ge=1)
+
+
+class FuzzConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    budget: Duration = Field(120.0, description="campaign length, e.g. 120s or 2m")
+    seed: int = Field(0, ge=0, description="first seed; test i uses seed + i")
+    out: Path = Field(Path("fuzzbot-out"), description="output folder")
+    backend: str = Field("onnxruntime:all", description="backend spec NAME[:LEVEL]")
+    python: str | None = Field(None, description="interpreter the backend worker runs under; default: this one")
+    timeout: Duration = Field(10.0, description="per-test limit before a run counts as a hang")
+    max_tests: int | None = Field(None, ge=1, description="stop after this many tests even if budget remains")
+    keep_per_fingerprint: int = Field(1, ge=1, description="bundles kept for each distinct fingerprint")
+    generator: GenConfig = Field(default_factory=GenConfig)
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="per-dtype overrides")
+    test_fault: TestFault | None = Field(None, description="test-only fault injection")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        try:
+            return str(parse_backend(v))
+        except BackendSpecError as e:
+            raise ValueError(str(e)) from e
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return f"key '{key}': {err['msg']}"
+
+
+def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
+    """Read `path` (if any), apply command-line overrides, validate everything at once."""
+    data: dict[str, Any] = {}
+    where = str(path) if path else "command line"
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = f"line {mark.line + 1}: " if mark else ""
+            raise ConfigError(f"{path}: {line}not valid YAML ({getattr(e, 'problem', None) or e})") from e
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of keys")
+        data = loaded or {}
+    gen = dict(data.get("generator") or {})
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "nodes":
+            gen["nodes"] = value
+        else:
+            data[key] = value
+    if gen:
+        data["generator"] = gen
+    try:
+        return FuzzConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"{where}: {_first_error(e)}") from e

@@ -1,0 +1,53 @@
+"""What a person watching a campaign sees: a live progress line and a closing table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bot.campaign import Summary
+
+
+@contextmanager
+def live_progress(console: Console, budget_s: float) -> Iterator[Callable[[Summary], None]]:
+    """Yields the per-test callback that refreshes the bar (time against budget)."""
+    progress = Progress(
+        TextColumn("[bold]fuzzing"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("tests {task.fields[tests]}  {task.fields[rate]:.1f}/s  findings {task.fields[findings]}"),
+        console=console,
+    )
+    start = time.monotonic()
+    task = progress.add_task("fuzz", total=budget_s, tests=0, rate=0.0, findings=0)
+
+    def update(s: Summary) -> None:
+        elapsed = time.monotonic() - start
+        progress.update(
+            task,
+            completed=min(elapsed, budget_s),
+            tests=s.tests,
+            rate=s.tests / elapsed if elapsed > 0 else 0.0,
+            findings=s.finding_count,
+        )
+
+    with progress:
+        yield update
+        progress.update(task, completed=budget_s)
+
+
+def summary_table(s: Summary) -> Table:
+    table = Table(title=f"fuzzbot: {s.tests} tests in {s.wall_s:.1f}s on {s.backend.name if s.backend else '?'}")
+    table.add_column("verdict")
+    table.add_column("count", justify="right")
+    for verdict, n in sorted(s.counts.items(), key=lambda kv: -kv[1]):
+        table.add_row(verdict, str(n))
+    for reason, n in s.dropped.items():
+        table.add_row(f"[dim]dropped: {reason}[/dim]", f"[dim]{n}[/dim]")
+    table.add_row("[bold]distinct findings", f"[bold]{len(s.occurrences)}")
+    return table

@@ -1,0 +1,1 @@
+"""Valid-by-construction ONNX model generation (NNSmith-style graph growth)."""

@@ -1,0 +1,61 @@
+"""Tensor element types shared by the generator, the reference and the bundles.
+
+One enum maps each type to its ONNX, numpy and torch spellings, so that no module
+keeps its own table that could drift from the others.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import numpy as np
+from onnx import TensorProto
+
+
+class DType(StrEnum):
+    float32 = "float32"
+    float64 = "float64"
+    float16 = "float16"
+    int8 = "int8"
+    uint8 = "uint8"
+    int32 = "int32"
+    int64 = "int64"
+    bool = "bool"
+
+    @property
+    def onnx(self) -> int:
+        return _ONNX[self]
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.value)
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.float16, DType.float32, DType.float64)
+
+    @classmethod
+    def from_onnx(cls, elem_type: int) -> DType:
+        for dtype, code in _ONNX.items():
+            if code == elem_type:
+                return dtype
+        raise ValueError(f"unsupported ONNX element type {TensorProto.DataType.Name(elem_type)}")
+
+    @classmethod
+    def from_numpy(cls, dtype: np.dtype) -> DType:
+        return cls(np.dtype(dtype).name)
+
+
+_ONNX: dict[DType, int] = {
+    DType.float32: TensorProto.FLOAT,
+    DType.float64: TensorProto.DOUBLE,
+    DType.float16: TensorProto.FLOAT16,
+    DType.int8: TensorProto.INT8,
+    DType.uint8: TensorProto.UINT8,
+    DType.int32: TensorProto.INT32,
+    DType.int64: TensorProto.INT64,
+    DType.bool: TensorProto.BOOL,
+}
+
+FLOATS: tuple[DType, ...] = (DType.float32,)
+"""Float types the v0 operator set draws from; widened when dtype coverage lands."""

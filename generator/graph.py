@@ -1,0 +1,54 @@
+"""The graph IR that growth builds and emission walks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from generator.ops.base import OpSpec
+from generator.symbolic import AbsTensor
+
+
+@dataclass
+class GNode:
+    op: OpSpec
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class Graph:
+    """Tensors by id; nodes in insertion order (backward insertion breaks topological order)."""
+
+    tensors: list[AbsTensor] = field(default_factory=list)
+    nodes: list[GNode] = field(default_factory=list)
+    placeholders: list[int] = field(default_factory=list)
+
+    def add_tensor(self, t: AbsTensor) -> int:
+        self.tensors.append(t)
+        return len(self.tensors) - 1
+
+    def topological(self) -> list[GNode]:
+        """Nodes with producers first; ties keep insertion order, so the result is deterministic."""
+        producer = {o: i for i, n in enumerate(self.nodes) for o in n.outputs}
+        order: list[GNode] = []
+        state: dict[int, int] = {}
+
+        def visit(i: int) -> None:
+            if state.get(i) == 2:
+                return
+            if state.get(i) == 1:
+                raise ValueError("cycle in generated graph")
+            state[i] = 1
+            for t in self.nodes[i].inputs:
+                if t in producer:
+                    visit(producer[t])
+            state[i] = 2
+            order.append(self.nodes[i])
+
+        for i in range(len(self.nodes)):
+            visit(i)
+        return order
+
+    def sinks(self) -> list[int]:
+        consumed = {t for n in self.nodes for t in n.inputs}
+        return [o for n in self.topological() for o in n.outputs if o not in consumed]

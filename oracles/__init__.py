@@ -1,0 +1,1 @@
+"""Deciding what a run means: comparison against the reference, verdicts, signatures."""

@@ -1,0 +1,73 @@
+"""One backend's run judged against the reference."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel
+
+from backends.results import RunResult, Status
+from oracles.compare import Comparison, compare
+from oracles.signature import fingerprint, normalize
+from oracles.tolerances import Tolerance
+
+
+class Verdict(StrEnum):
+    pass_ = "pass"
+    crash = "crash"
+    """An exception from the backend or a dead worker: both are bugs on a valid model."""
+    timeout = "timeout"
+    wrong_result = "wrong_result"
+
+
+class Judgement(BaseModel):
+    verdict: Verdict
+    stage: str | None = None
+    symptom: str = ""
+    message: str = ""
+    signature: str = ""
+    fingerprint: str = ""
+    comparison: Comparison | None = None
+
+
+def judge(
+    result: RunResult,
+    expected: dict[str, np.ndarray],
+    op_signature: str,
+    tolerances: dict[str, Tolerance] | None = None,
+) -> Judgement:
+    """`op_signature` names the model's ops; it identifies wrong results, whose
+    messages carry nothing stable."""
+    backend = result.backend.name if result.backend else "unknown"
+    stage = result.stage.value if result.stage else None
+    if result.status in (Status.error, Status.crash, Status.timeout):
+        verdict = Verdict.timeout if result.status is Status.timeout else Verdict.crash
+        symptom = {
+            Status.error: "exception",
+            Status.crash: f"signal {result.signal}" if result.signal else "exit",
+            Status.timeout: "hang",
+        }[result.status]
+        signature = normalize(result.message) if result.status is Status.error else symptom
+        return Judgement(
+            verdict=verdict,
+            stage=stage,
+            symptom=symptom,
+            message=result.message,
+            signature=signature,
+            fingerprint=fingerprint(backend, verdict.value, stage or "", signature),
+        )
+    comparison = compare(expected, result.outputs, tolerances)
+    if comparison.ok:
+        return Judgement(verdict=Verdict.pass_, stage=stage, comparison=comparison)
+    kinds = sorted({o.mismatch.value for o in comparison.outputs if o.mismatch})
+    signature = f"{'+'.join(kinds)} in {op_signature}"
+    return Judgement(
+        verdict=Verdict.wrong_result,
+        stage="run",
+        symptom="+".join(kinds),
+        message=comparison.summary(),
+        signature=signature,
+        fingerprint=fingerprint(backend, Verdict.wrong_result.value, signature),
+        comparison=comparison,
+    )

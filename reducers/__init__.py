@@ -1,0 +1,1 @@
+"""Delta-debugging reduction of failing models (to come: generic ddmin and ONNX passes)."""
