@@ -10,7 +10,6 @@ from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 
 def array_to_json(a: np.ndarray) -> dict[str, Any]:
-    a = np.ascontiguousarray(a)
     return {"dtype": a.dtype.str, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode()}
 
 
@@ -19,7 +18,7 @@ def array_from_json(v: Any) -> np.ndarray:
         return v
     if isinstance(v, dict) and {"dtype", "shape", "data"} <= v.keys():
         raw = base64.b64decode(v["data"])
-        return np.frombuffer(raw, dtype=np.dtype(v["dtype"])).reshape(v["shape"]).copy()
+        return np.frombuffer(raw, dtype=np.dtype(v["dtype"])).reshape(tuple(v["shape"])).copy()
     raise ValueError("expected an array object with dtype, shape and data")
 
 

@@ -27,10 +27,9 @@ def encode(
     buffers: list[dict[str, Any]] = []
     payload: list[bytes] = []
     for name, arr in (arrays or {}).items():
-        arr = np.ascontiguousarray(arr)
         if arr.dtype.hasobject:
             raise ProtocolError(f"array {name!r} has object dtype")
-        data = arr.tobytes()
+        data = arr.tobytes()  # C order whatever the layout; keeps 0-d shapes
         buffers.append(
             {"key": name, "kind": "array", "dtype": arr.dtype.str, "shape": list(arr.shape), "nbytes": len(data)}
         )
@@ -54,14 +53,14 @@ def decode_body(head: bytes, read: Any) -> tuple[dict[str, Any], dict[str, np.nd
         data = read(int(buf["nbytes"]))
         if buf["kind"] == "array":
             dtype = np.dtype(buf["dtype"])
-            arrays[buf["key"]] = np.frombuffer(data, dtype=dtype).reshape(buf["shape"]).copy()
+            arrays[buf["key"]] = np.frombuffer(data, dtype=dtype).reshape(tuple(buf["shape"])).copy()
         else:
             blobs[buf["key"]] = data
     return header, arrays, blobs
 
 
 def header_length(prefix: bytes) -> int:
-    (n,) = HEADER.unpack(prefix)
+    n = int(HEADER.unpack(prefix)[0])
     if n > MAX_HEADER:
         raise ProtocolError(f"frame header of {n} bytes")
     return n

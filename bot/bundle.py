@@ -59,7 +59,7 @@ class Bundle:
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open(path, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:

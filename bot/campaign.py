@@ -79,10 +79,12 @@ def op_signature(model: onnx.ModelProto) -> str:
 
 
 class Campaign:
-    def __init__(self, cfg: FuzzConfig, on_test: Callable[[Summary], None] | None = None) -> None:
+    def __init__(self, cfg: FuzzConfig) -> None:
         self.cfg = cfg
         self.spec: BackendSpec = parse_backend(cfg.backend)
-        self.on_test = on_test or (lambda s: None)
+        self.on_test: Callable[[Summary], None] = lambda s: None
+        fault = cfg.test_fault.model_dump() if cfg.test_fault else None
+        self.client = WorkerClient(self.spec, cfg.python or sys.executable, cfg.timeout, fault=fault)
         self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget)
         self.dropped: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
@@ -125,13 +127,24 @@ class Campaign:
             return False
         return time.monotonic() < self.deadline
 
-    def run(self) -> Summary:
+    def start(self) -> BackendInfo:
+        """Bring the worker up; a backend that cannot start fails here, before any test."""
+        try:
+            self.summary.backend = self.client.start()
+        except BaseException:
+            self.client.close()
+            raise
+        return self.summary.backend
+
+    def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
+        if on_test is not None:
+            self.on_test = on_test
+        if self.summary.backend is None:
+            self.start()
+        client = self.client
         start = time.monotonic()
         self.deadline = start + self.cfg.budget
-        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
-        client = WorkerClient(self.spec, self.cfg.python or sys.executable, self.cfg.timeout, fault=fault)
         try:
-            self.summary.backend = client.start()
             case = self.prepare()
             while case is not None:
                 client.submit(case.model_bytes, case.inputs)

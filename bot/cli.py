@@ -44,7 +44,7 @@ def _fault(text: str | None) -> dict[str, Any] | None:
         return None
     kind, _, every = text.partition(":")
     try:
-        return TestFault(kind=kind, every=int(every or 1)).model_dump()  # type: ignore[arg-type]
+        return TestFault(kind=kind, every=int(every or 1)).model_dump()
     except ValueError as e:
         raise UserError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in segv, abort, hang, perturb") from e
 
@@ -76,8 +76,10 @@ def fuzz(
     }
     cfg = load_config(config, overrides)
     console = Console(stderr=True)
+    campaign = Campaign(cfg)
+    campaign.start()
     with live_progress(console, cfg.budget) as on_test:
-        summary = Campaign(cfg, on_test).run()
+        summary = campaign.run(on_test)
     path = write_summary(summary, cfg.out)
     console.print(summary_table(summary))
     console.print(f"summary: {path}")
@@ -137,7 +139,7 @@ def run(
     if json_output:
         typer.echo(json.dumps({"target": str(target), "results": rows}, indent=2))
     else:
-        Console().print(_run_table(rows))
+        _print_runs(rows)
     raise typer.Exit(EXIT_OK if all(r["verdict"] == Verdict.pass_.value for r in rows) else EXIT_FINDINGS)
 
 
@@ -155,17 +157,21 @@ def _inputs(model: Any, seed: int) -> dict[str, Any]:
         raise UserError(str(e)) from e
 
 
-def _run_table(rows: list[dict[str, Any]]) -> Table:
+RUN_COLUMNS = ("backend", "version", "verdict", "stage", "seconds", "max_abs", "max_rel")
+
+
+def _print_runs(rows: list[dict[str, Any]]) -> None:
+    console = Console()
     table = Table()
-    for col in ("backend", "version", "verdict", "status", "stage", "seconds", "max_abs", "max_rel", "message"):
-        table.add_column(col)
+    for col in RUN_COLUMNS:
+        table.add_column(col, no_wrap=True)
     for r in rows:
         fmt = {k: ("" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)) for k, v in r.items()}
-        table.add_row(
-            *(fmt[c] for c in ("backend", "version", "verdict", "status", "stage", "seconds", "max_abs", "max_rel")),
-            fmt["message"][:120],
-        )
-    return table
+        table.add_row(*(fmt[c] for c in RUN_COLUMNS))
+    console.print(table)
+    for r in rows:
+        if r["message"]:
+            console.print(f"{r['backend']}: {r['message']}", markup=False, highlight=False)
 
 
 _USER_ERRORS = (UserError, ConfigError, BackendSpecError, BackendUnavailable, BundleError, ReferenceError)

@@ -19,7 +19,6 @@ from oracles.tolerances import tolerance_for
 
 
 def _array(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a)
     data = base64.b64encode(a.tobytes()).decode()
     return f"arr({a.dtype.str!r}, {list(a.shape)!r}, {data!r})"
 

@@ -12,12 +12,14 @@ import random
 
 import z3
 
+ZERO_BIN_P = 1 / 3
+
 
 def bin_constraint(var: z3.ArithRef, zero_ok: bool, k: int, rng: random.Random) -> z3.BoolRef:
-    lowest = 0 if zero_ok else 1
-    i = rng.randint(lowest, k)
-    if i == 0:
+    # Zero is the most common real value of a pad or a start, so it gets a bin of its own.
+    if zero_ok and rng.random() < ZERO_BIN_P:
         return var == 0
+    i = rng.randint(1, k)
     lo, hi = 2 ** (i - 1), 2**i - 1
     a, b = sorted((rng.randint(lo, hi), rng.randint(lo, hi)))
     return z3.And(var >= a, var <= b)

@@ -1,11 +1,12 @@
 """Tensor element types shared by the generator, the reference and the bundles.
 
-One enum maps each type to its ONNX, numpy and torch spellings, so that no module
+One enum maps each type to its ONNX and numpy spellings, so that no module
 keeps its own table that could drift from the others.
 """
 
 from __future__ import annotations
 
+import builtins
 from enum import StrEnum
 
 import numpy as np
@@ -31,7 +32,7 @@ class DType(StrEnum):
         return np.dtype(self.value)
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:  # `bool` here would name the member below
         return self in (DType.float16, DType.float32, DType.float64)
 
     @classmethod

@@ -27,7 +27,8 @@ class Grower:
         self.solver.set("timeout", CHECK_TIMEOUT_MS)
         self.model: z3.ModelRef | None = None
         """A model of everything accepted so far."""
-        seed_type = self.rng.choice(dtypes)
+        usable = [t for t in dtypes if any(spec.slot_ok(0, t) for spec in specs)]
+        seed_type = self.rng.choice(usable or dtypes)
         first = self.new_tensor(seed_type)
         if not self.try_add(self.valid(self.graph.tensors[first])):
             raise RuntimeError("cannot create the first placeholder")

@@ -52,7 +52,7 @@ class Comparison(BaseModel):
 def _errors(expected: np.ndarray, actual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     e, a = expected.astype(np.float64), actual.astype(np.float64)
     finite = np.isfinite(e) & np.isfinite(a)
-    abs_err = np.where(finite, np.abs(a - e), 0.0)
+    abs_err = np.abs(np.where(finite, a, 0.0) - np.where(finite, e, 0.0))
     rel_err = np.where(finite, abs_err / np.maximum(np.abs(e), np.finfo(np.float64).tiny), 0.0)
     return abs_err, rel_err
 

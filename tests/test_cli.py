@@ -1,0 +1,140 @@
+"""The `fuzzbot` commands end to end, on the real onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bot.bundle import Finding
+from bot.campaign import Summary
+from tests.conftest import CliResult
+
+Cli = Callable[..., CliResult]
+
+
+def _summary(out: Path) -> Summary:
+    return Summary.model_validate_json((out / "summary.json").read_text())
+
+
+def test_short_campaign_runs_twenty_tests_and_writes_a_valid_summary(cli: Cli, tmp_path: Path) -> None:
+    r = cli("fuzz", "--budget", "6s", "--out", str(tmp_path), "--nodes", "5")
+    s = _summary(tmp_path)
+    assert r.code == (2 if s.finding_count else 0)
+    assert s.tests >= 20
+    assert sum(s.counts.values()) == s.tests
+    assert s.backend is not None and s.backend.name == "onnxruntime"
+    assert s.time_s.generation > 0 and s.time_s.reference > 0 and s.time_s.backend > 0
+    assert 5.5 <= s.wall_s < 30
+    assert "tests" in r.err and "verdict" in r.err
+
+
+def test_perturbed_outputs_are_caught_as_wrong_results(cli: Cli, tmp_path: Path) -> None:
+    r = cli("fuzz", "--budget", "60s", "--max-tests", "6", "--out", str(tmp_path), "--test-fault", "perturb")
+    assert r.code == 2
+    s = _summary(tmp_path)
+    assert s.counts == {"wrong_result": 6}
+    bundle = Path(s.findings[0].path)
+    assert {p.name for p in bundle.iterdir()} == {
+        "model.onnx",
+        "inputs.npz",
+        "reference.npz",
+        "finding.json",
+        "repro.py",
+    }
+    finding = Finding.model_validate_json((bundle / "finding.json").read_text())
+    assert finding.comparison is not None and not finding.comparison.ok
+    assert finding.backend.version and finding.seed == s.findings[0].seed
+    # The fault lives in the worker only: the real onnxruntime is correct, so the
+    # standalone repro and `fuzzbot run` both see a pass on the same bundle.
+    repro = subprocess.run([sys.executable, str(bundle / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert repro.returncode == 0, repro.stdout + repro.stderr
+    assert "OK" in repro.stdout
+    rerun = cli("run", str(bundle), "--json")
+    assert rerun.code == 0
+    assert json.loads(rerun.out)["results"][0]["verdict"] == "pass"
+
+
+def test_repro_exits_nonzero_while_the_bug_is_present(cli: Cli, tmp_path: Path) -> None:
+    cli("fuzz", "--budget", "60s", "--max-tests", "1", "--out", str(tmp_path), "--test-fault", "perturb")
+    bundle = Path(_summary(tmp_path).findings[0].path)
+    script = (bundle / "repro.py").read_text()
+    # Break the expectation itself: the real onnxruntime now disagrees with it.
+    broken = script.replace("def main():", "def main():\n    EXPECTED.update({k: v + 1 for k, v in EXPECTED.items()})")
+    (bundle / "repro.py").write_text(broken)
+    repro = subprocess.run([sys.executable, str(bundle / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert repro.returncode == 1
+    assert "BUG:" in repro.stdout
+
+
+@pytest.mark.parametrize(("fault", "verdict"), [("segv:3", "crash"), ("hang:4", "timeout")])
+def test_crashing_or_hanging_worker_does_not_stop_the_campaign(
+    cli: Cli, tmp_path: Path, fault: str, verdict: str
+) -> None:
+    r = cli(
+        "fuzz", "--budget", "90s", "--max-tests", "16", "--timeout", "2s", "--out", str(tmp_path), "--test-fault", fault
+    )
+    assert r.code == 2
+    s = _summary(tmp_path)
+    assert s.tests == 16
+    assert s.counts.get(verdict, 0) >= 1
+    assert s.counts.get("pass", 0) >= 1
+    assert s.worker_restarts >= 1
+    finding = Finding.model_validate_json((Path(s.findings[0].path) / "finding.json").read_text())
+    assert finding.verdict.value == verdict
+    assert finding.stage == "compile"
+    if verdict == "crash":
+        assert "SIGSEGV" in finding.message
+
+
+def test_gen_is_byte_identical_for_one_seed(cli: Cli, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli("gen", "--seed", "42", "--count", "3", "--nodes", "8", "--out", str(a)).code == 0
+    assert cli("gen", "--seed", "42", "--count", "3", "--nodes", "8", "--out", str(b)).code == 0
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert len(files) == 9
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_run_accepts_a_bare_onnx_file(cli: Cli, tmp_path: Path) -> None:
+    cli("gen", "--seed", "5", "--out", str(tmp_path))
+    r = cli("run", str(tmp_path / "seed-5" / "model.onnx"), "--backend", "onnxruntime:disable")
+    assert r.code == 0, r.err
+    assert "pass" in r.out and "onnxruntime:disable" in r.out
+
+
+def _one_line_error(r: CliResult, *needles: str) -> None:
+    assert r.code == 1
+    assert len(r.err_lines) == 1, r.err
+    assert r.err_lines[0].startswith("error:")
+    assert "Traceback" not in r.err
+    for n in needles:
+        assert n in r.err_lines[0]
+
+
+def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07garbage\xff\xff\xff")
+    bad_yaml = tmp_path / "bad.yml"
+    bad_yaml.write_text("budget: [1, 2\n")
+    bad_key = tmp_path / "key.yml"
+    bad_key.write_text("generator:\n  nodes: -3\n")
+    _one_line_error(cli("run", str(tmp_path / "missing.onnx")), "missing.onnx")
+    _one_line_error(cli("run", str(corrupt)), "corrupt.onnx")
+    _one_line_error(cli("run", str(corrupt), "--backend", "tensorflow"), "valid backends: onnxruntime")
+    _one_line_error(cli("fuzz", "--backend", "onnxruntime:O9", "--out", str(tmp_path)), "valid levels")
+    _one_line_error(cli("fuzz", "--config", str(bad_yaml)), "bad.yml", "YAML")
+    _one_line_error(cli("fuzz", "--config", str(bad_key)), "key.yml", "generator.nodes")
+    _one_line_error(cli("fuzz", "--budget", "soon"), "budget")
+    _one_line_error(cli("fuzz", "--python", "/no/such/python", "--out", str(tmp_path)), "/no/such/python")
+    _one_line_error(cli("fuzz", "--no-such-flag"), "no-such-flag")
+    _one_line_error(cli("frobnicate"))
+
+
+def test_bot_never_imported_onnxruntime() -> None:
+    assert "onnxruntime" not in sys.modules

@@ -1,0 +1,90 @@
+"""Comparison rules and verdicts, on concrete arrays and results."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends.results import BackendInfo, RunResult, Stage, Status
+from oracles.compare import Mismatch, compare
+from oracles.signature import normalize
+from oracles.tolerances import Tolerance, tolerance_for
+from oracles.verdict import Verdict, judge
+
+INFO = BackendInfo(name="onnxruntime", level="all", version="1.31.1")
+
+
+def _ok(**outputs: np.ndarray) -> RunResult:
+    return RunResult(status=Status.ok, outputs=outputs, backend=INFO)
+
+
+def test_element_fails_only_when_both_bounds_are_exceeded() -> None:
+    want = np.array([1000.0, 0.001], dtype=np.float32)
+    # 0.5 off on 1000 is within rtol 1e-3; 5e-4 off on 0.001 is within atol 1e-3.
+    assert compare({"y": want}, {"y": want + np.array([0.5, 5e-4], np.float32)}).ok
+    got = want + np.array([2.0, 0.0], np.float32)
+    c = compare({"y": want}, {"y": got})
+    assert not c.ok
+    assert c.outputs[0].mismatch is Mismatch.values
+    assert c.outputs[0].first_bad_index == [0]
+
+
+def test_dtype_defaults_are_ordered_and_ints_are_exact() -> None:
+    f16, f32, f64 = (tolerance_for(np.dtype(d)) for d in ("float16", "float32", "float64"))
+    assert f16.atol > f32.atol > f64.atol and f16.rtol > f32.rtol > f64.rtol
+    assert tolerance_for(np.dtype("int64")) == Tolerance(atol=0, rtol=0)
+    c = compare({"i": np.array([1, 2], np.int64)}, {"i": np.array([1, 3], np.int64)})
+    assert c.outputs[0].mismatch is Mismatch.values
+
+
+def test_nan_and_inf_must_sit_at_the_same_positions() -> None:
+    want = np.array([np.nan, np.inf, 1.0], np.float32)
+    assert compare({"y": want}, {"y": want.copy()}).ok
+    moved = np.array([1.0, np.inf, np.nan], np.float32)
+    assert compare({"y": want}, {"y": moved}).outputs[0].mismatch is Mismatch.nonfinite
+    flipped = np.array([np.nan, -np.inf, 1.0], np.float32)
+    assert compare({"y": want}, {"y": flipped}).outputs[0].mismatch is Mismatch.nonfinite
+
+
+def test_shape_dtype_and_missing_outputs_fail() -> None:
+    want = {"y": np.zeros((2, 3), np.float32)}
+    assert compare(want, {"y": np.zeros((3, 2), np.float32)}).outputs[0].mismatch is Mismatch.shape
+    assert compare(want, {"y": np.zeros((2, 3), np.float64)}).outputs[0].mismatch is Mismatch.dtype
+    assert compare(want, {}).outputs[0].mismatch is Mismatch.missing
+
+
+def test_overrides_loosen_a_dtype() -> None:
+    want, got = np.array([1.0], np.float32), np.array([1.01], np.float32)
+    assert not compare({"y": want}, {"y": got}).ok
+    assert compare({"y": want}, {"y": got}, {"float32": Tolerance(atol=0.1, rtol=0.1)}).ok
+
+
+def test_verdicts_for_each_kind_of_result() -> None:
+    want = {"y": np.ones(3, np.float32)}
+    assert judge(_ok(y=np.ones(3, np.float32)), want, "Relu").verdict is Verdict.pass_
+    wrong = judge(_ok(y=np.zeros(3, np.float32)), want, "Relu")
+    assert wrong.verdict is Verdict.wrong_result and wrong.fingerprint
+    err = RunResult(status=Status.error, stage=Stage.compile, message="Fail: node n3_Conv bad at 0x7ffd", backend=INFO)
+    crash = RunResult(status=Status.crash, stage=Stage.run, signal="SIGSEGV", backend=INFO)
+    hang = RunResult(status=Status.timeout, stage=Stage.compile, backend=INFO)
+    assert judge(err, want, "Conv").verdict is Verdict.crash
+    assert judge(crash, want, "Conv").verdict is Verdict.crash
+    assert judge(hang, want, "Conv").verdict is Verdict.timeout
+    assert judge(err, want, "Conv").stage == "compile"
+
+
+def test_same_bug_same_fingerprint_different_bug_different_fingerprint() -> None:
+    want = {"y": np.ones(3, np.float32)}
+
+    def err(msg: str) -> RunResult:
+        return RunResult(status=Status.error, stage=Stage.compile, message=msg, backend=INFO)
+
+    a = judge(err("Fail: Node (n3_Conv) input 't7' shape [1,3,8,8] at /tmp/x/a.cc:120"), want, "Conv")
+    b = judge(err("Fail: Node (n9_Conv) input 't2' shape [4,6,2,2] at /tmp/y/a.cc:121"), want, "Conv")
+    c = judge(err("NOT_IMPLEMENTED: could not find a kernel for Foo"), want, "Conv")
+    assert a.fingerprint == b.fingerprint
+    assert a.fingerprint != c.fingerprint
+
+
+def test_normalize_keeps_the_meaningful_first_line() -> None:
+    text = "Traceback (most recent call last):\n  File x\nRuntimeError: shape (1, 2) at 0xdeadbeef in '/tmp/a'"
+    assert normalize(text) == "RuntimeError: shape (<n>, <n>) at <addr> in <name>"
