@@ -9,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.bundle import Finding
 from bot.campaign import Summary
+from bot.config import FuzzConfig, load_config
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
@@ -138,3 +140,12 @@ def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
 
 def test_bot_never_imported_onnxruntime() -> None:
     assert "onnxruntime" not in sys.modules
+
+
+def test_example_config_is_valid_and_complete() -> None:
+    example = Path(__file__).parent.parent / "examples" / "fuzzbot.yml"
+    cfg = load_config(example, {})
+    assert cfg == FuzzConfig.model_validate(cfg.model_dump())
+    assert cfg.budget == 120.0 and cfg.timeout == 10.0
+    documented = set(yaml.safe_load(example.read_text()))
+    assert documented == set(FuzzConfig.model_fields) - {"test_fault"}
