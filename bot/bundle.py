@@ -18,31 +18,25 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from backends.results import BackendInfo
 from bot import __version__
 from generator.api import GenConfig
-from oracles.compare import Comparison
-from oracles.verdict import Verdict
+from oracles.verdict import Judgement
 
 
 class BundleError(Exception):
     """A bundle or model file that cannot be read; the message fits on one line."""
 
 
-class Finding(BaseModel):
+class Finding(Judgement):
+    """A judgement plus where it came from: what finding.json holds."""
+
     schema_version: int = 1
-    verdict: Verdict
-    stage: str | None = None
-    symptom: str = ""
-    message: str = ""
-    signature: str = ""
-    fingerprint: str = ""
     backend: BackendInfo
     seed: int | None = None
     generator: GenConfig | None = None
-    comparison: Comparison | None = None
     stderr_tail: str = ""
     fuzzbot_version: str = __version__
     created: str = ""

@@ -177,16 +177,10 @@ class Campaign:
             return
         assert result.backend is not None
         finding = Finding(
-            verdict=j.verdict,
-            stage=j.stage,
-            symptom=j.symptom,
-            message=j.message,
-            signature=j.signature,
-            fingerprint=j.fingerprint,
+            **dict(j),
             backend=result.backend,
             seed=case.seed,
             generator=self.cfg.generator,
-            comparison=j.comparison,
             stderr_tail=result.stderr_tail,
         )
         title = f"{j.verdict.value} in {self.spec}: {j.signature}"

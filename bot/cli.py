@@ -162,6 +162,8 @@ RUN_COLUMNS = ("backend", "version", "verdict", "stage", "seconds", "max_abs", "
 
 def _print_runs(rows: list[dict[str, Any]]) -> None:
     console = Console()
+    if not console.is_terminal:  # logs and pipes get every column, not an 80-column cut
+        console = Console(width=160)
     table = Table()
     for col in RUN_COLUMNS:
         table.add_column(col, no_wrap=True)

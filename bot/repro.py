@@ -8,7 +8,6 @@ exits 1 while the bug is present, so it can serve as a bisection or CI check.
 from __future__ import annotations
 
 import base64
-import textwrap
 
 import numpy as np
 import onnx
@@ -48,6 +47,45 @@ def _value_info(v: onnx.ValueInfoProto) -> str:
 
 def _block(lines: list[str], indent: str = "    ") -> str:
     return "\n".join(indent + line for line in lines)
+
+
+_CHECK_AND_MAIN = """
+def mismatches(name, want, got):
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"{name}: expected {want.dtype}{list(want.shape)}, got {got.dtype}{list(got.shape)}"
+    if want.dtype.kind not in "fc":
+        bad = int((want != got).sum())
+        return f"{name}: {bad} elements differ" if bad else None
+    if not np.array_equal(np.isnan(want), np.isnan(got)) or not np.array_equal(np.isinf(want), np.isinf(got)):
+        return f"{name}: NaN/Inf positions differ"
+    atol, rtol = TOLERANCES[name]
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    bad = np.nan_to_num((err > atol) & (err > rtol * np.abs(want.astype(np.float64))))
+    if bad.any():
+        worst = np.nanmax(err)
+        return f"{name}: {int(bad.sum())} elements beyond atol={atol} rtol={rtol}, max abs error {worst:.3g}"
+    return None
+
+
+def main():
+    try:
+        got = run(model.SerializeToString(), INPUTS)
+    except Exception as e:
+        print(f"BUG: {type(e).__name__}: {e}")
+        return 1
+    found = [mismatches(name, want, got.get(name, np.array([]))) for name, want in EXPECTED.items()]
+    problems = [m for m in found if m]
+    for p in problems:
+        print("BUG:", p)
+    if not problems:
+        print("OK: outputs match the reference")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+""".lstrip("\n")
+"""The fixed end of every repro: compare with the reference, exit 1 on a mismatch."""
 
 
 def render_repro(
@@ -109,40 +147,4 @@ onnx.checker.check_model(model)
 {snippet}
 
 """
-    tail = textwrap.dedent("""
-        def mismatches(name, want, got):
-            if got.shape != want.shape or got.dtype != want.dtype:
-                return f"{name}: expected {want.dtype}{list(want.shape)}, got {got.dtype}{list(got.shape)}"
-            if want.dtype.kind not in "fc":
-                bad = int((want != got).sum())
-                return f"{name}: {bad} elements differ" if bad else None
-            if not np.array_equal(np.isnan(want), np.isnan(got)) or not np.array_equal(np.isinf(want), np.isinf(got)):
-                return f"{name}: NaN/Inf positions differ"
-            atol, rtol = TOLERANCES[name]
-            err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            bad = np.nan_to_num((err > atol) & (err > rtol * np.abs(want.astype(np.float64))))
-            if bad.any():
-                worst = np.nanmax(err)
-                return f"{name}: {int(bad.sum())} elements beyond atol={atol} rtol={rtol}, max abs error {worst:.3g}"
-            return None
-
-
-        def main():
-            try:
-                got = run(model.SerializeToString(), INPUTS)
-            except Exception as e:
-                print(f"BUG: {type(e).__name__}: {e}")
-                return 1
-            found = [mismatches(name, want, got.get(name, np.array([]))) for name, want in EXPECTED.items()]
-            problems = [m for m in found if m]
-            for p in problems:
-                print("BUG:", p)
-            if not problems:
-                print("OK: outputs match the reference")
-            return 1 if problems else 0
-
-
-        if __name__ == "__main__":
-            sys.exit(main())
-    """).lstrip("\n")
-    return head + body + tail
+    return head + body + _CHECK_AND_MAIN

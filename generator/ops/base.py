@@ -100,6 +100,13 @@ class OpSpec(ABC):
         """Eager torch semantics of the ONNX node, read from its attributes alone."""
 
 
+def full_and_lower_rank(out: TType, min_rank: int, rng: random.Random) -> list[TType]:
+    """Two inputs for an op whose output takes the larger input rank: one input has
+    the output's rank, the other any rank down to `min_rank`, in random order."""
+    other = TType(out.dtype, rng.randint(min_rank, out.rank))
+    return [out, other] if rng.random() < 0.5 else [other, out]
+
+
 _REGISTRY: dict[str, type[OpSpec]] = {}
 
 

@@ -15,7 +15,7 @@ from functools import reduce
 import torch
 import torch.nn.functional as F
 
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import Attrs, Emitter, OpSpec, full_and_lower_rank, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 Unary = Callable[[torch.Tensor, Attrs], torch.Tensor]
@@ -83,8 +83,7 @@ class BinaryOp(OpSpec):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if super().backward_inputs(out, rng) is None:
             return None
-        other = TType(out.dtype, rng.randint(cls.min_rank, out.rank))
-        return [out, other] if rng.random() < 0.5 else [other, out]
+        return full_and_lower_rank(out, cls.min_rank, rng)
 
     def _aligned(self, ins: list[AbsTensor]) -> list[tuple[str, Dim, Dim]]:
         a, b = ins[0].shape, ins[1].shape
