@@ -152,10 +152,12 @@ class Campaign:
                 self.record(case, client.collect())
                 case = following
         finally:
+            # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
             self.summary.worker_restarts = client.restarts
             client.close()
             self.summary.wall_s = time.monotonic() - start
             self.finish()
+            write_summary(self.summary, Path(self.cfg.out))
         return self.summary
 
     def record(self, case: Prepared, result: RunResult) -> None:

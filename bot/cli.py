@@ -19,7 +19,7 @@ from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import ReferenceError, run_reference
 from backends.spec import BackendSpecError, parse_backend
 from bot.bundle import BundleError, load_bundle, write_bundle
-from bot.campaign import Campaign, op_signature, write_summary
+from bot.campaign import Campaign, op_signature
 from bot.config import ConfigError, TestFault, load_config, parse_duration
 from bot.display import live_progress, summary_table
 from generator.api import GenConfig, generate, inputs_for_model
@@ -80,9 +80,8 @@ def fuzz(
     campaign.start()
     with live_progress(console, cfg.budget) as on_test:
         summary = campaign.run(on_test)
-    path = write_summary(summary, cfg.out)
     console.print(summary_table(summary))
-    console.print(f"summary: {path}")
+    console.print(f"summary: {cfg.out / 'summary.json'}")
     raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)
 
 

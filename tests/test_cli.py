@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bot.bundle import Finding
-from bot.campaign import Summary
+from bot.campaign import Campaign, Summary
 from bot.config import FuzzConfig, load_config
 from tests.conftest import CliResult
 
@@ -149,3 +149,14 @@ def test_example_config_is_valid_and_complete() -> None:
     assert cfg.budget == 120.0 and cfg.timeout == 10.0
     documented = set(yaml.safe_load(example.read_text()))
     assert documented == set(FuzzConfig.model_fields) - {"test_fault"}
+
+
+def test_interrupted_campaign_keeps_its_summary(tmp_path: Path) -> None:
+    def stop_after_three(s: Summary) -> None:
+        if s.tests == 3:
+            raise KeyboardInterrupt
+
+    campaign = Campaign(FuzzConfig(budget=60, out=tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run(stop_after_three)
+    assert _summary(tmp_path).tests == 3
