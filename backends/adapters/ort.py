@@ -10,7 +10,14 @@ import numpy as np
 
 class OrtAdapter:
     name = "onnxruntime"
-    levels = ("disable", "basic", "extended", "all")
+    level_names = {
+        "disable": "ORT_DISABLE_ALL",
+        "basic": "ORT_ENABLE_BASIC",
+        "extended": "ORT_ENABLE_EXTENDED",
+        "all": "ORT_ENABLE_ALL",
+    }
+    """fuzzbot level -> GraphOptimizationLevel member, shared by sessions and repro scripts."""
+    levels = tuple(level_names)
     default_level = "all"
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -24,14 +31,8 @@ class OrtAdapter:
         return {"name": self.name, "version": self.ort.__version__, "commit": None}
 
     def compile(self, model: bytes, level: str) -> Any:
-        opt = self.ort.GraphOptimizationLevel
         so = self.ort.SessionOptions()
-        so.graph_optimization_level = {
-            "disable": opt.ORT_DISABLE_ALL,
-            "basic": opt.ORT_ENABLE_BASIC,
-            "extended": opt.ORT_ENABLE_EXTENDED,
-            "all": opt.ORT_ENABLE_ALL,
-        }[level]
+        so.graph_optimization_level = getattr(self.ort.GraphOptimizationLevel, self.level_names[level])
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
@@ -45,12 +46,7 @@ class OrtAdapter:
     @classmethod
     def repro_snippet(cls, level: str) -> str:
         """Source of a `run(model_bytes, inputs)` function for standalone repro scripts."""
-        const = {
-            "disable": "ORT_DISABLE_ALL",
-            "basic": "ORT_ENABLE_BASIC",
-            "extended": "ORT_ENABLE_EXTENDED",
-            "all": "ORT_ENABLE_ALL",
-        }[level]
+        const = cls.level_names[level]
         return f"""def run(model_bytes, inputs):
     import onnxruntime as ort
 
