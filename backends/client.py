@@ -2,7 +2,8 @@
 and turn every way a worker can fail into a RunResult.
 
 A request may be submitted and collected later, so the bot can generate the next
-case while the worker computes this one.
+case while the worker computes this one. A worker that crashed, hung, ran out of
+memory or desynchronized is killed, and the next request starts a fresh one.
 """
 
 from __future__ import annotations
@@ -16,17 +17,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import backends
-from backends.protocol import HEADER, ProtocolError, decode_body, encode, header_length
+from backends.protocol import HEADER, PROTOCOL_VERSION, ProtocolError, decode_body, encode, header_length
 from backends.results import BackendInfo, RunResult, Stage, Status
-from backends.spec import BackendSpec
+from backends.spec import BackendSpec, BackendSpecError, canonical_level
 
 STDERR_TAIL = 2000
+REPO_ROOT = Path(backends.__file__).resolve().parent.parent
 
 
 class BackendUnavailable(RuntimeError):
@@ -51,24 +54,31 @@ class WorkerClient:
         options: dict[str, Any] | None = None,
         fault: dict[str, Any] | None = None,
         startup_timeout_s: float = 120.0,
+        memory_mb: int | None = None,
     ) -> None:
         self.spec = spec
         self.python = python
         self.timeout_s = timeout_s
-        self.options = options or {}
+        self.options = {**spec.option_dict, **(options or {})}
         self.fault = fault
         self.startup_timeout_s = startup_timeout_s
+        self.memory_mb = memory_mb
         self.info: BackendInfo | None = None
+        self.level = spec.level
+        self.handshake: dict[str, Any] = {}
         self.restarts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="fuzzbot-worker-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         self._log = self._dir / "stderr.log"
         self._pending: tuple[float, int, int] | None = None
         self._next_id = 0
-        # Only the backends package is put on the worker's path, so the side's own
-        # numpy and system under test are never shadowed by the bot's environment.
+        # Only our own packages are put on the worker's path (backends, and what the
+        # adapter declares), so the side's numpy and system under test are never
+        # shadowed by the bot's environment.
         (self._dir / "path").mkdir()
-        (self._dir / "path" / "backends").symlink_to(Path(backends.__file__).parent)
+        for package in ("backends", *spec.packages):
+            (self._dir / "path" / package).symlink_to(REPO_ROOT / package)
 
     def __enter__(self) -> WorkerClient:
         self.start()
@@ -77,13 +87,19 @@ class WorkerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [str(self._dir / "path")]
+        if self.spec.plugin:  # `module:Class` resolves from where the user runs fuzzbot, as with `python -m`
+            paths.append(os.getcwd())
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+        env["PYTHONFAULTHANDLER"] = "1"
+        return env
+
     def start(self) -> BackendInfo:
         if self._proc is not None and self._proc.poll() is None:
             assert self.info is not None
             return self.info
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._dir / "path"), env.get("PYTHONPATH")]))
-        env["PYTHONFAULTHANDLER"] = "1"
         with open(self._log, "ab") as log:
             try:
                 self._proc = subprocess.Popen(
@@ -91,36 +107,73 @@ class WorkerClient:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
-                    env=env,
+                    env=self._env(),
                     cwd=self._dir,
                     start_new_session=True,
                 )
             except OSError as e:
                 raise BackendUnavailable(f"cannot start {self.python}: {e.strerror or e}") from e
-        hello = {"adapter": self.spec.adapter, "options": self.options, "fault": self.fault}
+        hello = {
+            "protocol": PROTOCOL_VERSION,
+            "adapter": self.spec.adapter,
+            "options": self.options,
+            "fault": self.fault,
+            "memory_mb": self.memory_mb,
+        }
         try:
             self._send(encode(hello))
             reply, _ = self._receive(time.monotonic() + self.startup_timeout_s)
         except (EOFError, TimeoutError, OSError, ProtocolError) as e:
-            tail = self._tail(0)
+            tail = (self._tail(0).splitlines() or [""])[-1]
             self._kill()
+            why = str(e) or type(e).__name__
             raise BackendUnavailable(
-                f"{self.spec.name} worker under {self.python} failed to start: {e} {tail}".strip()
+                f"{self.spec.name} worker under {self.python} failed to start: {why} {tail}".strip()
             ) from e
+        self.info = self._accept(reply)
+        return self.info
+
+    def _accept(self, reply: dict[str, Any]) -> BackendInfo:
+        """Check the handshake and record which build answers; refusals are one line."""
+        name = self.spec.name
+        if reply.get("protocol") != PROTOCOL_VERSION:
+            self._kill()
+            theirs = reply.get("protocol")
+            raise BackendUnavailable(
+                f"{name} worker under {self.python} speaks protocol {theirs}, this bot {PROTOCOL_VERSION}"
+            )
         if not reply.get("ok"):
             self._kill()
-            raise BackendUnavailable(f"{self.spec.name} is not importable under {self.python}: {reply.get('message')}")
+            message = str(reply.get("message", "")).strip().splitlines() or ["no reason given"]
+            if reply.get("unavailable"):
+                raise BackendUnavailable(message[-1])
+            raise BackendUnavailable(f"{name} is not importable under {self.python}: {message[-1]}")
+        try:
+            self.level = canonical_level(self.spec.level or reply["default_level"], reply["levels"], name)
+        except BackendSpecError:
+            self._kill()
+            raise
+        self.handshake = reply
         info = reply["info"]
-        self.info = BackendInfo(
+        return BackendInfo(
             name=info["name"],
-            level=self.spec.level,
+            level=self.level,
             version=str(info["version"]),
             commit=info.get("commit"),
             python=reply.get("python", ""),
+            executable=reply.get("executable", ""),
+            protocol=reply["protocol"],
         )
-        return self.info
 
     def submit(self, model: bytes, inputs: dict[str, np.ndarray]) -> None:
+        self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
+
+    def echo(self, arrays: dict[str, np.ndarray]) -> RunResult:
+        """Send arrays and get them back without touching the system: the protocol's own cost."""
+        self._submit({"op": "echo"}, arrays, {})
+        return self.collect()
+
+    def _submit(self, header: dict[str, Any], arrays: dict[str, np.ndarray], blobs: dict[str, bytes]) -> None:
         if self._pending is not None:
             raise RuntimeError("a request is already in flight")
         if self._proc is None or self._proc.poll() is not None:
@@ -129,32 +182,42 @@ class WorkerClient:
         self._next_id += 1
         offset = self._log.stat().st_size if self._log.exists() else 0
         self._pending = (time.monotonic(), self._next_id, offset)
-        frame = encode({"op": "run", "id": self._next_id, "level": self.spec.level}, inputs, {"model": model})
+        frame = encode({**header, "id": self._next_id}, arrays, blobs)
         with contextlib.suppress(OSError):  # the worker died; collect() reports how
             self._send(frame)
 
     def collect(self) -> RunResult:
         if self._pending is None:
             raise RuntimeError("nothing was submitted")
-        started, _, offset = self._pending
+        started, rid, offset = self._pending
         self._pending = None
         stage: Stage | None = None
         deadline = started + self.timeout_s
         try:
             while True:
                 header, arrays = self._receive(deadline)
+                if header.get("id") != rid:
+                    raise ProtocolError(f"reply for request {header.get('id')} while waiting for {rid}")
                 if header.get("event") == "stage":
                     stage = Stage(header["stage"])
                     continue
-                return self._result(header, arrays, time.monotonic() - started)
+                result = self._result(header, arrays, time.monotonic() - started)
+                if header.get("exiting"):  # it answered, then exits: reap it before the next request
+                    result.stderr_tail = self._tail(offset)
+                    self._reap()
+                    self._kill()
+                return result
         except TimeoutError:
-            self._kill()
             message = f"no answer within {self.timeout_s:g}s"
             return self._failure(Status.timeout, stage, message, None, offset, started)
-        except (EOFError, OSError, ProtocolError) as e:
+        except ProtocolError as e:
+            return self._failure(Status.crash, stage, f"worker protocol error: {e}", None, offset, started)
+        except (EOFError, OSError) as e:
             code = self._reap()
             sig = signal_name(code)
             message = f"worker killed by {sig}" if sig else f"worker exited with code {code} ({e})"
+            if self.memory_mb and sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
+                message += f" (memory limit {self.memory_mb} MiB)"
             return self._failure(Status.crash, stage, message, sig, offset, started)
 
     def run(self, model: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
@@ -169,13 +232,14 @@ class WorkerClient:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._cleanup()
 
     def _result(self, header: dict[str, Any], arrays: dict[str, np.ndarray], wall: float) -> RunResult:
         return RunResult(
             status=Status(header["status"]),
             stage=Stage(header["stage"]) if header.get("stage") else None,
             message=header.get("message", ""),
+            import_s=header.get("import_s"),
             compile_s=header.get("compile_s"),
             run_s=header.get("run_s"),
             wall_s=wall,

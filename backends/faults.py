@@ -16,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("segv", "abort", "hang", "perturb")
+KINDS = ("segv", "abort", "hang", "perturb", "oom")
+OOM_CHUNK = 64 << 20
+
+
+def check(fault: dict[str, Any] | None, memory_mb: int | None) -> None:
+    """Refuse a fault that would hurt the machine rather than the worker."""
+    if fault and fault.get("kind") not in KINDS:
+        raise ValueError(f"unknown test fault {fault.get('kind')!r}; valid: {', '.join(KINDS)}")
+    if fault and fault.get("kind") == "oom" and not memory_mb:
+        raise ValueError("the oom test fault needs a worker memory limit")
 
 
 def triggered(fault: dict[str, Any] | None, model: bytes) -> bool:
@@ -38,6 +47,10 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
     elif kind == "hang":
         while True:
             time.sleep(60)
+    elif kind == "oom":  # a real blow-up: touched pages until the address-space cap refuses more
+        hoard = []
+        while True:
+            hoard.append(np.ones(OOM_CHUNK, dtype=np.uint8))
 
 
 def after_run(fault: dict[str, Any] | None, model: bytes, outputs: dict[str, np.ndarray]) -> None:
@@ -48,4 +61,10 @@ def after_run(fault: dict[str, Any] | None, model: bytes, outputs: dict[str, np.
         if arr.dtype.kind == "f" and arr.size:
             flat = arr.reshape(-1)
             flat[0] = flat[0] + np.asarray(0.5 + abs(float(flat[0])), dtype=arr.dtype)
+            return
+    # No float output: flip a bool or step an integer, which exact comparison catches.
+    for arr in outputs.values():
+        if arr.size and arr.dtype.kind in "biu":
+            flat = arr.reshape(-1)
+            flat[0] = not flat[0] if arr.dtype.kind == "b" else flat[0] ^ 1
             return

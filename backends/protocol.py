@@ -15,6 +15,8 @@ import numpy as np
 
 HEADER = struct.Struct(">I")
 MAX_HEADER = 64 * 1024 * 1024
+PROTOCOL_VERSION = 2
+"""Bumped whenever a frame's meaning changes; the bot refuses a worker that speaks another."""
 
 
 class ProtocolError(Exception):

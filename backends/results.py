@@ -16,20 +16,30 @@ class Status(StrEnum):
     crash = "crash"
     """The worker process died: a signal, or an exit nobody asked for."""
     timeout = "timeout"
+    unsupported = "unsupported"
+    """The system refused the model with one of its own "not supported" messages: a
+    limitation it declares, never a bug."""
 
 
 class Stage(StrEnum):
     import_ = "import"
+    """The system's frontend reading the ONNX model (convert), where it has a separate one."""
     compile = "compile"
     run = "run"
 
 
 class BackendInfo(BaseModel):
+    """Which build produced a result, from the worker's handshake."""
+
     name: str
     level: str
     version: str
     commit: str | None = None
     python: str = ""
+    """The worker interpreter's Python version."""
+    executable: str = ""
+    """The worker interpreter's path, so two venvs of one release stay apart."""
+    protocol: int = 0
 
 
 class RunResult(BaseModel):
@@ -38,6 +48,7 @@ class RunResult(BaseModel):
     message: str = ""
     signal: str | None = None
     stderr_tail: str = ""
+    import_s: float | None = None
     compile_s: float | None = None
     run_s: float | None = None
     wall_s: float = 0.0

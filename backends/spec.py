@@ -1,13 +1,27 @@
-"""Backend spec strings such as `onnxruntime:all` or `onnxruntime:disable`."""
+"""Backend spec strings: `NAME[:LEVEL][,KEY=VALUE...]`.
+
+NAME is a built-in backend (`onnxruntime:all`, `tvm:O0`, `openvino`) or a plugin given
+as `module:Class` (`examples.plugin_backend:NumpyAdapter:fast`); the class name must be
+capitalized, so that a misspelt built-in name is an error now, not an import failure
+in the worker later. Built-in adapter
+classes are imported here to check levels and options (their modules import the
+system under test only inside the worker). A plugin is never imported by the bot: it
+only has to be importable on the worker's side, which checks its level at the
+handshake.
+"""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ADAPTERS: dict[str, str] = {
     "onnxruntime": "backends.adapters.ort:OrtAdapter",
+    "tvm": "backends.adapters.tvm:TvmAdapter",
+    "torch.compile": "backends.adapters.torch_compile:TorchCompileAdapter",
+    "openvino": "backends.adapters.openvino:OpenVinoAdapter",
+    "tensorrt": "backends.adapters.tensorrt:TensorRtAdapter",
 }
 """Built-in backend names and the worker-side adapter class behind each."""
 
@@ -20,10 +34,20 @@ class BackendSpecError(ValueError):
 class BackendSpec:
     name: str
     level: str
+    """Empty for a plugin whose default level the worker reports at the handshake."""
     adapter: str
+    options: tuple[tuple[str, str], ...] = ()
+    packages: tuple[str, ...] = ()
+    """Packages of this repository, besides `backends`, that the worker needs on its path."""
+    plugin: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
-        return f"{self.name}:{self.level}"
+        text = f"{self.name}:{self.level}" if self.level else self.name
+        return text + "".join(f",{k}={v}" for k, v in self.options)
+
+    @property
+    def option_dict(self) -> dict[str, str]:
+        return dict(self.options)
 
 
 def adapter_class(path: str) -> Any:
@@ -32,12 +56,51 @@ def adapter_class(path: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
+def valid_backends() -> str:
+    return ", ".join(sorted(ADAPTERS)) + " (or a plugin as module:Class)"
+
+
 def parse_backend(text: str) -> BackendSpec:
-    name, _, level = text.strip().partition(":")
-    if name not in ADAPTERS:
-        raise BackendSpecError(f"unknown backend {name!r}; valid backends: {', '.join(sorted(ADAPTERS))}")
+    head, *pairs = text.strip().split(",")
+    options = _options(pairs, text)
+    parts = head.split(":")
+    if parts[0] in ADAPTERS:
+        if len(parts) > 2:
+            raise BackendSpecError(f"backend {text!r}: expected NAME[:LEVEL]")
+        return _builtin(parts[0], parts[1] if len(parts) == 2 else "", options)
+    if len(parts) in (2, 3) and _is_module(parts[0]) and parts[1].isidentifier() and parts[1][0].isupper():
+        level = parts[2] if len(parts) == 3 else ""
+        return BackendSpec(f"{parts[0]}:{parts[1]}", level, f"{parts[0]}:{parts[1]}", options, plugin=True)
+    raise BackendSpecError(f"unknown backend {parts[0]!r}; valid backends: {valid_backends()}")
+
+
+def canonical_level(level: str, levels: tuple[str, ...] | list[str], name: str) -> str:
+    """`level` spelled as the adapter spells it (levels are matched case-insensitively)."""
+    by_lower = {lv.lower(): lv for lv in levels}
+    if level.lower() not in by_lower:
+        raise BackendSpecError(f"unknown level {level!r} for {name}; valid levels: {', '.join(levels)}")
+    return by_lower[level.lower()]
+
+
+def _builtin(name: str, level: str, options: tuple[tuple[str, str], ...]) -> BackendSpec:
     cls = adapter_class(ADAPTERS[name])
-    level = (level or cls.default_level).lower()
-    if level not in cls.levels:
-        raise BackendSpecError(f"unknown level {level!r} for {name}; valid levels: {', '.join(cls.levels)}")
-    return BackendSpec(name, level, ADAPTERS[name])
+    level = canonical_level(level or cls.default_level, cls.levels, name)
+    unknown = [k for k, _ in options if k not in cls.options]
+    if unknown:
+        valid = ", ".join(cls.options) or "none"
+        raise BackendSpecError(f"unknown option {unknown[0]!r} for {name}; valid options: {valid}")
+    return BackendSpec(name, level, ADAPTERS[name], options, tuple(cls.worker_packages))
+
+
+def _is_module(text: str) -> bool:
+    return all(p.isidentifier() for p in text.split("."))
+
+
+def _options(pairs: list[str], text: str) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise BackendSpecError(f"backend {text!r}: options are KEY=VALUE after a comma")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)

@@ -3,12 +3,19 @@
 Started by the bot as `python -m backends.worker` under the side's own interpreter.
 File descriptor 1 is kept for protocol frames and the process's stdout is pointed
 at stderr, so native libraries that print cannot corrupt the channel.
+
+The first frame each way is the handshake: the bot names the adapter, its options
+and the protocol version it speaks; the worker answers with the build it loaded
+(name, version, commit), the adapter's levels and "unsupported" patterns, and its
+own protocol version. Every later reply, stage events included, carries the id of
+the request it answers.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import resource
 import sys
 import time
 import traceback
@@ -17,9 +24,11 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from backends import faults
-from backends.protocol import read_message, write_message
+from backends.adapters.base import Unavailable, is_unsupported
+from backends.protocol import PROTOCOL_VERSION, read_message, write_message
 
 MAX_MESSAGE = 4000
+OOM_MARKERS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
 
 
 def describe(e: BaseException) -> str:
@@ -32,55 +41,132 @@ def load_adapter(path: str, options: dict[str, Any]) -> Any:
     return getattr(importlib.import_module(module), cls)(options)
 
 
-def failure(stage: str, e: BaseException) -> dict[str, Any]:
-    traceback.print_exc(file=sys.stderr)
-    return {"status": "error", "stage": stage, "message": describe(e)}
+def limit_memory(extra_mb: int) -> int:
+    """Cap the address space at what the loaded system already maps plus `extra_mb`,
+    so the limit means the same headroom whatever the backend's footprint at rest.
+    Returns the cap in MiB."""
+    try:
+        with open("/proc/self/statm") as f:
+            base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        base = 0
+    cap = base + (extra_mb << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return cap >> 20
+
+
+class Served:
+    """The adapter with what the run loop needs to judge its failures."""
+
+    def __init__(self, adapter: Any, memory_cap_mb: int | None) -> None:
+        self.adapter = adapter
+        self.patterns = tuple(getattr(adapter, "unsupported", ()))
+        self.memory_cap_mb = memory_cap_mb
+
+    def failure(self, stage: str, e: BaseException) -> dict[str, Any]:
+        traceback.print_exc(file=sys.stderr)
+        message = describe(e)
+        if isinstance(e, MemoryError) or any(m in message for m in OOM_MARKERS):
+            cap = f" (address space capped at {self.memory_cap_mb} MiB)" if self.memory_cap_mb else ""
+            # The heap may be half-built now: answer, then exit so the bot starts a fresh worker.
+            return {"status": "error", "stage": stage, "message": f"out of memory{cap}: {message}", "exiting": True}
+        status = "unsupported" if is_unsupported(self.patterns, message) else "error"
+        return {"status": status, "stage": stage, "message": message}
 
 
 def handle_run(
-    adapter: Any, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
+    served: Served, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    # Stage events go out before each stage, so a crash or hang inside it is still tagged.
-    write_message(out, {"event": "stage", "stage": "compile"})
-    t0 = time.perf_counter()
+    """Stage events go out before each stage, so a crash or hang inside it is still tagged."""
+    adapter, rid, raw = served.adapter, header.get("id"), model
+    times: dict[str, float] = {}
+    stage = "import"
     try:
-        faults.before_compile(fault, model)
+        t = time.perf_counter()
+        if hasattr(adapter, "convert"):
+            write_message(out, {"id": rid, "event": "stage", "stage": stage})
+            model = adapter.convert(model)
+            times["import_s"] = time.perf_counter() - t
+        stage = "compile"
+        write_message(out, {"id": rid, "event": "stage", "stage": stage})
+        t = time.perf_counter()
+        faults.before_compile(fault, raw)
         compiled = adapter.compile(model, header["level"])
-    except Exception as e:  # noqa: BLE001 - whatever the system raises is its answer
-        return failure("compile", e), {}
-    t1 = time.perf_counter()
-    write_message(out, {"event": "stage", "stage": "run"})
-    try:
+        if hasattr(adapter, "warmup"):
+            adapter.warmup(compiled, inputs)
+        times["compile_s"] = time.perf_counter() - t
+        stage = "run"
+        write_message(out, {"id": rid, "event": "stage", "stage": stage})
+        t = time.perf_counter()
         outputs = adapter.run(compiled, inputs)
+        times["run_s"] = time.perf_counter() - t
     except Exception as e:  # noqa: BLE001 - whatever the system raises is its answer
-        return failure("run", e), {}
-    t2 = time.perf_counter()
+        return served.failure(stage, e), {}
+    outputs = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in outputs.items()}
     bad = [k for k, v in outputs.items() if not isinstance(v, np.ndarray) or v.dtype.hasobject]
     if bad:
         return {"status": "error", "stage": "run", "message": f"non-tensor outputs {bad}"}, {}
-    faults.after_run(fault, model, outputs)
-    return {"status": "ok", "compile_s": t1 - t0, "run_s": t2 - t1}, outputs
+    faults.after_run(fault, raw, outputs)
+    return {"status": "ok", **times}, outputs
+
+
+def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
+    hello, _, _ = read_message(inp)
+    if hello.get("protocol") != PROTOCOL_VERSION:
+        message = f"worker speaks protocol {PROTOCOL_VERSION}, the bot {hello.get('protocol')}"
+        write_message(out, {"ok": False, "protocol": PROTOCOL_VERSION, "stage": "import", "message": message})
+        return None
+    fault = hello.get("fault")
+    try:
+        faults.check(fault, hello.get("memory_mb"))
+        adapter = load_adapter(hello["adapter"], hello.get("options", {}))
+        info = adapter.info()
+        cap = limit_memory(int(hello["memory_mb"])) if hello.get("memory_mb") else None
+    except BaseException as e:  # noqa: BLE001 - any import failure is reported, not raised
+        unavailable = isinstance(e, Unavailable)
+        traceback.print_exc(file=sys.stderr)
+        reply = {"ok": False, "protocol": PROTOCOL_VERSION, "stage": "import", "unavailable": unavailable}
+        write_message(out, {**reply, "message": str(e) if unavailable else describe(e)})
+        return None
+    write_message(
+        out,
+        {
+            "ok": True,
+            "protocol": PROTOCOL_VERSION,
+            "info": info,
+            "levels": list(adapter.levels),
+            "default_level": adapter.default_level,
+            "opsets": list(getattr(adapter, "opsets", ())),
+            "unsupported": list(getattr(adapter, "unsupported", ())),
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "memory_cap_mb": cap,
+        },
+    )
+    return Served(adapter, cap), fault
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> int:
-    hello, _, _ = read_message(inp)
-    try:
-        adapter = load_adapter(hello["adapter"], hello.get("options", {}))
-        info = adapter.info()
-    except BaseException as e:  # noqa: BLE001 - any import failure is reported, not raised
-        write_message(out, {"ok": False, "stage": "import", "message": describe(e)})
+    ready = handshake(inp, out)
+    if ready is None:
         return 1
-    write_message(out, {"ok": True, "info": info, "pid": os.getpid(), "python": sys.version.split()[0]})
-    fault = hello.get("fault")
+    served, fault = ready
     while True:
         try:
             header, arrays, blobs = read_message(inp)
         except EOFError:
             return 0
-        if header.get("op") == "exit":
+        op, rid = header.get("op"), header.get("id")
+        if op == "exit":
             return 0
-        reply, outputs = handle_run(adapter, header, arrays, blobs["model"], fault, out)
-        write_message(out, {"id": header.get("id"), **reply}, outputs)
+        if op == "echo":  # the protocol alone, for its benchmark and tests
+            write_message(out, {"id": rid, "status": "ok"}, arrays)
+            continue
+        reply, outputs = handle_run(served, header, arrays, blobs["model"], fault, out)
+        write_message(out, {"id": rid, **reply}, outputs)
+        if reply.get("exiting"):
+            return 3
 
 
 def main() -> int:

@@ -19,6 +19,13 @@ class Verdict(StrEnum):
     """An exception from the backend or a dead worker: both are bugs on a valid model."""
     timeout = "timeout"
     wrong_result = "wrong_result"
+    unsupported = "unsupported"
+    """The backend declined the model with one of its declared "not supported" messages."""
+
+    @property
+    def is_bug(self) -> bool:
+        """Only these are findings: a pass or a declared limitation is never reported."""
+        return self not in (Verdict.pass_, Verdict.unsupported)
 
 
 class Judgement(BaseModel):
@@ -41,6 +48,8 @@ def judge(
     messages carry nothing stable."""
     backend = result.backend.name if result.backend else "unknown"
     stage = result.stage.value if result.stage else None
+    if result.status is Status.unsupported:
+        return Judgement(verdict=Verdict.unsupported, stage=stage, symptom="unsupported", message=result.message)
     if result.status in (Status.error, Status.crash, Status.timeout):
         verdict = Verdict.timeout if result.status is Status.timeout else Verdict.crash
         symptom = {

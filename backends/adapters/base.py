@@ -1,0 +1,74 @@
+"""The adapter protocol: what the worker needs from a system under test.
+
+An adapter runs inside the worker, under the side's own interpreter, so this module
+uses the standard library only. A plugin may subclass `Adapter` (the `backends`
+package is on every worker's path) or just provide the same attributes: the worker
+reads the optional ones with defaults.
+
+Required: `name`, `levels`, `default_level`, `__init__(options)`, `info()`,
+`compile(model, level)` and `run(compiled, inputs)`.
+
+Optional: `convert(model_bytes)` (when present, failures in it are tagged with the
+`import` stage and `compile` receives its result instead of the bytes), `warmup(compiled,
+inputs)` (runs inside the compile stage, for systems that compile on the first call),
+`unsupported` (regular expressions over an error message that mark it a declared
+limitation rather than a bug), `opsets` and `level_help`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class Unavailable(RuntimeError):
+    """Raised by an adapter's constructor when the system cannot run here at all (no
+    device, missing package); its message is the one-line reason shown to the user."""
+
+
+class Adapter:
+    name: ClassVar[str]
+    levels: ClassVar[tuple[str, ...]]
+    default_level: ClassVar[str]
+    level_help: ClassVar[str] = ""
+    """How a level maps onto the system's own optimization knobs, for `--help` and the README."""
+    opsets: ClassVar[tuple[int, int]] = (7, 21)
+    """The lowest and highest default-domain opset the system accepts."""
+    unsupported: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[dict[str, str]] = {}
+    """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
+    worker_packages: ClassVar[tuple[str, ...]] = ()
+    """Packages of this repository, besides `backends`, that the worker needs on its path."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = dict(options)
+
+    def info(self) -> dict[str, Any]:
+        """name, version and (where the package exposes one) commit of the loaded build."""
+        raise NotImplementedError
+
+    def compile(self, model: Any, level: str) -> Any:
+        raise NotImplementedError
+
+    def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    @classmethod
+    def repro_snippet(cls, level: str) -> str:
+        """Source of `run(model_bytes, inputs)` for standalone repro scripts. This default
+        drives the adapter class itself; built-in adapters override it with plain calls
+        to the system, so their repro needs nothing of fuzzbot."""
+        return f"""def run(model_bytes, inputs):
+    from {cls.__module__} import {cls.__qualname__} as Adapter
+
+    adapter = Adapter({{}})
+    model = adapter.convert(model_bytes) if hasattr(adapter, "convert") else model_bytes
+    compiled = adapter.compile(model, {level!r})
+    return adapter.run(compiled, inputs)
+"""
+
+
+def is_unsupported(patterns: tuple[str, ...] | list[str], message: str) -> bool:
+    return any(re.search(p, message) for p in patterns)

@@ -1,0 +1,141 @@
+"""Apache TVM (Relax) on the `llvm` target, through its ONNX frontend.
+
+In Relax an optimization level is a choice of pass pipeline; PassContext's opt_level
+alone changes almost nothing. fuzzbot's levels are the two pipelines users reach for:
+
+- `O0`: the build-only lowering (`default_build`: LegalizeOps, memory planning, VM
+  lowering) with no FoldConstant and no operator fusion, at PassContext opt_level 0;
+- `default`: the target's default pipeline (`relax.get_default_pipeline(target)`:
+  LegalizeOps, FoldConstant, FuseOps, FuseTIR, then the same lowering), at opt_level 3.
+
+apache-tvm 0.25 to 0.27 differ in small ways; each difference is probed with getattr
+here rather than by version number, so a nightly between releases works too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from backends.adapters.base import Adapter
+
+
+class TvmAdapter(Adapter):
+    name = "tvm"
+    levels = ("O0", "default")
+    default_level = "default"
+    level_help = "O0: default_build lowering only (no FoldConstant, no fusion); default: get_default_pipeline(llvm)"
+    opsets = (1, 22)
+    unsupported = (
+        r"OpNotImplemented",
+        r"OpAttributeUnImplemented",
+        r"not supported for frontend ONNX",
+        r"is not (?:yet )?supported",
+        r"[Nn]ot (?:yet )?implemented",
+    )
+    options = {"threads": "TVM_NUM_THREADS for the compiled code [1]", "target": "TVM target string [llvm]"}
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        os.environ.setdefault("TVM_NUM_THREADS", str(options.get("threads", 1)))
+        import onnx
+        import tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        self.onnx, self.tvm, self.relax, self.from_onnx = onnx, tvm, relax, from_onnx
+        self.target = tvm.target.Target(str(options.get("target", "llvm")))
+        self.device = tvm.cpu()
+
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.tvm.__version__, "commit": self._commit()}
+
+    def _commit(self) -> str | None:
+        version_mod = getattr(self.tvm, "_version", None)
+        commit = getattr(version_mod, "__commit_id__", None)
+        if not commit:
+            libinfo: dict[str, str] = getattr(getattr(self.tvm, "support", None), "libinfo", dict)()
+            commit = libinfo.get("GIT_COMMIT_HASH")
+        return str(commit).removeprefix("g") if commit else None
+
+    def convert(self, model: bytes) -> Any:
+        proto = self.onnx.load_from_string(model)
+        return self.from_onnx(proto), [o.name for o in proto.graph.output], _runtime_inputs(proto)
+
+    def compile(self, model: Any, level: str) -> Any:
+        mod, outputs, inputs = model
+        with self.tvm.transform.PassContext(opt_level=0 if level == "O0" else 3):
+            executable = self._build(mod, self._pipeline(level))
+        vm = self.relax.VirtualMachine(executable, self.device)
+        return vm, outputs, inputs
+
+    def _pipeline(self, level: str) -> Any:
+        relax = self.relax
+        if level == "O0":
+            names = getattr(getattr(relax, "pipeline", None), "PIPELINE_MAP", {})
+            return relax.get_pipeline("default_build" if "default_build" in names else "default")
+        if hasattr(relax, "get_default_pipeline"):
+            return relax.get_default_pipeline(self.target)
+        return self.tvm.transform.Sequential([relax.get_pipeline("zero"), relax.get_pipeline("default_build")])
+
+    def _build(self, mod: Any, pipeline: Any) -> Any:
+        build = getattr(self.tvm, "compile", None)  # tvm.compile from 0.20; relax.build before and beside it
+        if build is not None:
+            return build(mod, target=self.target, relax_pipeline=pipeline)
+        return self.relax.build(mod, target=self.target, relax_pipeline=pipeline)
+
+    def _tensor(self, value: np.ndarray) -> Any:
+        runtime = self.tvm.runtime
+        make = getattr(runtime, "tensor", None) or self.tvm.nd.array  # NDArray was renamed Tensor
+        return make(np.ascontiguousarray(value), self.device)
+
+    def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        vm, outputs, names = compiled
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise ValueError(f"missing inputs {missing}")
+        result = vm["main"](*(self._tensor(inputs[n]) for n in names))
+        values = _flatten(result)
+        if len(values) != len(outputs):
+            raise RuntimeError(f"TVM returned {len(values)} outputs for {len(outputs)} graph outputs")
+        return dict(zip(outputs, values, strict=True))
+
+    @classmethod
+    def repro_snippet(cls, level: str) -> str:
+        pipeline = 'relax.get_pipeline("default_build")' if level == "O0" else "relax.get_default_pipeline(target)"
+        opt = 0 if level == "O0" else 3
+        return f"""def run(model_bytes, inputs):
+    import numpy as np
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    proto = onnx.load_from_string(model_bytes)
+    target = tvm.target.Target("llvm")
+    with tvm.transform.PassContext(opt_level={opt}):
+        executable = tvm.compile(from_onnx(proto), target=target, relax_pipeline={pipeline})
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    initializers = {{t.name for t in proto.graph.initializer}}
+    args = [tvm.runtime.tensor(inputs[i.name]) for i in proto.graph.input if i.name not in initializers]
+    result = vm["main"](*args)
+    values = [result] if hasattr(result, "numpy") else list(result)
+    return {{o.name: v.numpy() for o, v in zip(proto.graph.output, values)}}
+"""
+
+
+def _runtime_inputs(proto: Any) -> list[str]:
+    """Graph inputs that are not initializers, in order: the Relax `main` parameters."""
+    initializers = {t.name for t in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in initializers]
+
+
+def _flatten(value: Any) -> list[np.ndarray]:
+    if hasattr(value, "numpy"):
+        return [np.asarray(value.numpy())]
+    out: list[np.ndarray] = []
+    for item in value:
+        out.extend(_flatten(item))
+    return out
