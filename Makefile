@@ -29,6 +29,8 @@ unit: $(BIN)/fuzzbot
 
 bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/worker.py
+	$(BIN)/python bench/generate.py
 
 clean:
 	rm -rf $(VENV) fuzzbot-out fuzzbot-gen .mypy_cache .pytest_cache .ruff_cache

@@ -24,8 +24,11 @@ from backends.results import BackendInfo, RunResult
 from backends.spec import BackendSpec, parse_backend
 from bot.bundle import Finding, write_bundle
 from bot.config import FuzzConfig
+from bot.probe import ProbeFailure, SupportMatrix, probe_support
 from bot.repro import render_repro
-from generator.api import generate
+from generator.api import Support, generate
+from generator.coverage import Coverage, CoverageStats
+from generator.values import NoValidValues
 from oracles.verdict import Judgement, Verdict, judge
 
 
@@ -46,6 +49,13 @@ class Timings(BaseModel):
     """Time the worker reported inside compile and run."""
 
 
+class SupportSummary(BaseModel):
+    supported: int
+    unsupported: int
+    unexpected: list[ProbeFailure] = Field(default_factory=list)
+    """Probes that failed for another reason than "unsupported": shown, kept in generation."""
+
+
 class Summary(BaseModel):
     tests: int = 0
     counts: dict[str, int] = Field(default_factory=dict)
@@ -59,10 +69,12 @@ class Summary(BaseModel):
     seed_last: int | None = None
     budget_s: float = 0.0
     worker_restarts: int = 0
+    support: SupportSummary | None = None
+    coverage: CoverageStats = Field(default_factory=CoverageStats)
 
     @property
     def finding_count(self) -> int:
-        return sum(n for v, n in self.counts.items() if v != Verdict.pass_.value)
+        return sum(n for v, n in self.counts.items() if Verdict(v).is_bug)
 
 
 @dataclass
@@ -92,6 +104,9 @@ class Campaign:
         self.next_seed = cfg.seed
         self.issued = 0
         self.deadline = 0.0
+        self.support: Support | None = None
+        self.coverage = Coverage()
+        self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None
 
     def prepare(self) -> Prepared | None:
         """The next runnable case, or None once the budget or test limit is reached."""
@@ -100,7 +115,11 @@ class Campaign:
             self.next_seed += 1
             t0 = time.perf_counter()
             try:
-                case = generate(seed, self.cfg.generator)
+                case = generate(seed, self.cfg.generator, support=self.support, coverage=self.coverage)
+            except NoValidValues:
+                # Never run: the value search found no inputs that keep every op finite and off its edge.
+                self.dropped["no_valid_values"] += 1
+                continue
             except RuntimeError:
                 self.dropped["generation_failed"] += 1
                 continue
@@ -131,10 +150,28 @@ class Campaign:
         """Bring the worker up; a backend that cannot start fails here, before any test."""
         try:
             self.summary.backend = self.client.start()
+            if self.cfg.probe:
+                self.probe(self.summary.backend)
         except BaseException:
             self.client.close()
             raise
         return self.summary.backend
+
+    def probe(self, info: BackendInfo) -> SupportMatrix:
+        failures: list[ProbeFailure] = []
+
+        def failed(f: ProbeFailure) -> None:
+            failures.append(f)
+            self.on_probe_failure(f)
+
+        matrix = probe_support(self.client, info, self.cfg.generator.opset, self.cfg.cache_dir, failed)
+        self.support = matrix.support()
+        self.summary.support = SupportSummary(
+            supported=sum(len(v) for v in matrix.supported.values()),
+            unsupported=sum(len(v) for v in matrix.unsupported.values()),
+            unexpected=failures,
+        )
+        return matrix
 
     def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
         if on_test is not None:
@@ -164,7 +201,7 @@ class Campaign:
         self.summary.time_s.backend += result.wall_s
         self.summary.time_s.backend_compute += (result.compile_s or 0.0) + (result.run_s or 0.0)
         j = judge(result, case.reference, op_signature(case.model), self.cfg.tolerances)
-        if j.verdict is not Verdict.pass_:
+        if j.verdict.is_bug:
             self.keep_finding(case, result, j)
         self.counts[j.verdict.value] += 1
         self.summary.tests += 1
@@ -197,6 +234,7 @@ class Campaign:
         )
 
     def finish(self) -> None:
+        self.summary.coverage = self.coverage.stats()
         self.summary.counts = dict(sorted(self.counts.items()))
         self.summary.dropped = dict(sorted(self.dropped.items()))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,13 +18,16 @@ from rich.table import Table
 
 from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import ReferenceError, run_reference
+from backends.results import RunResult
 from backends.spec import BackendSpecError, parse_backend
 from bot.bundle import BundleError, load_bundle, write_bundle
 from bot.campaign import Campaign, op_signature
 from bot.config import ConfigError, TestFault, load_config, parse_duration
-from bot.display import live_progress, summary_table
-from generator.api import GenConfig, generate, inputs_for_model
-from oracles.verdict import Verdict, judge
+from bot.display import coverage_table, live_progress, summary_table
+from generator.api import GenConfig, generate, inputs_for_model, op_specs
+from generator.coverage import Coverage
+from generator.values import NoValidValues
+from oracles.verdict import Judgement, Verdict, judge
 
 app = typer.Typer(
     add_completion=False,
@@ -60,6 +64,8 @@ def fuzz(
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str | None, typer.Option(help="per-test limit [10s]")] = None,
     max_tests: Annotated[int | None, typer.Option(help="stop after N tests")] = None,
+    probe: Annotated[bool | None, typer.Option("--probe/--no-probe", help="probe op x dtype support first")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="support-matrix cache [.fuzzbot-cache]")] = None,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Fuzz a backend against the reference and keep every finding as a bundle."""
@@ -72,12 +78,20 @@ def fuzz(
         "python": python,
         "timeout": timeout,
         "max_tests": max_tests,
+        "probe": probe,
+        "cache_dir": cache_dir,
         "test_fault": _fault(test_fault),
     }
     cfg = load_config(config, overrides)
     console = Console(stderr=True)
     campaign = Campaign(cfg)
+    campaign.on_probe_failure = lambda f: console.print(
+        f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}", markup=False
+    )
     campaign.start()
+    if campaign.summary.support is not None:
+        s = campaign.summary.support
+        console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")
     with live_progress(console, cfg.budget) as on_test:
         summary = campaign.run(on_test)
     console.print(summary_table(summary))
@@ -91,55 +105,117 @@ def gen(
     count: Annotated[int, typer.Option(min=1, help="models to write")] = 1,
     nodes: Annotated[int, typer.Option(min=1, max=200, help="operators per model")] = 10,
     out: Annotated[Path, typer.Option(help="output folder")] = Path("fuzzbot-gen"),
+    stats: Annotated[bool, typer.Option("--stats", help="print the diversity coverage of the models")] = False,
+    bundles: Annotated[bool, typer.Option("--bundles/--no-bundles", help="write the bundles")] = True,
+    feedback: Annotated[bool, typer.Option("--feedback/--no-feedback", help="steer toward uncovered pairs")] = True,
+    ops: Annotated[str | None, typer.Option(help="comma-separated op types to draw from")] = None,
+    dtypes: Annotated[str | None, typer.Option(help="comma-separated element types, e.g. float32,int64")] = None,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
-    cfg = GenConfig(nodes=nodes)
+    try:
+        cfg = GenConfig(
+            nodes=nodes,
+            feedback=feedback,
+            ops=ops.split(",") if ops else None,
+            **({"dtypes": dtypes.split(",")} if dtypes else {}),
+        )
+        op_specs(cfg.ops, cfg.opset)
+    except ValueError as e:
+        raise UserError(f"gen: {str(e).splitlines()[0]}") from e
+    coverage = Coverage()
+    dropped = 0
     for s in range(seed, seed + count):
-        case = generate(s, cfg)
-        reference = run_reference(case.model, case.inputs)
-        write_bundle(out / f"seed-{s}", case.model, case.inputs, reference)
-    typer.echo(f"wrote {count} bundle(s) to {out}")
+        try:
+            case = generate(s, cfg, coverage=coverage)
+        except NoValidValues:
+            dropped += 1
+            continue
+        if bundles:
+            reference = run_reference(case.model, case.inputs)
+            write_bundle(out / f"seed-{s}", case.model, case.inputs, reference)
+    if bundles:
+        typer.echo(
+            f"wrote {count - dropped} bundle(s) to {out}"
+            + (f"; {dropped} dropped (no valid values)" if dropped else "")
+        )
+    if stats:
+        Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
 
 
 @app.command()
 def run(
     target: Annotated[Path, typer.Argument(help="a bundle folder or an .onnx file")],
-    backend: Annotated[list[str] | None, typer.Option(help="NAME[:LEVEL]; repeatable")] = None,
+    backend: Annotated[list[str] | None, typer.Option(help="NAME[:LEVEL][,KEY=VALUE...]; repeatable")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
-    python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
+    python: Annotated[
+        list[str] | None, typer.Option(help="worker interpreter: once for all backends, or once per --backend")
+    ] = None,
     timeout: Annotated[str, typer.Option(help="per-run limit")] = "30s",
+    memory_mb: Annotated[int | None, typer.Option(min=64, help="worker address-space headroom in MiB")] = None,
     seed: Annotated[int, typer.Option(help="seed for inputs of a bare .onnx file")] = 0,
 ) -> None:
-    """Run one case on one or more backends and judge it against the reference."""
+    """Run one case on one or more backends and judge each against the reference."""
     specs = [parse_backend(b) for b in (backend or ["onnxruntime:all"])]
+    pythons = _pythons(python, len(specs))
     limit = _duration(timeout, "--timeout")
     bundle = load_bundle(target)
     inputs = bundle.inputs or _inputs(bundle.model, seed)
     reference = bundle.reference if bundle.reference is not None else run_reference(bundle.model, inputs)
+    model = bundle.model.SerializeToString()
     rows = []
-    for spec in specs:
-        with WorkerClient(spec, python or sys.executable, limit) as client:
-            result = client.run(bundle.model.SerializeToString(), inputs)
-        j = judge(result, reference, op_signature(bundle.model))
-        rows.append(
-            {
-                "backend": str(spec),
-                "version": result.backend.version if result.backend else "",
-                "status": result.status.value,
-                "stage": result.stage.value if result.stage else None,
-                "verdict": j.verdict.value,
-                "seconds": round(result.wall_s, 4),
-                "max_abs": j.comparison.max_abs if j.comparison else None,
-                "max_rel": j.comparison.max_rel if j.comparison else None,
-                "message": j.message,
-                "fingerprint": j.fingerprint,
-            }
-        )
+    for spec, py in zip(specs, pythons, strict=True):
+        try:
+            with WorkerClient(spec, py, limit, memory_mb=memory_mb) as client:
+                result = client.run(model, inputs)
+                label = str(replace(spec, level=client.level))  # a plugin's default level comes from its worker
+        except BackendUnavailable as e:
+            if len(specs) == 1:
+                raise
+            rows.append(_unavailable_row(str(spec), str(e)))
+            continue
+        rows.append(_run_row(label, result, judge(result, reference, op_signature(bundle.model))))
     if json_output:
         typer.echo(json.dumps({"target": str(target), "results": rows}, indent=2))
     else:
         _print_runs(rows)
-    raise typer.Exit(EXIT_OK if all(r["verdict"] == Verdict.pass_.value for r in rows) else EXIT_FINDINGS)
+    if any(Verdict(r["verdict"]).is_bug for r in rows if r["verdict"]):
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_ERROR if any(r["status"] == "unavailable" for r in rows) else EXIT_OK)
+
+
+def _pythons(python: list[str] | None, n: int) -> list[str]:
+    given = python or [sys.executable]
+    if len(given) == 1:
+        return given * n
+    if len(given) != n:
+        raise UserError(f"--python: give one interpreter, or one per --backend ({n}); got {len(given)}")
+    return given
+
+
+def _run_row(backend: str, result: RunResult, j: Judgement) -> dict[str, Any]:
+    info = result.backend
+    return {
+        "backend": backend,
+        "version": info.version if info else "",
+        "commit": info.commit if info else None,
+        "python": info.executable if info else "",
+        "status": result.status.value,
+        "stage": result.stage.value if result.stage else None,
+        "verdict": j.verdict.value,
+        "seconds": round(result.wall_s, 4),
+        "compile_s": None if result.compile_s is None else round((result.import_s or 0.0) + result.compile_s, 4),
+        "run_s": None if result.run_s is None else round(result.run_s, 4),
+        "max_abs": j.comparison.max_abs if j.comparison else None,
+        "max_rel": j.comparison.max_rel if j.comparison else None,
+        "message": j.message,
+        "fingerprint": j.fingerprint,
+    }
+
+
+def _unavailable_row(backend: str, reason: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(("version", "commit", "stage", "verdict", "compile_s", "run_s"))
+    row.update(backend=backend, status="unavailable", python="", seconds=None, max_abs=None, max_rel=None)
+    return {**row, "message": reason, "fingerprint": ""}
 
 
 def _duration(text: str, flag: str) -> float:
@@ -156,7 +232,7 @@ def _inputs(model: Any, seed: int) -> dict[str, Any]:
         raise UserError(str(e)) from e
 
 
-RUN_COLUMNS = ("backend", "version", "verdict", "stage", "seconds", "max_abs", "max_rel")
+RUN_COLUMNS = ("backend", "version", "status", "stage", "verdict", "seconds", "max_abs", "max_rel")
 
 
 def _print_runs(rows: list[dict[str, Any]]) -> None:
@@ -172,7 +248,8 @@ def _print_runs(rows: list[dict[str, Any]]) -> None:
     console.print(table)
     for r in rows:
         if r["message"]:
-            console.print(f"{r['backend']}: {r['message']}", markup=False, highlight=False)
+            first = r["message"].strip().splitlines()[0] if r["message"].strip() else ""
+            console.print(f"{r['backend']}: {first}", markup=False, highlight=False)
 
 
 _USER_ERRORS = (UserError, ConfigError, BackendSpecError, BackendUnavailable, BundleError, ReferenceError)

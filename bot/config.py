@@ -59,6 +59,8 @@ class FuzzConfig(BaseModel):
     keep_per_fingerprint: int = Field(1, ge=1, description="bundles kept for each distinct fingerprint")
     generator: GenConfig = Field(default_factory=GenConfig)
     tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="per-dtype overrides")
+    probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
+    cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")
     test_fault: TestFault | None = Field(None, description="test-only fault injection")
 
     @field_validator("backend")

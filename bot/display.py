@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bot.campaign import Summary
+from generator.coverage import Coverage
 
 
 @contextmanager
@@ -50,4 +51,22 @@ def summary_table(s: Summary) -> Table:
     for reason, n in s.dropped.items():
         table.add_row(f"[dim]dropped: {reason}[/dim]", f"[dim]{n}[/dim]")
     table.add_row("[bold]distinct findings", f"[bold]{len(s.occurrences)}")
+    return table
+
+
+def coverage_table(cov: Coverage, available_ops: int) -> Table:
+    """The three COMET coverage kinds plus op and dtype reach, for `fuzzbot gen --stats`."""
+    st = cov.stats()
+    table = Table(title=f"coverage of {st.models} generated models")
+    table.add_column("measure")
+    table.add_column("covered", justify="right")
+    table.add_row("op types", f"{st.op_types} / {available_ops}")
+    table.add_row("op inputs (op, slot, dtype, rank, shape bucket)", str(st.op_inputs))
+    table.add_row("attribute values (op, attribute, bin)", str(st.attr_values))
+    table.add_row("directed op pairs (producer > consumer)", str(st.op_pairs))
+    for dtype, n in st.dtypes.items():
+        table.add_row(f"[dim]inputs of dtype {dtype}[/dim]", f"[dim]{n}[/dim]")
+    rare = sorted(cov.ops.items(), key=lambda kv: kv[1])[:5]
+    if rare:
+        table.add_row("[dim]rarest op types[/dim]", "[dim]" + ", ".join(f"{op} {n}" for op, n in rare) + "[/dim]")
     return table

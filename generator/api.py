@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Literal
 
 import numpy as np
 import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
-from generator.binning import solve_with_bins
+from generator.binning import BinChooser
+from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
 from generator.emit import IR_VERSION, draw_values, emit_model
-from generator.grow import Grower
+from generator.graph import Graph
+from generator.grow import Allowed, Grower
 from generator.ops import registry
+from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
+from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 
 DEFAULT_OPSET = 17
 """Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike."""
+
+
+ALL_DTYPES = list(DType)
 
 
 class GenConfig(BaseModel):
@@ -29,6 +39,17 @@ class GenConfig(BaseModel):
     weight_prob: float = Field(0.3, ge=0.0, le=1.0, description="chance a placeholder becomes an initializer")
     bins: int = Field(7, ge=1, le=16, description="k of the exponential attribute bins")
     ops: list[str] | None = Field(None, description="restrict to these op types")
+    dtypes: list[DType] = Field(default_factory=lambda: list(ALL_DTYPES), min_length=1, description="element types")
+    feedback: bool = Field(True, description="steer toward uncovered op pairs, inputs and attribute bins")
+    values: Literal["gradient", "sampling", "none"] = Field(
+        "gradient", description="how inputs and weights are made NaN/Inf-free (generator.values)"
+    )
+    value_budget_ms: float = Field(500.0, gt=0, description="wall-clock cap on one model's value search")
+    value_steps: int = Field(48, ge=0, description="gradient steps per model; the cap that keeps values seeded")
+
+
+Support = dict[str, set[DType]]
+"""op type -> the key dtypes a backend runs it with (from support probing)."""
 
 
 @dataclass
@@ -36,32 +57,121 @@ class Case:
     seed: int
     model: onnx.ModelProto
     inputs: dict[str, np.ndarray]
+    values: ValueOutcome | None = None
+    """How the value search went; None when it was off."""
 
 
-def op_specs(only: list[str] | None = None) -> list[type]:
+def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
+    """The specs to draw from: all registered ops that exist at `opset`, or exactly `only`."""
     specs = registry()
     if only is not None:
         unknown = sorted(set(only) - set(specs))
         if unknown:
             raise ValueError(f"unknown op types {unknown}; known: {sorted(specs)}")
-        return [specs[name] for name in sorted(set(only))]
-    return [specs[name] for name in sorted(specs)]
+        names = sorted(set(only))
+    else:
+        names = sorted(specs)
+    return [specs[n] for n in names if specs[n].exists_at(opset)]
 
 
-def generate(seed: int, cfg: GenConfig | None = None) -> Case:
+def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
+    dtypes = set(cfg.dtypes)
+
+    def allowed(spec: type[OpSpec], sig: Sequence[TType]) -> bool:
+        key = spec.key_dtype(sig)
+        if key not in dtypes or not spec.schema_allows(cfg.opset, sig):
+            return False
+        return support is None or key in support.get(spec.op_type, ())
+
+    return allowed
+
+
+def generate(
+    seed: int, cfg: GenConfig | None = None, *, support: Support | None = None, coverage: Coverage | None = None
+) -> Case:
+    """One model and its inputs, a pure function of (seed, cfg, support, coverage so far).
+
+    `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
+    with what the model covers.
+    """
     cfg = cfg or GenConfig()
     rng = random.Random(seed)
-    sc = SymCtx(rng, max_elements=cfg.max_elements)
-    dtypes = [TType(DType.float32, r) for r in (1, 2, 3, 4)]
-    grower = Grower(sc, op_specs(cfg.ops), dtypes)
-    graph = grower.grow(cfg.nodes, max_attempts=cfg.nodes * 30)
-    assert grower.model is not None
-    model = solve_with_bins(grower.solver, grower.model, sc.binnable, cfg.bins, rng)
+    sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset)
+    specs = op_specs(cfg.ops, cfg.opset)
+    if support is not None:
+        specs = [s for s in specs if support.get(s.op_type)]
+    if not specs:
+        raise ValueError("no operator is allowed by the op list, opset and support matrix")
+    feedback = Feedback(coverage, specs, rng) if coverage is not None and cfg.feedback else None
+    allowed = _allowed(cfg, support)
+    seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
+    seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
+    graph = _grow(sc, cfg, seeds, allowed, specs, feedback)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
-    proto, inputs = emit_model(graph, model, cfg.opset, np.random.default_rng(seed), as_weight)
-    return Case(seed, proto, inputs)
+    on_node = None
+    if coverage is not None:
+        coverage.models += 1
+        on_node = partial(coverage.record_node, graph)
+    proto, inputs = emit_model(graph, cfg.opset, np.random.default_rng(seed), as_weight, on_node)
+    if cfg.values == "none":
+        return Case(seed, proto, inputs)
+    return with_safe_values(Case(seed, proto, inputs), cfg)
+
+
+GROW_TRIES = 3
+"""Fresh starts (new first tensor) before a seed is given up as ungenerable."""
+
+
+def _grow(
+    sc: SymCtx,
+    cfg: GenConfig,
+    seeds: list[TType],
+    allowed: Allowed,
+    specs: list[type[OpSpec]],
+    feedback: Feedback | None,
+) -> Graph:
+    """Grow one graph; a first tensor that no allowed op can take is replaced, up to
+    GROW_TRIES times (rare: a rank-5 bool tensor under a narrow support matrix)."""
+    rng = sc.rng
+    for attempt in range(GROW_TRIES):
+        bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
+        grower = Grower(sc, seeds, allowed, bins)
+        if feedback is not None:
+            grower.pick_tensor = partial(_pick_for, feedback, grower)
+        choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))
+        try:
+            return grower.grow(
+                cfg.nodes,
+                max_attempts=cfg.nodes * 30,
+                choose=choose,
+                propose=feedback.propose if feedback is not None else None,
+                on_insert=feedback.inserted if feedback is not None else None,
+            )
+        except RuntimeError:
+            if attempt == GROW_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _pick_for(feedback: Feedback, grower: Grower, spec: type[OpSpec], slot: int, cands: list[int]) -> int:
+    return feedback.pick_tensor(grower.graph, spec, slot, cands)
+
+
+def with_safe_values(case: Case, cfg: GenConfig) -> Case:
+    """Searched inputs and weights (t<id>, w<n>) replace the drawn ones; integer constants
+    (c<n>: shapes, axes, indices) are never touched. Raises NoValidValues: such a case
+    must be dropped, never run."""
+    init = [i.name for i in case.model.graph.initializer if i.name[:1] in ("t", "w")]
+    method: Method = "sampling" if cfg.values == "sampling" else "gradient"
+    found = find_values(
+        case.model, case.inputs, [*case.inputs, *init], case.seed, method, cfg.value_budget_ms, cfg.value_steps
+    )
+    if not found.outcome.found:
+        raise NoValidValues(case.seed, found.outcome)
+    model, inputs = apply_values(case.model, case.inputs, found.values)
+    return Case(case.seed, model, inputs, found.outcome)
 
 
 def inputs_for_model(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:

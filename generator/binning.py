@@ -1,39 +1,128 @@
-"""Attribute and shape binning (NNSmith Algorithm 2).
+"""Attribute and shape binning (NNSmith Algorithm 2), applied per insertion.
 
 Left alone, z3 answers with the smallest model it finds, so every dimension and
-kernel would be 1. Each binnable variable is pushed into a randomly drawn
-exponential bin [2^(i-1), 2^i); when the whole set is unsatisfiable a random half
-is kept and the check repeats, until a satisfiable subset remains.
+kernel would be 1. Each new variable of an insertion is pushed into a drawn bin:
+bin 0 is exactly zero (for variables where zero is a real value: pads, starts),
+bin i >= 1 is the exponential range [2^(i-1), 2^i). When the drawn set is
+unsatisfiable, it is halved and each half retried, as the paper does.
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import z3
 
+from generator.symbolic import BinVar, Concretizer, Cond, Dim
+
 ZERO_BIN_P = 1 / 3
-
-
-def bin_constraint(var: z3.ArithRef, zero_ok: bool, k: int, rng: random.Random) -> z3.BoolRef:
-    # Zero is the most common real value of a pad or a start, so it gets a bin of its own.
-    if zero_ok and rng.random() < ZERO_BIN_P:
-        return var == 0
-    i = rng.randint(1, k)
-    lo, hi = 2 ** (i - 1), 2**i - 1
-    a, b = sorted((rng.randint(lo, hi), rng.randint(lo, hi)))
-    return z3.And(var >= a, var <= b)
-
-
 MIN_GROUP = 3
 """Groups this small are dropped rather than split further: each split costs two checks."""
+
+BinWeight = Callable[[str, int], float]
+"""Extra weight of bin `i` for the variable key `op.prefix`; coverage feedback plugs in here."""
+
+
+def var_key(op_type: str, var: z3.ArithRef) -> str:
+    """`Conv.kernel` for the variable `kernel_12` created while inserting a Conv."""
+    return f"{op_type}.{var.decl().name().rsplit('_', 1)[0]}"
+
+
+def bin_of(value: int) -> int:
+    """The bin a solved value fell into (0 for zero and below, else its bit length)."""
+    return 0 if value <= 0 else value.bit_length()
+
+
+class BinChooser:
+    def __init__(self, k: int, rng: random.Random, weight: BinWeight | None = None) -> None:
+        self.k = k
+        self.rng = rng
+        self.weight = weight
+
+    def free_shape(self, rank: int, max_elements: int) -> list[int]:
+        """A binned shape for a tensor nothing constrains yet, drawn without the solver:
+        each dim from a random bin, then the largest dims halved until the cap holds."""
+        shape = []
+        for _ in range(rank):
+            i = self.rng.randint(1, self.k)
+            shape.append(self.rng.randint(2 ** (i - 1), 2**i - 1))
+        while math.prod(shape) > max_elements:
+            big = shape.index(max(shape))
+            shape[big] = max(1, shape[big] // 2)
+        return shape
+
+    def value(self, op_type: str) -> Concretizer:
+        """Concrete draws from the same bins `draw` would constrain to (concrete-first)."""
+
+        def draw_value(prefix: str, zero_ok: bool, lo: int | None, hi: int | None) -> int:
+            lo_b = 1 if lo is None and not zero_ok else (0 if lo is None else lo)
+            hi_b = hi if hi is not None else 2**self.k - 1
+            if zero_ok and lo_b <= 0 <= hi_b and self.rng.random() < ZERO_BIN_P:
+                return 0
+            i = self._pick_bin(f"{op_type}.{prefix}", max(lo_b, 1), hi_b)
+            if i is None:
+                return lo_b
+            return self.rng.randint(max(lo_b, 2 ** (i - 1)), min(hi_b, 2**i - 1))
+
+        return draw_value
+
+    def _pick_bin(self, key: str, lo: int, hi: int) -> int | None:
+        choices = [i for i in range(1, self.k + 1) if 2 ** (i - 1) <= hi and 2**i - 1 >= lo]
+        if not choices:
+            return None
+        if self.weight is None:
+            return self.rng.choice(choices)
+        return self.rng.choices(choices, [1.0 + self.weight(key, i) for i in choices])[0]
+
+    def draw(self, op_type: str, b: BinVar) -> z3.BoolRef | None:
+        """A bin constraint for `b`, or None when its bounds leave nothing to choose."""
+        var, zero_ok = b.var, b.zero_ok
+        lo_b = -math.inf if b.lo is None else b.lo
+        hi_b = math.inf if b.hi is None else b.hi
+        if lo_b >= hi_b:
+            return None
+        ranges = {i: (2 ** (i - 1), 2**i - 1) for i in range(1, self.k + 1)}
+        ranges = {i: (max(lo, lo_b), min(hi, hi_b)) for i, (lo, hi) in ranges.items() if lo <= hi_b and hi >= lo_b}
+        zero = zero_ok and lo_b <= 0 <= hi_b
+        if not ranges and not zero:
+            return None
+        key = var_key(op_type, var)
+        choices = ([0] if zero else []) + sorted(ranges)
+        if self.weight is None:
+            # Zero is the most common real value of a pad or a start, so it gets a bin of its own.
+            i = 0 if zero and (not ranges or self.rng.random() < ZERO_BIN_P) else self.rng.choice(choices[zero:])
+        else:
+            weights = [(self.k / 2 if i == 0 else 1.0) + self.weight(key, i) for i in choices]
+            i = self.rng.choices(choices, weights)[0]
+        if i == 0:
+            return var == 0
+        lo, hi = (int(v) for v in ranges[i])
+        first, last = sorted((self.rng.randint(lo, hi), self.rng.randint(lo, hi)))
+        return z3.And(var >= first, var <= last)
+
+
+@dataclass
+class Solution:
+    """The values an insertion's unknowns took; `model` is None when it had none."""
+
+    model: z3.ModelRef | None
+
+    def eval(self, term: Dim) -> int:
+        if isinstance(term, int):
+            return term
+        if self.model is None:
+            raise ValueError(f"{term} was never solved")
+        return int(self.model.eval(term, model_completion=True).as_long())
 
 
 def _keep_satisfiable(solver: z3.Solver, bins: list[z3.BoolRef], model: z3.ModelRef) -> z3.ModelRef:
     """Add `bins` if they fit; otherwise halve them and try each half in turn.
 
-    Returns the model of the last satisfiable check: re-checking at the end could
-    time out on nonlinear constraints that were solved a moment ago.
+    Returns the model of the last satisfiable check; the scopes it pushes are left for
+    the caller to pop.
     """
     if not bins:
         return model
@@ -49,15 +138,51 @@ def _keep_satisfiable(solver: z3.Solver, bins: list[z3.BoolRef], model: z3.Model
     return model
 
 
-def solve_with_bins(
-    solver: z3.Solver, model: z3.ModelRef, binnable: list[tuple[z3.ArithRef, bool]], k: int, rng: random.Random
-) -> z3.ModelRef:
-    """A model of `solver` that keeps as many of the drawn bins as halving finds room for.
+def solve_local(
+    get_solver: Callable[[], z3.Solver],
+    cons: Sequence[Cond],
+    fresh: Sequence[BinVar],
+    pinned: set[int],
+    op_type: str,
+    bins: BinChooser,
+) -> Solution | None:
+    """Solve one insertion: its constraints plus bins for its `fresh` variables, except
+    those `pinned` (ids of variables an equality already fixes: their bins would only
+    cost unsatisfiable checks).
 
-    `model` must satisfy the solver's current assertions. Where the paper drops the
-    unsatisfiable half, both halves are retried on top of what already fits, so one
-    conflicting bin costs O(log n) checks, not half of all bins.
+    The solver (made on demand: most insertions need none) is left exactly as it was
+    found. None means the insertion is invalid.
     """
-    bins = [bin_constraint(v, zero_ok, k, rng) for v, zero_ok in binnable]
-    rng.shuffle(bins)
-    return _keep_satisfiable(solver, bins, model)
+    symbolic: list[z3.BoolRef] = []
+    for c in cons:
+        if isinstance(c, bool):
+            if not c:
+                return None
+        else:
+            symbolic.append(c)
+    for b in fresh:
+        symbolic += b.bound_constraints()
+    if not symbolic and not fresh:
+        return Solution(None)
+    solver = get_solver()
+    depth = solver.num_scopes()
+    solver.push()
+    try:
+        solver.add(*symbolic)
+        wanted = [b for b in fresh if b.binned and b.var.get_id() not in pinned]
+        drawn = [c for b in wanted if (c := bins.draw(op_type, b)) is not None]
+        if drawn:
+            solver.push()
+            solver.add(*drawn)
+            if solver.check() == z3.sat:
+                return Solution(solver.model())
+            solver.pop()
+        if solver.check() != z3.sat:
+            return None
+        model = solver.model()
+        if len(drawn) > 1:
+            bins.rng.shuffle(drawn)
+            model = _keep_satisfiable(solver, drawn, model)
+        return Solution(model)
+    finally:
+        solver.pop(solver.num_scopes() - depth)

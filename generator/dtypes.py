@@ -59,4 +59,10 @@ _ONNX: dict[DType, int] = {
 }
 
 FLOATS: tuple[DType, ...] = (DType.float32,)
-"""Float types the v0 operator set draws from; widened when dtype coverage lands."""
+"""The default of specs that declare no dtypes (float32 only)."""
+FLOAT_TYPES: tuple[DType, ...] = (DType.float16, DType.float32, DType.float64)
+SIGNED_INTS: tuple[DType, ...] = (DType.int8, DType.int32, DType.int64)
+INTS: tuple[DType, ...] = (DType.int8, DType.uint8, DType.int32, DType.int64)
+NUMERIC: tuple[DType, ...] = FLOAT_TYPES + INTS
+SIGNED: tuple[DType, ...] = FLOAT_TYPES + SIGNED_INTS
+ALL: tuple[DType, ...] = (*NUMERIC, DType.bool)

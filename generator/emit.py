@@ -6,17 +6,19 @@ case's numpy generator in emission order, so one seed yields identical bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
-import z3
 from onnx import helper, numpy_helper
 
+from generator.binning import Solution
 from generator.dtypes import DType
-from generator.graph import Graph
+from generator.graph import GNode, Graph
 from generator.symbolic import Dim
+
+NodeHook = Callable[[GNode, list[onnx.NodeProto]], None]
 
 PRODUCER = "fuzzbot"
 IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
@@ -31,24 +33,23 @@ def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fa
         return rng.uniform(-bound, bound, size=tuple(shape)).astype(dtype.numpy)
     if dtype is DType.bool:
         return rng.random(size=tuple(shape)) < 0.5
-    return rng.integers(-8, 9, size=tuple(shape)).astype(dtype.numpy)
+    low = 0 if dtype is DType.uint8 else -8
+    return rng.integers(low, 9, size=tuple(shape)).astype(dtype.numpy)
 
 
 class OnnxEmitter:
     """The Emitter an op writes itself through; collects nodes and initializers."""
 
-    def __init__(self, model: z3.ModelRef, opset: int, values: np.random.Generator) -> None:
-        self.model = model
+    def __init__(self, opset: int, values: np.random.Generator) -> None:
+        self.solution = Solution(None)
+        """The solution of the node being emitted; its attribute terms are read through it."""
         self.opset = opset
         self.values = values
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
 
     def ival(self, term: Dim) -> int:
-        if isinstance(term, int):
-            return term
-        got = self.model.eval(term, model_completion=True)
-        return int(got.as_long())
+        return self.solution.eval(term)
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
         name = f"n{len(self.nodes)}_{op_type}"
@@ -56,6 +57,10 @@ class OnnxEmitter:
 
     def const_i64(self, values: Sequence[int]) -> str:
         return self._initializer("c", np.asarray(values, dtype=np.int64))
+
+    def const(self, array: np.ndarray) -> str:
+        """An op-owned constant of any dtype (clip bounds, shift amounts, indices)."""
+        return self._initializer("c", np.asarray(array))
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str:
         return self._initializer("w", draw_values(self.values, shape, dtype, fan_in))
@@ -70,10 +75,13 @@ class OnnxEmitter:
 
 
 def emit_model(
-    graph: Graph, model: z3.ModelRef, opset: int, values: np.random.Generator, as_weight: set[int]
+    graph: Graph, opset: int, values: np.random.Generator, as_weight: set[int], on_node: NodeHook | None = None
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """Build the ModelProto; placeholders in `as_weight` become initializers, the rest inputs."""
-    em = OnnxEmitter(model, opset, values)
+    """Build the ModelProto; placeholders in `as_weight` become initializers, the rest inputs.
+
+    `on_node` sees each graph node with the ONNX nodes it was written as (coverage).
+    """
+    em = OnnxEmitter(opset, values)
 
     def tname(i: int) -> str:
         return f"t{i}"
@@ -93,7 +101,11 @@ def emit_model(
             inputs[tname(p)] = array
             graph_inputs.append(value_info(p))
     for n in graph.topological():
+        em.solution = n.solution
+        first = len(em.nodes)
         n.op.emit(em, [tname(i) for i in n.inputs], [tname(o) for o in n.outputs])
+        if on_node is not None:
+            on_node(n, em.nodes[first:])
     outputs = [value_info(o) for o in graph.sinks()]
     g = helper.make_graph(em.nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=em.initializers)
     proto = helper.make_model(

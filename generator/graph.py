@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from generator.binning import Solution
 from generator.ops.base import OpSpec
 from generator.symbolic import AbsTensor
 
@@ -13,6 +14,10 @@ class GNode:
     op: OpSpec
     inputs: list[int]
     outputs: list[int]
+    solution: Solution
+    """The values of this node's attribute variables."""
+    binned: list[tuple[str, int]] = field(default_factory=list)
+    """(variable key, solved value) of each binned variable this insertion created."""
 
 
 @dataclass
@@ -22,6 +27,17 @@ class Graph:
     tensors: list[AbsTensor] = field(default_factory=list)
     nodes: list[GNode] = field(default_factory=list)
     placeholders: list[int] = field(default_factory=list)
+    producer_op: dict[int, str] = field(default_factory=dict)
+    """The op type that produces each non-placeholder tensor."""
+    consumer_ops: dict[int, list[str]] = field(default_factory=dict)
+    """The op types that read each tensor."""
+
+    def add_node(self, node: GNode) -> None:
+        self.nodes.append(node)
+        for o in node.outputs:
+            self.producer_op[o] = node.op.op_type
+        for i in node.inputs:
+            self.consumer_ops.setdefault(i, []).append(node.op.op_type)
 
     def add_tensor(self, t: AbsTensor) -> int:
         self.tensors.append(t)

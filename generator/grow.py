@@ -1,115 +1,257 @@
-"""Graph growth by forward and backward insertion (NNSmith Algorithm 1).
+"""Graph growth by forward and backward insertion (NNSmith Algorithm 1), solved concolically.
 
-All shape and attribute constraints go into one incremental z3 solver: an accepted
-insertion keeps its push scope, a rejected one is popped, so the solver never
-re-checks what it has already accepted.
+Every tensor already in the graph has concrete dimensions. Inserting an op solves only
+that op's own unknowns: its attribute variables and, for backward insertion, the
+dimensions of its new input placeholders. The accepted solution is written back as
+integers at once, so no later check ever re-solves an earlier op, and an insertion whose
+constraints all fold to Python bools (most elementwise ops) needs no solver call at all.
+This is what keeps a 20-node model within a few milliseconds, where one incremental
+solver holding the whole graph grows slower with every node (and with every nonlinear
+product of shape variables).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 import z3
 
+from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.graph import GNode, Graph
-from generator.ops.base import OpSpec
-from generator.symbolic import AbsTensor, Cond, SymCtx, TType, numel
 
+if TYPE_CHECKING:
+    from generator.coverage import Proposal
+from generator.ops.base import OpSpec
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
+
+CONCRETE_TRIES = 2
+"""Concrete draws tried before a forward insertion is handed to the solver."""
+PROPOSALS = 4
+"""Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
 CHECK_TIMEOUT_MS = 300
 """A check z3 cannot settle this fast (nonlinear shapes) counts as a rejected insertion."""
 
+Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
+"""Whether an op may be inserted with these input types (dtype filters, support matrix)."""
+
+TensorPicker = Callable[[type[OpSpec], int, list[int]], int]
+"""Chooses which candidate tensor feeds an input slot; coverage feedback plugs in here."""
+
 
 class Grower:
-    def __init__(self, sc: SymCtx, specs: list[type[OpSpec]], dtypes: list[TType]) -> None:
+    def __init__(
+        self,
+        sc: SymCtx,
+        seed_types: list[TType],
+        allowed: Allowed,
+        bins: BinChooser,
+        pick_tensor: TensorPicker | None = None,
+    ) -> None:
         self.sc = sc
         self.rng = sc.rng
-        self.specs = specs
+        self.allowed = allowed
+        self.bins = bins
+        self.pick_tensor = pick_tensor or (lambda spec, slot, cands: self.rng.choice(cands))
         self.graph = Graph()
-        self.solver = z3.Solver(ctx=sc.ctx)
-        self.solver.set("timeout", CHECK_TIMEOUT_MS)
-        self.model: z3.ModelRef | None = None
-        """A model of everything accepted so far."""
-        usable = [t for t in dtypes if any(spec.slot_ok(0, t) for spec in specs)]
-        seed_type = self.rng.choice(usable or dtypes)
-        first = self.new_tensor(seed_type)
-        if not self.try_add(self.valid(self.graph.tensors[first])):
-            raise RuntimeError("cannot create the first placeholder")
-        self.graph.placeholders.append(first)
+        self._solver: z3.Solver | None = None
+        self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
 
-    def new_tensor(self, t: TType) -> int:
-        return self.graph.add_tensor(AbsTensor(t.dtype, self.sc.fresh_shape(t.rank)))
+    @property
+    def solver(self) -> z3.Solver:
+        """Made on the first insertion that needs one (see SymCtx.ctx)."""
+        if self._solver is None:
+            self._solver = z3.SimpleSolver(ctx=self.sc.ctx)
+            self._solver.set("timeout", CHECK_TIMEOUT_MS)
+        return self._solver
 
-    def valid(self, t: AbsTensor) -> list[Cond]:
+    def _first_placeholder(self, t: TType) -> int:
+        shape: list[Dim] = list(self.bins.free_shape(t.rank, self.sc.max_elements))
+        return self.graph.add_tensor(AbsTensor(t.dtype, shape))
+
+    def valid(self, shape: Sequence[Dim]) -> list[Cond]:
         """Every dimension at least 1 and a cap on elements, for every tensor in the graph."""
-        return [*(d >= 1 for d in t.shape), numel(t.shape) <= self.sc.max_elements]
+        return [*(d >= 1 for d in shape), numel(shape) <= self.sc.max_elements]
 
-    def try_add(self, cons: list[Cond]) -> bool:
-        self.solver.push()
-        self.solver.add(*(self.sc.cond(c) for c in cons))
-        if self.solver.check() == z3.sat:
-            self.model = self.solver.model()
-            return True
-        self.solver.pop()
-        return False
-
-    def grow(self, nodes: int, max_attempts: int) -> Graph:
+    def grow(
+        self,
+        nodes: int,
+        max_attempts: int,
+        choose: Callable[[], type[OpSpec]],
+        propose: Callable[[Graph], Proposal | None] | None = None,
+        on_insert: Callable[[Graph, GNode], None] | None = None,
+    ) -> Graph:
+        """`propose`, when given, may name an insertion (direction, op, tensor) instead of
+        `choose`'s op; coverage feedback uses it to aim at uncovered op pairs."""
         attempts = 0
         while len(self.graph.nodes) < nodes and attempts < max_attempts:
             attempts += 1
-            spec = self.rng.choice(self.specs)
-            binnable = len(self.sc.binnable)
-            inserted = self.forward(spec) if self.rng.random() < 0.5 else self.backward(spec)
+            mark = len(self.sc.binnable)
+            inserted = False
+            for _ in range(PROPOSALS if propose is not None else 0):
+                proposal = propose(self.graph)  # type: ignore[misc]
+                if proposal is None:
+                    break
+                way, spec, tensor = proposal
+                if way == "forward":
+                    inserted = self.forward(spec, mark, first=tensor)
+                else:
+                    inserted = self.backward(spec, mark, target=tensor)
+                if inserted:
+                    break
+                del self.sc.binnable[mark:]
             if not inserted:
-                del self.sc.binnable[binnable:]
+                spec = choose()
+                # Backward insertion of an op that cannot name its inputs from its output
+                # needs the solver for fresh input dims; it stays in the mix, less often.
+                p_back = 0.5 if spec.concrete_inputs is not OpSpec.concrete_inputs else 0.25
+                inserted = self.backward(spec, mark) if self.rng.random() < p_back else self.forward(spec, mark)
+            if not inserted:
+                del self.sc.binnable[mark:]
+            elif on_insert is not None:
+                on_insert(self.graph, self.graph.nodes[-1])
         if not self.graph.nodes:
             raise RuntimeError("no operator could be inserted")
         return self.graph
 
-    def forward(self, spec: type[OpSpec]) -> bool:
-        """Insert `spec` as a consumer of existing tensors."""
+    def _pick_inputs(self, spec: type[OpSpec], first: int | None) -> list[int] | None:
         tensors = self.graph.tensors
-        picked: list[int] = []
-        for slot in range(spec.draw_arity(self.rng)):
+        picked: list[int] = [] if first is None else [first]
+        for slot in range(len(picked), spec.draw_arity(self.rng)):
             if picked and self.rng.random() < 0.7:
-                same = [i for i, t in enumerate(tensors) if t.ttype == tensors[picked[0]].ttype]
-                picked.append(self.rng.choice(same))
-                continue
+                same = [
+                    i
+                    for i, t in enumerate(tensors)
+                    if t.ttype == tensors[picked[0]].ttype and spec.slot_ok(slot, t.ttype)
+                ]
+                if same:
+                    picked.append(self.pick_tensor(spec, slot, same))
+                    continue
             cands = [i for i, t in enumerate(tensors) if spec.slot_ok(slot, t.ttype)]
             if not cands:
-                return False
-            picked.append(self.rng.choice(cands))
-        sig = [tensors[i].ttype for i in picked]
-        if not spec.accepts(sig):
+                return None
+            picked.append(self.pick_tensor(spec, slot, cands))
+        return picked
+
+    def forward(self, spec: type[OpSpec], mark: int, first: int | None = None) -> bool:
+        """Insert `spec` as a consumer of existing tensors (`first` feeds its first input)."""
+        picked = self._pick_inputs(spec, first)
+        if picked is None:
             return False
+        sig = [self.graph.tensors[i].ttype for i in picked]
+        if not spec.accepts(sig) or not self.allowed(spec, sig):
+            return False
+        ins = [self.graph.tensors[i] for i in picked]
+        for _ in range(CONCRETE_TRIES):
+            placed = self._place_concretely(spec, sig, ins)
+            if placed is not None:
+                op, outs, binned = placed
+                out_ids = [self.graph.add_tensor(o) for o in outs]
+                self.graph.add_node(GNode(op, picked, out_ids, Solution(None), binned))
+                return True
         op = spec(self.sc, sig)
-        cons, outs = op.bind([tensors[i] for i in picked])
+        cons, outs = op.bind(ins)
         for o in outs:
-            cons += self.valid(o)
-        if not self.try_add(cons):
+            cons += self.valid(o.shape)
+        model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], set(), spec.op_type, self.bins)
+        if model is None:
             return False
+        for o in outs:
+            o.shape = _concrete(o.shape, model)
         out_ids = [self.graph.add_tensor(o) for o in outs]
-        self.graph.nodes.append(GNode(op, picked, out_ids))
+        self.graph.add_node(GNode(op, picked, out_ids, model, self._binned(spec, mark, model)))
         return True
 
-    def backward(self, spec: type[OpSpec]) -> bool:
+    def _place_concretely(
+        self, spec: type[OpSpec], sig: list[TType], ins: list[AbsTensor]
+    ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
+        """Try the insertion with every variable drawn from its bin as a plain int
+        (NeuRI's concolic style): when all constraints fold to True, no solver is needed.
+        Any other outcome, including an op that needs symbols, falls back to z3."""
+        self.sc.concrete = self.bins.value(spec.op_type)
+        self.sc.drawn = []
+        try:
+            op = spec(self.sc, sig)
+            cons, outs = op.bind(ins)
+            cons += [c for o in outs for c in self.valid(o.shape)]
+        except (TypeError, AttributeError, ValueError, z3.Z3Exception):
+            return None
+        finally:
+            self.sc.concrete = None
+        if not all(type(c) is bool and c for c in cons):
+            return None
+        if not all(type(d) is int for o in outs for d in o.shape):
+            return None
+        return op, outs, [(f"{spec.op_type}.{prefix}", value) for prefix, value in self.sc.drawn]
+
+    def backward(self, spec: type[OpSpec], mark: int, target: int | None = None) -> bool:
         """Replace a placeholder by `spec`, whose inputs become new placeholders."""
-        if not self.graph.placeholders:
-            return False
-        target = self.rng.choice(self.graph.placeholders)
+        if target is None:
+            target = self.rng.choice(self.graph.placeholders)
         v = self.graph.tensors[target]
         sig = spec.backward_inputs(v.ttype, self.rng)
-        if sig is None or not spec.accepts(sig):
+        if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):
             return False
+        target_shape = [int(d) for d in v.shape]
+        for _ in range(CONCRETE_TRIES):
+            placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape)
+            if placed is not None:
+                op, new, binned = placed
+                self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
+                return True
         op = spec(self.sc, sig, out=v.ttype)
         new = [AbsTensor(t.dtype, self.sc.fresh_shape(t.rank)) for t in sig]
         cons, outs = op.bind(new)
         if len(outs) != 1 or outs[0].ttype != v.ttype:
             return False
-        cons += [a == b for a, b in zip(outs[0].shape, v.shape, strict=False)]
+        cons += [a == b for a, b in zip(outs[0].shape, v.shape, strict=True)]
+        # An output dim that is one of the new input dims is fixed by the target's shape.
+        pinned = {a.get_id() for a in outs[0].shape if isinstance(a, z3.ArithRef) and z3.is_const(a)}
         for t in new:
-            cons += self.valid(t)
-        if not self.try_add(cons):
+            cons += self.valid(t.shape)
+        model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], pinned, spec.op_type, self.bins)
+        if model is None:
             return False
-        new_ids = [self.graph.add_tensor(t) for t in new]
-        self.graph.placeholders.remove(target)
-        self.graph.placeholders += new_ids
-        self.graph.nodes.append(GNode(op, new_ids, [target]))
+        for t in new:
+            t.shape = _concrete(t.shape, model)
+        self._replace(target, GNode(op, [], [target], model, self._binned(spec, mark, model)), new)
         return True
+
+    def _replace(self, target: int, node: GNode, new: list[AbsTensor]) -> None:
+        node.inputs = [self.graph.add_tensor(t) for t in new]
+        self.graph.placeholders.remove(target)
+        self.graph.placeholders += node.inputs
+        self.graph.add_node(node)
+
+    def _place_backward_concretely(
+        self, spec: type[OpSpec], sig: list[TType], out: TType, target: list[int]
+    ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
+        """Backward insertion with drawn attribute values, for ops that can name their
+        input shapes from the target's (`concrete_inputs`); None hands it to the solver."""
+        self.sc.concrete = self.bins.value(spec.op_type)
+        self.sc.drawn = []
+        try:
+            op = spec(self.sc, sig, out=out)
+            known = op.concrete_inputs(target)
+            if known is None or any(d < 1 for shape in known for d in shape):
+                return None
+            new = [AbsTensor(t.dtype, list(shape)) for t, shape in zip(sig, known, strict=True)]
+            cons, outs = op.bind(new)
+            cons += [c for t in new for c in self.valid(t.shape)]
+        except (TypeError, AttributeError, ValueError, z3.Z3Exception):
+            return None
+        finally:
+            self.sc.concrete = None
+        if len(outs) != 1 or outs[0].ttype != out or list(outs[0].shape) != target:
+            return None
+        if not all(type(c) is bool and c for c in cons):
+            return None
+        return op, new, [(f"{spec.op_type}.{prefix}", value) for prefix, value in self.sc.drawn]
+
+    def _binned(self, spec: type[OpSpec], mark: int, sol: Solution) -> list[tuple[str, int]]:
+        return [(var_key(spec.op_type, b.var), sol.eval(b.var)) for b in self.sc.binnable[mark:] if b.binned]
+
+
+def _concrete(shape: Sequence[Dim], sol: Solution) -> list[Dim]:
+    """Dims as Python ints under the insertion's solution."""
+    return [sol.eval(d) for d in shape]

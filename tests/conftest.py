@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from bot.cli import main
+from generator.api import Support
 
 
 @dataclass
@@ -30,3 +31,24 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return CliResult(code, captured.out, captured.err)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def probe_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One support-probe cache for the whole run: each backend build is probed once."""
+    return str(tmp_path_factory.mktemp("probe-cache"))
+
+
+@pytest.fixture(scope="session")
+def ort_support(probe_cache: str) -> Support:
+    """The real onnxruntime's op x dtype support matrix, probed once per run."""
+    from pathlib import Path
+
+    from backends.client import WorkerClient
+    from backends.spec import parse_backend
+    from bot.probe import probe_support
+
+    with WorkerClient(parse_backend("onnxruntime:all")) as client:
+        assert client.info is not None
+        matrix = probe_support(client, client.info, 17, Path(probe_cache), lambda f: None)
+    return matrix.support()

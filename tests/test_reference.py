@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -10,29 +12,74 @@ from onnx.reference import ReferenceEvaluator
 
 from backends.reference import ReferenceError, run_reference
 from generator.api import GenConfig, generate
+from generator.dtypes import DType
 from generator.ops import registry
 
-# ReferenceEvaluator sizes padded MaxPool outputs wrongly (it ignores the pads);
-# MaxPool is checked against onnxruntime in test_worker instead.
-EVALUATOR_DEFECTS = {"MaxPool"}
+EVALUATOR_DEFECTS = {
+    "MaxPool": "sizes padded outputs wrongly (ignores pads); checked against onnxruntime in test_worker",
+    "Mean": "adds in place, so it fails whenever the first input is the one that broadcasts",
+}
+"""Ops whose onnx.reference implementation is wrong for inputs fuzzbot generates."""
 
 
-@pytest.mark.parametrize("op_type", sorted(set(registry()) - EVALUATOR_DEFECTS))
-def test_op_reference_matches_onnx_reference_evaluator(op_type: str) -> None:
+FAMILY_TESTS = {
+    "generator.ops.shape": "test_ops_layout.py",
+    "generator.ops.indexing": "test_ops_layout.py",
+    "generator.ops.nn": "test_ops_nn.py",
+    "generator.ops.norm": "test_ops_nn.py",
+    "generator.ops.reduce": "test_ops_nn.py",
+}
+"""Op families whose own test files check them op x dtype (with their evaluator workarounds);
+this file checks the elementwise family and that no op is left without such a test."""
+
+
+def _op_dtypes() -> list[tuple[str, DType]]:
+    specs = registry()
+    names = sorted(n for n, s in specs.items() if s.__module__ not in FAMILY_TESTS and n not in EVALUATOR_DEFECTS)
+    return [(name, d) for name in names for d in specs[name].dtypes]
+
+
+def test_every_op_family_has_a_semantic_test() -> None:
+    here = Path(__file__).parent
+    for name, spec in registry().items():
+        if spec.__module__ in FAMILY_TESTS:
+            assert (here / FAMILY_TESTS[spec.__module__]).exists(), name
+        else:
+            assert spec.__module__ == "generator.ops.elementwise", (name, spec.__module__)
+
+
+def _assert_agrees(op_type: str, ours: np.ndarray, theirs: np.ndarray, seed: int) -> None:
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, (op_type, seed, ours.dtype, theirs.dtype)
+    if ours.dtype.kind == "f":
+        tol = 1e-2 if ours.dtype == np.float16 else 1e-4
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{op_type} seed {seed}")
+    else:
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"{op_type} seed {seed}")
+
+
+@pytest.mark.parametrize(("op_type", "dtype"), _op_dtypes(), ids=lambda v: str(v))
+def test_op_reference_matches_onnx_reference_evaluator(op_type: str, dtype: DType) -> None:
+    """Single-op models of each declared dtype: valid ONNX, and the torch reference agrees
+    with onnx.reference on every output (NaN where it has NaN)."""
+    spec = registry()[op_type]
+    cfg = GenConfig(nodes=1, ops=[op_type], dtypes=[dtype], opset=max(17, spec.since_opset))
     checked = 0
-    for seed in range(80):
-        if checked >= 8:
+    for seed in range(60):
+        if checked >= 3:
             break
-        case = generate(seed, GenConfig(nodes=2, ops=[op_type]))
+        try:
+            case = generate(seed, cfg)
+        except RuntimeError:  # the first tensor cannot host the op
+            continue
+        if not any(n.op_type == op_type for n in case.model.graph.node):
+            continue
+        onnx.checker.check_model(case.model, full_check=True)
         ours = run_reference(case.model, case.inputs)
         theirs = ReferenceEvaluator(case.model).run(None, case.inputs)
-        names = [o.name for o in case.model.graph.output]
-        for name, value in zip(names, theirs, strict=True):
-            got = ours[name]
-            assert got.shape == np.asarray(value).shape, (seed, name)
-            np.testing.assert_allclose(got, value, rtol=1e-4, atol=1e-5, err_msg=f"{op_type} seed {seed}")
-            checked += 1
-    assert checked >= 8
+        for out, value in zip(case.model.graph.output, theirs, strict=True):
+            _assert_agrees(op_type, ours[out.name], np.asarray(value), seed)
+        checked += 1
+    assert checked >= 3, f"{op_type}/{dtype}: only {checked} models contained the op"
 
 
 def _tiny_graph(op_type: str, **attrs: str) -> onnx.ModelProto:
@@ -50,5 +97,5 @@ def test_hand_built_graph_runs_on_the_reference() -> None:
 
 
 def test_unregistered_op_is_a_reference_error() -> None:
-    with pytest.raises(ReferenceError, match="BitShift"):
-        run_reference(_tiny_graph("BitShift", direction="LEFT"), {"x": np.zeros((2, 3), np.float32)})
+    with pytest.raises(ReferenceError, match="NoSuchOp"):
+        run_reference(_tiny_graph("NoSuchOp"), {"x": np.zeros((2, 3), np.float32)})

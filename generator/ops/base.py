@@ -9,29 +9,37 @@ generated without also being checkable.
 
 from __future__ import annotations
 
+import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+import onnx.defs
 import torch
 
 from generator.dtypes import FLOATS, DType
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 Attrs = dict[str, Any]
+_ONNX_NAME = {"float32": "float", "float64": "double"}
 
 
 class Emitter(Protocol):
     """What an op may do while it is being written into an ONNX graph."""
 
     opset: int
+    values: np.random.Generator
+    """The case's value generator: constants an op owns are drawn from it at emission."""
 
     def ival(self, term: Dim) -> int: ...
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None: ...
 
     def const_i64(self, values: Sequence[int]) -> str: ...
+
+    def const(self, array: np.ndarray) -> str: ...
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str: ...
 
@@ -44,6 +52,10 @@ class OpSpec(ABC):
     min_rank: ClassVar[int] = 1
     max_rank: ClassVar[int] = 4
     dtypes: ClassVar[tuple[DType, ...]] = FLOATS
+    since_opset: ClassVar[int] = 13
+    """The first opset with the semantics this spec emits."""
+    until_opset: ClassVar[int] = 99
+    """The last opset with them (an op whose meaning changed gets a second spec or a version branch)."""
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         """`out` is set for backward insertion: the type the node must produce."""
@@ -76,11 +88,39 @@ class OpSpec(ABC):
         return all(cls.slot_ok(i, t) for i, t in enumerate(ins)) and len({t.dtype for t in ins}) == 1
 
     @classmethod
+    def exists_at(cls, opset: int) -> bool:
+        return cls.since_opset <= opset <= cls.until_opset
+
+    @classmethod
+    def key_slot(cls, ins: Sequence[TType]) -> int:
+        """The input that carries the op's main type parameter."""
+        return 0
+
+    @classmethod
+    def key_dtype(cls, ins: Sequence[TType]) -> DType:
+        """The dtype the per-backend support matrix is keyed by: the op's main type parameter."""
+        return ins[cls.key_slot(ins)].dtype
+
+    @classmethod
+    def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:
+        """Whether the ONNX schema in force at `opset` admits the key dtype (Add takes int8
+        only from opset 14 on, IsInf float16 only from 20): a spec's `dtypes` is the union
+        over opsets, this is the check for one."""
+        slot = cls.key_slot(ins)
+        return ins[slot].dtype in schema_dtypes(cls.op_type, opset, slot)
+
+    @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         """Input types from which this op can produce `out`, or None if it never can."""
         if out.dtype not in cls.dtypes or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
         return [out] * cls.arity
+
+    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
+        """For backward insertion: input shapes that produce `out_shape`, when the op can
+        name them without the solver (shape-preserving and broadcasting ops). None means
+        the inputs get fresh symbolic dims and the solver finds them."""
+        return None
 
     @abstractmethod
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
@@ -100,11 +140,40 @@ class OpSpec(ABC):
         """Eager torch semantics of the ONNX node, read from its attributes alone."""
 
 
+class SameShapeOp(OpSpec):
+    """An op whose one output has its first input's shape and dtype, whatever its
+    attributes: nothing to solve, and backward insertion knows the input at once."""
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return []
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return [AbsTensor(ins[0].dtype, list(ins[0].shape))]
+
+    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
+        return [list(out_shape)]
+
+
 def full_and_lower_rank(out: TType, min_rank: int, rng: random.Random) -> list[TType]:
     """Two inputs for an op whose output takes the larger input rank: one input has
     the output's rank, the other any rank down to `min_rank`, in random order."""
     other = TType(out.dtype, rng.randint(min_rank, out.rank))
     return [out, other] if rng.random() < 0.5 else [other, out]
+
+
+_ONNX_TYPES = {f"tensor({name})": d for d in DType for name in [_ONNX_NAME.get(d.value, d.value)]}
+
+
+@functools.cache
+def schema_dtypes(op_type: str, opset: int, slot: int) -> frozenset[DType]:
+    """fuzzbot dtypes the schema of `op_type` at `opset` allows for input `slot`."""
+    schema = onnx.defs.get_schema(op_type, opset)
+    formal = schema.inputs[min(slot, len(schema.inputs) - 1)]
+    allowed = next(
+        (tc.allowed_type_strs for tc in schema.type_constraints if tc.type_param_str == formal.type_str),
+        [formal.type_str],
+    )
+    return frozenset(_ONNX_TYPES[t] for t in allowed if t in _ONNX_TYPES)
 
 
 _REGISTRY: dict[str, type[OpSpec]] = {}

@@ -1,22 +1,67 @@
-"""Neural-network ops: MatMul, Gemm, Conv, pooling and softmax.
+"""Neural-network ops: matrix products, convolutions, pooling, softmax-like ops, Einsum, Dropout.
 
-Weights that an op owns (conv kernels, Gemm's B and C) are emitted as initializers
-so that a model's data-flow graph only contains the activations the generator grew.
+Weights an op owns (conv kernels, Gemm's B and C, zero points) are emitted as initializers, so a
+model's data-flow graph only holds the activations the generator grew. Spatial ops take 1-D to 3-D
+windows: the spatial rank is the input rank less two.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+import z3
 
-from generator.ops.base import Attrs, Emitter, OpSpec, full_and_lower_rank, register
-from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
+from generator.dtypes import DType
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, full_and_lower_rank, register
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv, floordiv, numel
 
-SPATIAL = 2
-"""v0 emits 2-D convolutions and pools; the references accept any spatial rank."""
+FLOAT_TYPES: tuple[DType, ...] = (DType.float32, DType.float64, DType.float16)
+NUMERIC: tuple[DType, ...] = (*FLOAT_TYPES, DType.int32, DType.int64)
+ORDERED: tuple[DType, ...] = (*NUMERIC, DType.int8, DType.uint8)
+QUANT: tuple[DType, ...] = (DType.uint8, DType.int8)
+AUTO_PADS = ("SAME_UPPER", "SAME_LOWER", "VALID")
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+
+
+def widen(x: torch.Tensor) -> torch.Tensor:
+    """float16 is computed in float32 and rounded once at the end: torch lacks several CPU half
+    kernels, and a single rounding is what every backend's result approximates."""
+    return x.float() if x.dtype == torch.float16 else x
+
+
+def exact(x: torch.Tensor) -> torch.Tensor:
+    """Integers as float64, where every sum the generator's small values reach is exact: float
+    math on them then truncates on the cast back exactly as ONNX's float-scaled integer ops do."""
+    return x if x.dtype.is_floating_point else x.double()
+
+
+def axis_of(attrs: Attrs, key: str, default: int, rank: int) -> int:
+    a = int(attrs.get(key, default))
+    return a + rank if a < 0 else a
+
+
+def any_of(*conds: Cond) -> Cond:
+    """Disjunction of conditions, some of which may already be folded to Python bools."""
+    if any(c is True for c in conds):
+        return True
+    rest = [c for c in conds if not isinstance(c, bool)]
+    return z3.Or(*rest) if rest else False
+
+
+def all_of(*conds: Cond) -> Cond:
+    if any(c is False for c in conds):
+        return False
+    rest = [c for c in conds if not isinstance(c, bool)]
+    return z3.And(*rest) if rest else True
 
 
 def _torch_pads(pads: Sequence[int]) -> list[int]:
@@ -30,49 +75,89 @@ def _torch_pads(pads: Sequence[int]) -> list[int]:
 
 @register
 class MatMul(OpSpec):
+    """numpy matmul: 1-D operands, and batch dims that are equal or broadcast from 1 on either side."""
+
     op_type = "MatMul"
     arity = 2
-    min_rank = 2
+    dtypes = NUMERIC
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        batch = max(0, min(t.rank for t in ins) - 2)
+        self.modes = [self.rng.choice(("eq", "eq", "eq", "lhs1", "rhs1")) for _ in range(batch)]
+
+    @classmethod
+    def accepts(cls, ins: Sequence[TType]) -> bool:
+        # Two vectors would give a rank-0 result, which the generator never makes.
+        return super().accepts(ins) and max(t.rank for t in ins) >= 2
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if super().backward_inputs(out, rng) is None:
             return None
-        return full_and_lower_rank(out, cls.min_rank, rng)
+        if out.rank == 1:
+            vec, mat = TType(out.dtype, 1), TType(out.dtype, 2)
+            return [vec, mat] if rng.random() < 0.5 else [mat, vec]
+        return full_and_lower_rank(out, 2, rng)
+
+    def _batches(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[tuple[str, Dim, Dim]]]:
+        """The unaligned leading batch dims and the aligned (mode, lhs, rhs) ones."""
+        a, b = ins[0].shape[:-2], ins[1].shape[:-2]
+        n = len(self.modes)
+        lead = list((a if len(a) >= len(b) else b)[: max(len(a), len(b)) - n])
+        return lead, list(zip(self.modes, a[len(a) - n :], b[len(b) - n :], strict=True))
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         a, b = ins[0].shape, ins[1].shape
-        batch = min(len(a), len(b)) - 2
-        cons: list[Cond] = [a[-1] == b[-2]]
-        cons += [a[-3 - i] == b[-3 - i] for i in range(batch)]
+        cons: list[Cond] = [a[-1] == (b[-2] if len(b) >= 2 else b[0])]
+        for mode, x, y in self._batches(ins)[1]:
+            cons.append(x == y if mode == "eq" else (x if mode == "lhs1" else y) == 1)
         return cons
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         a, b = ins[0].shape, ins[1].shape
-        longer = a if len(a) >= len(b) else b
-        return [AbsTensor(ins[0].dtype, [*list(longer[:-2]), a[-2], b[-1]])]
+        lead, aligned = self._batches(ins)
+        shape = lead + [y if mode == "lhs1" else x for mode, x, y in aligned]
+        shape += ([a[-2]] if len(a) >= 2 else []) + ([b[-1]] if len(b) >= 2 else [])
+        return [AbsTensor(ins[0].dtype, shape)]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node("MatMul", ins, outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [torch.matmul(inputs[0], inputs[1])]
+        a, b = inputs
+        if a.dtype.is_floating_point:
+            return [torch.matmul(widen(a), widen(b)).to(a.dtype)]
+        # Integer matmul wraps around like the backends' integer accumulators.
+        return [torch.matmul(a.long(), b.long()).to(a.dtype)]
+
+
+GEMM_C_SHAPES = ("none", "n", "1n", "mn", "m1", "11", "1", "scalar")
 
 
 @register
 class Gemm(OpSpec):
+    """A @ B with B (and the optional C, in any shape that broadcasts to [M, N]) owned by the op."""
+
     op_type = "Gemm"
     min_rank = 2
     max_rank = 2
+    dtypes = NUMERIC
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        self.n = sc.var("gemm_n")
-        self.trans_a = self.rng.random() < 0.3
-        self.trans_b = self.rng.random() < 0.5
-        self.alpha = round(self.rng.uniform(0.25, 2.0), 3)
-        self.beta = round(self.rng.uniform(0.25, 2.0), 3)
+        self.n = sc.var("gemm_n", lo=1)
+        self.c_shape = self.rng.choice(GEMM_C_SHAPES)
+        self.defaults = self.rng.random() < 0.2
+        """Emit no alpha/beta/trans attributes at all (their defaults)."""
+        self.trans_a = not self.defaults and self.rng.random() < 0.3
+        self.trans_b = not self.defaults and self.rng.random() < 0.5
+        if ins[0].dtype.is_float:
+            self.alpha = round(self.rng.uniform(0.25, 2.0), 3)
+            self.beta = round(self.rng.uniform(0.25, 2.0), 3)
+        else:
+            self.alpha, self.beta = self.rng.choice((1.0, 2.0, -1.0)), self.rng.choice((1.0, 3.0, -2.0))
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         k = ins[0].shape[0] if self.trans_a else ins[0].shape[1]
@@ -84,199 +169,775 @@ class Gemm(OpSpec):
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         a = self.inputs[0]
-        k, n = em.ival(a.shape[0] if self.trans_a else a.shape[1]), em.ival(self.n)
-        b = em.weight([n, k] if self.trans_b else [k, n], a.dtype, fan_in=k)
-        c = em.weight([n], a.dtype)
+        m, k = (em.ival(d) for d in (a.shape[::-1] if self.trans_a else a.shape))
+        n = em.ival(self.n)
+        operands = [ins[0], em.weight([n, k] if self.trans_b else [k, n], a.dtype, fan_in=k)]
+        c_shapes = {"n": [n], "1n": [1, n], "mn": [m, n], "m1": [m, 1], "11": [1, 1], "1": [1], "scalar": []}
+        if self.c_shape in c_shapes:
+            operands.append(em.weight(c_shapes[self.c_shape], a.dtype))
+        if self.defaults:
+            em.node("Gemm", operands, outs)
+            return
         attrs = {"alpha": self.alpha, "beta": self.beta, "transA": int(self.trans_a), "transB": int(self.trans_b)}
-        em.node("Gemm", [ins[0], b, c], outs, **attrs)
+        em.node("Gemm", operands, outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         a, b = inputs[0], inputs[1]
+        c = inputs[2] if len(inputs) > 2 else None
         a = a.T if attrs.get("transA", 0) else a
         b = b.T if attrs.get("transB", 0) else b
-        y = attrs.get("alpha", 1.0) * (a @ b)
-        if len(inputs) > 2 and inputs[2] is not None:
-            y = y + attrs.get("beta", 1.0) * inputs[2]
-        return [y]
+        # Integers: float64 is exact here, and the cast back truncates as ONNX's float scaling does.
+        up = widen if a.dtype.is_floating_point else exact
+        y = float(attrs.get("alpha", 1.0)) * (up(a) @ up(b))
+        if c is not None:
+            y = y + float(attrs.get("beta", 1.0)) * up(c)
+        return [y.to(a.dtype)]
+
+
+def resolve_pads(
+    attrs: Attrs, spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+) -> list[int]:
+    """Explicit [begin..., end...] pads, with auto_pad resolved as the ONNX spec defines it."""
+    auto = attrs.get("auto_pad", "NOTSET")
+    n = len(spatial)
+    if auto == "VALID":
+        return [0] * 2 * n
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [
+            max(0, (-(-x // s) - 1) * s + d * (k - 1) + 1 - x)
+            for x, k, s, d in zip(spatial, kernel, strides, dilations, strict=True)
+        ]
+        small, big = [t // 2 for t in total], [t - t // 2 for t in total]
+        return small + big if auto == "SAME_UPPER" else big + small
+    return [int(p) for p in attrs.get("pads", [0] * 2 * n)]
+
+
+def window_params(attrs: Attrs, x: torch.Tensor, kernel: Sequence[int] | None = None) -> tuple[list[int], ...]:
+    """(kernel, strides, dilations, pads) of a windowed op, defaults filled in."""
+    n = x.dim() - 2
+    k = [int(v) for v in attrs.get("kernel_shape", kernel or [])]
+    s = [int(v) for v in attrs.get("strides", [1] * n)]
+    d = [int(v) for v in attrs.get("dilations", [1] * n)]
+    return k, s, d, resolve_pads(attrs, list(x.shape[2:]), k, s, d)
+
+
+def pool_out_sizes(attrs: Attrs, x: torch.Tensor, kernel: list[int], strides: list[int], dil: list[int]) -> list[int]:
+    """Output sizes under ONNX's ceil_mode rule: a window that would start past the input and the
+    leading pad is dropped."""
+    pads = resolve_pads(attrs, list(x.shape[2:]), kernel, strides, dil)
+    n = len(kernel)
+    out = []
+    for i, size in enumerate(x.shape[2:]):
+        num = size + pads[i] + pads[i + n] - dil[i] * (kernel[i] - 1) - 1
+        o = (-(-num // strides[i]) if attrs.get("ceil_mode", 0) else num // strides[i]) + 1
+        if attrs.get("ceil_mode", 0) and (o - 1) * strides[i] >= size + pads[i]:
+            o -= 1
+        out.append(o)
+    return out
+
+
+def _pool_padding(attrs: Attrs, x: torch.Tensor, kernel: list[int], strides: list[int], dil: list[int]) -> list[int]:
+    """Pads plus the overhang a ceil-mode window needs past the end, so that floor-mode pooling
+    of the padded tensor sees exactly ONNX's windows."""
+    pads = resolve_pads(attrs, list(x.shape[2:]), kernel, strides, dil)
+    n = len(kernel)
+    out_sizes = pool_out_sizes(attrs, x, kernel, strides, dil)
+    padded = list(pads)
+    for i, size in enumerate(x.shape[2:]):
+        need = (out_sizes[i] - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1
+        padded[i + n] += max(0, need - (size + pads[i] + pads[i + n]))
+    return padded
+
+
+def window_sum(x: torch.Tensor, kernel: list[int], strides: list[int], dil: list[int]) -> torch.Tensor:
+    """Sum over every (dilated) window, as a depthwise convolution with a ones kernel."""
+    n, c = x.shape[0], x.shape[1]
+    flat = x.reshape(n * c, 1, *x.shape[2:])
+    ones = torch.ones([1, 1, *kernel], dtype=x.dtype)
+    y = _CONV[len(kernel)](flat, ones, stride=strides, dilation=dil)
+    return y.reshape(n, c, *y.shape[2:])
 
 
 class WindowOp(OpSpec):
-    """Shared window arithmetic of Conv and the pools: kernel, stride, dilation, pads."""
+    """Shared window arithmetic of Conv, ConvInteger and the pools: kernel, stride, dilation,
+    pads or auto_pad, ceil_mode. Which of them an op has, and from which opset, are class vars."""
 
-    min_rank = SPATIAL + 2
-    max_rank = SPATIAL + 2
-    max_stride = 3
-    max_dilation = 1
+    min_rank = 3
+    max_rank = 5
+    dtypes = FLOAT_TYPES
+    max_stride: ClassVar[int] = 3
+    max_dilation: ClassVar[int] = 1
+    dilations_since: ClassVar[int] = 1
+    """The opset in which the op gained its `dilations` attribute."""
+    ceil_since: ClassVar[int | None] = None
+    """The opset in which the op gained `ceil_mode`; None: it has none."""
+    pads_below_kernel: ClassVar[bool] = False
+    """onnxruntime rejects pool pads that reach a whole kernel width."""
+    kernel_attr_optional: ClassVar[bool] = False
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        self.kernel = [sc.var("kernel") for _ in range(SPATIAL)]
-        self.strides = [sc.var("stride") for _ in range(SPATIAL)]
-        self.dilations = [sc.var("dilation") for _ in range(SPATIAL)]
-        self.pads = [sc.var("pad", zero_ok=True) for _ in range(2 * SPATIAL)]
+        self.n = ins[0].rank - 2
+        self.explicit = self.rng.random() < 0.5
+        """Write default-valued attributes out rather than leaving them implied."""
+        self.auto_pad = self.rng.choice(AUTO_PADS) if self.rng.random() < 0.25 else "NOTSET"
+        self.kernel = [sc.var("kernel", lo=1) for _ in range(self.n)]
+        self.strides = [sc.var("stride", lo=1, hi=self.max_stride) for _ in range(self.n)]
+        # onnxruntime refuses dilations together with SAME padding.
+        dilated = self.max_dilation > 1 and sc.opset >= self.dilations_since and not self.auto_pad.startswith("SAME")
+        self.dilations: list[Dim] = [
+            sc.var("dilation", lo=1, hi=self.max_dilation) if dilated else 1 for _ in range(self.n)
+        ]
+        self.pads: list[Dim] = []
+        if self.auto_pad == "NOTSET":
+            self.pads = [sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * self.n)]
+        can_ceil = self.ceil_since is not None and sc.opset >= self.ceil_since
+        self.ceil_mode = can_ceil and self.auto_pad == "NOTSET" and self.rng.random() < 0.35
+
+    def _extent(self, i: int) -> Dim:
+        return self.dilations[i] * (self.kernel[i] - 1) + 1
 
     def window_requires(self, ins: list[AbsTensor]) -> list[Cond]:
         cons: list[Cond] = []
-        for i in range(SPATIAL):
-            k, s, d = self.kernel[i], self.strides[i], self.dilations[i]
+        for i in range(self.n):
+            k, s, d, x = self.kernel[i], self.strides[i], self.dilations[i], ins[0].shape[2 + i]
             cons += [k >= 1, s >= 1, s <= self.max_stride, d >= 1, d <= self.max_dilation]
-            cons += [self.pads[i] >= 0, self.pads[i + SPATIAL] >= 0]
-            cons.append(self._padded(ins, i) >= d * (k - 1) + 1)
+            if self.auto_pad == "VALID":
+                cons.append(x >= self._extent(i))
+            elif self.auto_pad != "NOTSET":
+                cons.append((ceildiv(x, s) - 1) * s + k >= x)  # SAME's total pad is not negative
+            else:
+                pb, pe = self.pads[i], self.pads[i + self.n]
+                cons += [pb >= 0, pe >= 0, x + pb + pe >= self._extent(i)]
+                if self.pads_below_kernel:
+                    # Every window then holds a real cell: pads shorter than the kernel, and no
+                    # pads where dilation could step a window over the input altogether.
+                    cons += [pb < k, pe < k, any_of(d == 1, all_of(pb == 0, pe == 0))]
+                if self.ceil_mode:
+                    # The last ceil-mode window starts inside the input or its leading pad, so that
+                    # backends which do and do not drop such windows agree on the output size.
+                    cons.append((self._out_dim(i, x) - 1) * s < x + pb)
         return cons
 
-    def _padded(self, ins: list[AbsTensor], i: int) -> Dim:
-        return ins[0].shape[2 + i] + self.pads[i] + self.pads[i + SPATIAL]
+    def _out_dim(self, i: int, x: Dim) -> Dim:
+        s = self.strides[i]
+        if self.auto_pad == "VALID":
+            return floordiv(x - self._extent(i), s) + 1
+        if self.auto_pad != "NOTSET":
+            return ceildiv(x, s)
+        num = x + self.pads[i] + self.pads[i + self.n] - self._extent(i)
+        return (ceildiv(num, s) if self.ceil_mode else floordiv(num, s)) + 1
 
     def spatial_out(self, ins: list[AbsTensor]) -> list[Dim]:
-        return [
-            (self._padded(ins, i) - self.dilations[i] * (self.kernel[i] - 1) - 1) / self.strides[i] + 1
-            for i in range(SPATIAL)
-        ]
+        return [self._out_dim(i, ins[0].shape[2 + i]) for i in range(self.n)]
 
-    def window_attrs(self, em: Emitter) -> dict[str, list[int]]:
-        attrs = {
-            "kernel_shape": [em.ival(k) for k in self.kernel],
-            "strides": [em.ival(s) for s in self.strides],
-            "pads": [em.ival(p) for p in self.pads],
-        }
-        if self.max_dilation > 1:
-            attrs["dilations"] = [em.ival(d) for d in self.dilations]
+    def window_attrs(self, em: Emitter) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        kernel = [em.ival(k) for k in self.kernel]
+        if self.explicit or not self.kernel_attr_optional:
+            attrs["kernel_shape"] = kernel
+        for key, values in (("strides", self.strides), ("dilations", self.dilations), ("pads", self.pads)):
+            ints = [em.ival(v) for v in values]
+            if ints and (any(v != (0 if key == "pads" else 1) for v in ints) or self.explicit):
+                attrs[key] = ints
+        if "dilations" in attrs and em.opset < self.dilations_since:
+            del attrs["dilations"]
+        if self.auto_pad != "NOTSET":
+            attrs["auto_pad"] = self.auto_pad
+        if self.ceil_mode:
+            attrs["ceil_mode"] = 1
         return attrs
 
 
-@register
-class Conv(WindowOp):
-    op_type = "Conv"
+class GroupedConv(WindowOp):
+    """Conv's channel grouping: one group, a few, or depthwise (one group per input channel)."""
+
+    kernel_attr_optional = True
     max_dilation = 3
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        self.group = self.rng.choice((1, 1, 1, 2, 3))
-        self.out_channels = sc.var("out_channels")
-        self.bias = self.rng.random() < 0.5
+        self.group_mode = self.rng.choice(("one", "one", "one", "few", "depthwise"))
+        self.group = self.rng.choice((2, 3, 4)) if self.group_mode != "one" else 1
+        self.out_channels = sc.var("out_channels", lo=1)
+
+    def group_requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        """Fixes `group` once the channel count is known: depthwise takes it from a concrete count,
+        or ties a symbolic one (backward insertion) to the drawn group."""
+        c = ins[0].shape[1]
+        cons: list[Cond] = []
+        if self.group_mode == "depthwise":
+            if isinstance(c, int):
+                self.group = c
+            else:
+                cons.append(c == self.group)
+        g = self.group
+        weight = numel([self.out_channels, floordiv(c, g), *self.kernel])
+        return [*cons, c % g == 0, self.out_channels % g == 0, weight <= self.sc.max_elements]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        g, c = self.group, ins[0].shape[1]
-        weight = numel([self.out_channels, c / g, *self.kernel])
-        cons = [c % g == 0, self.out_channels % g == 0, self.out_channels >= 1, weight <= self.sc.max_elements]
-        return self.window_requires(ins) + cons
+        return self.window_requires(ins) + self.group_requires(ins)
+
+    def kernel_weight_shape(self, em: Emitter) -> list[int]:
+        c = em.ival(self.inputs[0].shape[1])
+        return [em.ival(self.out_channels), c // self.group, *(em.ival(k) for k in self.kernel)]
+
+
+@register
+class Conv(GroupedConv):
+    op_type = "Conv"
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.bias = self.rng.random() < 0.5
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         x = ins[0].shape
         return [AbsTensor(ins[0].dtype, [x[0], self.out_channels, *self.spatial_out(ins)])]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        x = self.inputs[0]
-        oc, c = em.ival(self.out_channels), em.ival(x.shape[1])
-        kernel = [em.ival(k) for k in self.kernel]
-        fan_in = c // self.group * kernel[0] * kernel[1]
-        operands = [ins[0], em.weight([oc, c // self.group, *kernel], x.dtype, fan_in=fan_in)]
+        shape = self.kernel_weight_shape(em)
+        dtype = self.inputs[0].dtype
+        operands = [ins[0], em.weight(shape, dtype, fan_in=math.prod(shape[1:]))]
         if self.bias:
-            operands.append(em.weight([oc], x.dtype, fan_in=fan_in))
-        em.node("Conv", operands, outs, group=self.group, **self.window_attrs(em))
+            operands.append(em.weight(shape[:1], dtype, fan_in=math.prod(shape[1:])))
+        group = {"group": self.group} if self.group != 1 or self.explicit else {}
+        em.node("Conv", operands, outs, **group, **self.window_attrs(em))
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, w = inputs[0], inputs[1]
-        bias = inputs[2] if len(inputs) > 2 else None
-        n = w.dim() - 2
-        pads = attrs.get("pads", [0] * 2 * n)
-        x = F.pad(x, _torch_pads(pads))
-        conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
-        stride = attrs.get("strides", [1] * n)
-        dilation = attrs.get("dilations", [1] * n)
-        return [conv(x, w, bias, stride=stride, dilation=dilation, groups=int(attrs.get("group", 1)))]
+        bias = widen(inputs[2]) if len(inputs) > 2 and inputs[2] is not None else None
+        _, strides, dil, pads = window_params(attrs, x, list(w.shape[2:]))
+        xp = F.pad(widen(x), _torch_pads(pads))
+        y = _CONV[x.dim() - 2](xp, widen(w), bias, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
+        return [y.to(x.dtype)]
+
+
+@register
+class ConvInteger(GroupedConv):
+    """Quantised convolution: (x - x_zero_point) * (w - w_zero_point) summed in int32."""
+
+    op_type = "ConvInteger"
+    dtypes = QUANT
+    max_dilation = 2
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.zero_points = self.rng.choice(("none", "x", "both", "w"))
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype is not DType.int32 or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [TType(rng.choice(cls.dtypes), out.rank)]
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        x = ins[0].shape
+        return [AbsTensor(DType.int32, [x[0], self.out_channels, *self.spatial_out(ins)])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        dtype = self.inputs[0].dtype
+        operands = [ins[0], em.weight(self.kernel_weight_shape(em), dtype)]
+        if self.zero_points != "none":
+            operands.append(em.const(quant_zero_point(em, dtype)) if self.zero_points in ("x", "both") else "")
+        if self.zero_points in ("w", "both"):
+            operands.append(em.const(quant_zero_point(em, dtype)))
+        group = {"group": self.group} if self.group != 1 or self.explicit else {}
+        em.node("ConvInteger", operands, outs, **group, **self.window_attrs(em))
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, w = inputs[0], inputs[1]
+        x_zp, w_zp = (inputs[i] if len(inputs) > i and inputs[i] is not None else None for i in (2, 3))
+        xd = x.double() - (x_zp.double() if x_zp is not None else 0.0)
+        wd = w.double()
+        if w_zp is not None:
+            wd = wd - w_zp.double().reshape(-1, *[1] * (w.dim() - 1))
+        _, strides, dil, pads = window_params(attrs, x, list(w.shape[2:]))
+        xp = F.pad(xd, _torch_pads(pads))
+        y = _CONV[x.dim() - 2](xp, wd, None, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
+        return [torch.round(y).to(torch.int32)]
+
+
+def quant_zero_point(em: Emitter, dtype: DType) -> np.ndarray:
+    """A scalar zero point inside the small value range the generator draws quantised data from."""
+    low = 0 if dtype is DType.uint8 else -4
+    return np.asarray(em.values.integers(low, 5), dtype=dtype.numpy)
+
+
+@register
+class ConvTranspose(OpSpec):
+    """Transposed convolution with groups, dilations, asymmetric pads and output_padding."""
+
+    op_type = "ConvTranspose"
+    min_rank = 3
+    max_rank = 5
+    dtypes = FLOAT_TYPES
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.n = n = ins[0].rank - 2
+        self.kernel = [sc.var("kernel", lo=1) for _ in range(n)]
+        self.strides = [sc.var("stride", lo=1, hi=3) for _ in range(n)]
+        self.dilations = [sc.var("dilation", lo=1, hi=2) for _ in range(n)]
+        self.pads = [sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * n)]
+        self.output_padding = [sc.var("output_padding", zero_ok=True, lo=0, hi=2) for _ in range(n)]
+        self.group = self.rng.choice((1, 1, 1, 2, 3))
+        self.out_channels = sc.var("out_channels", lo=1)
+        self.bias = self.rng.random() < 0.5
+        self.explicit = self.rng.random() < 0.5
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        c, g, m = ins[0].shape[1], self.group, self.out_channels
+        cons: list[Cond] = [c % g == 0, m % g == 0, m >= 1]
+        cons.append(numel([c, floordiv(m, g), *self.kernel]) <= self.sc.max_elements)
+        for i in range(self.n):
+            k, s, d, op = self.kernel[i], self.strides[i], self.dilations[i], self.output_padding[i]
+            extent = d * (k - 1) + 1
+            cons += [k >= 1, s >= 1, d >= 1, op >= 0, op < s]  # torch needs output_padding < stride
+            cons += [self.pads[i] >= 0, self.pads[i + self.n] >= 0]
+            cons += [self.pads[i] < extent, self.pads[i + self.n] < extent]
+        return cons
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        x = ins[0].shape
+        spatial = [
+            (x[2 + i] - 1) * self.strides[i]
+            + self.dilations[i] * (self.kernel[i] - 1)
+            + 1
+            + self.output_padding[i]
+            - self.pads[i]
+            - self.pads[i + self.n]
+            for i in range(self.n)
+        ]
+        return [AbsTensor(ins[0].dtype, [x[0], self.out_channels, *spatial])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        dtype = self.inputs[0].dtype
+        c, m = em.ival(self.inputs[0].shape[1]), em.ival(self.out_channels)
+        kernel = [em.ival(k) for k in self.kernel]
+        fan_in = c // self.group * math.prod(kernel)
+        operands = [ins[0], em.weight([c, m // self.group, *kernel], dtype, fan_in=fan_in)]
+        if self.bias:
+            operands.append(em.weight([m], dtype, fan_in=fan_in))
+        attrs: dict[str, Any] = {"kernel_shape": kernel} if self.explicit else {}
+        defaults = {"strides": 1, "dilations": 1, "pads": 0, "output_padding": 0}
+        for key, values in (
+            ("strides", self.strides),
+            ("dilations", self.dilations),
+            ("pads", self.pads),
+            ("output_padding", self.output_padding),
+        ):
+            ints = [em.ival(v) for v in values]
+            if self.explicit or any(v != defaults[key] for v in ints):
+                attrs[key] = ints
+        if self.group != 1 or self.explicit:
+            attrs["group"] = self.group
+        em.node("ConvTranspose", operands, outs, **attrs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, w = inputs[0], inputs[1]
+        n = x.dim() - 2
+        if attrs.get("auto_pad", "NOTSET") != "NOTSET" or "output_shape" in attrs:
+            raise NotImplementedError("ConvTranspose auto_pad/output_shape")
+        strides = [int(v) for v in attrs.get("strides", [1] * n)]
+        dil = [int(v) for v in attrs.get("dilations", [1] * n)]
+        pads = [int(v) for v in attrs.get("pads", [0] * 2 * n)]
+        out_pad = [int(v) for v in attrs.get("output_padding", [0] * n)]
+        conv = _CONV_T[n]
+        y = conv(
+            widen(x),
+            widen(w),
+            None,
+            stride=strides,
+            output_padding=out_pad,
+            groups=int(attrs.get("group", 1)),
+            dilation=dil,
+        )
+        # ONNX pads crop the full result, possibly asymmetrically; torch's padding is symmetric.
+        for i in range(n):
+            y = y.narrow(2 + i, pads[i], y.shape[2 + i] - pads[i] - pads[i + n])
+        if len(inputs) > 2 and inputs[2] is not None:
+            y = y + widen(inputs[2]).reshape(-1, *[1] * n)
+        return [y.to(x.dtype)]
 
 
 class PoolOp(WindowOp):
+    pads_below_kernel = True
+
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        # onnxruntime rejects pads that reach a whole kernel width.
-        cons = self.window_requires(ins)
-        cons += [self.pads[i] < self.kernel[i % SPATIAL] for i in range(2 * SPATIAL)]
-        return cons
+        return self.window_requires(ins)
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         x = ins[0].shape
         return [AbsTensor(ins[0].dtype, [x[0], x[1], *self.spatial_out(ins)])]
 
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node(self.op_type, ins, outs[:1], **self.pool_attrs(), **self.window_attrs(em))
+
+    def pool_attrs(self) -> dict[str, Any]:
+        return {}
+
 
 @register
 class MaxPool(PoolOp):
     op_type = "MaxPool"
-
-    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("MaxPool", ins, outs[:1], **self.window_attrs(em))
+    dtypes = (*FLOAT_TYPES, DType.int8, DType.uint8)
+    max_dilation = 2
+    dilations_since = 10
+    ceil_since = 10
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        n = x.dim() - 2
-        if attrs.get("ceil_mode", 0) or attrs.get("storage_order", 0):
-            raise NotImplementedError("MaxPool ceil_mode/storage_order")
-        x = F.pad(x, _torch_pads(attrs.get("pads", [0] * 2 * n)), value=float("-inf"))
-        pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
-        kernel = attrs["kernel_shape"]
-        return [pool(x, kernel, stride=attrs.get("strides", [1] * n), dilation=attrs.get("dilations", [1] * n))]
+        kernel, strides, dil, _ = window_params(attrs, x)
+        pads = _pool_padding(attrs, x, kernel, strides, dil)
+        # float32 holds every 8-bit integer exactly; -inf padding never wins a window with a real cell.
+        xp = F.pad(widen(x) if x.dtype.is_floating_point else x.float(), _torch_pads(pads), value=float("-inf"))
+        y = _MAX_POOL[x.dim() - 2](xp, kernel, stride=strides, dilation=dil)
+        return [y.to(x.dtype)]
 
 
 @register
 class AveragePool(PoolOp):
     op_type = "AveragePool"
+    max_dilation = 2
+    dilations_since = 19
+    ceil_since = 10
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         self.count_include_pad = int(self.rng.random() < 0.5)
 
-    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("AveragePool", ins, outs, count_include_pad=self.count_include_pad, **self.window_attrs(em))
+    def pool_attrs(self) -> dict[str, Any]:
+        return {"count_include_pad": self.count_include_pad} if self.count_include_pad or self.explicit else {}
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
         n = x.dim() - 2
-        if attrs.get("ceil_mode", 0) or any(d != 1 for d in attrs.get("dilations", [1] * n)):
-            raise NotImplementedError("AveragePool ceil_mode/dilations")
-        pads = _torch_pads(attrs.get("pads", [0] * 2 * n))
-        pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
-        kernel, stride = attrs["kernel_shape"], attrs.get("strides", [1] * n)
-        total = pool(F.pad(x, pads), kernel, stride=stride)
+        kernel, strides, dil, pads = window_params(attrs, x)
+        full = _pool_padding(attrs, x, kernel, strides, dil)
+        overhang = [0] * n + [full[i + n] - pads[i + n] for i in range(n)]
+        xw = widen(x)
+        total = window_sum(F.pad(xw, _torch_pads(full)), kernel, strides, dil)
+        # The divisor counts the cells of each window inside the input, plus its pads when
+        # count_include_pad is set; a ceil-mode overhang never counts.
+        ones = torch.ones([1, 1, *x.shape[2:]], dtype=xw.dtype)
         if attrs.get("count_include_pad", 0):
-            return [total]
-        # Averages over the same window share a divisor, so their ratio is sum(x)/count(real cells).
-        cells = pool(F.pad(torch.ones_like(x), pads), kernel, stride=stride)
-        return [total / cells]
+            cells = F.pad(F.pad(ones, _torch_pads(pads), value=1.0), _torch_pads(overhang))
+        else:
+            cells = F.pad(ones, _torch_pads(full))
+        return [(total / window_sum(cells, kernel, strides, dil)).to(x.dtype)]
 
 
-class SoftmaxOp(OpSpec):
+@register
+class LpPool(PoolOp):
+    op_type = "LpPool"
+    max_dilation = 2
+    dilations_since = 18
+    ceil_since = 18
+
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        rank = ins[0].rank
-        self.axis = self.rng.randint(-rank, rank - 1)
+        self.p = self.rng.choice((1, 2, 2, 3))
+
+    def pool_attrs(self) -> dict[str, Any]:
+        return {"p": self.p} if self.p != 2 or self.explicit else {}
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x = inputs[0]
+        p = int(attrs.get("p", 2))
+        kernel, strides, dil, _ = window_params(attrs, x)
+        pads = _pool_padding(attrs, x, kernel, strides, dil)
+        powered = F.pad(widen(x).abs() ** p, _torch_pads(pads))
+        return [(window_sum(powered, kernel, strides, dil) ** (1.0 / p)).to(x.dtype)]
+
+
+class GlobalPool(OpSpec):
+    """Pools over all spatial dims; the output keeps them as ones."""
+
+    min_rank = 3
+    max_rank = 5
+    dtypes = FLOAT_TYPES
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return [AbsTensor(ins[0].dtype, list(ins[0].shape))]
+        x = ins[0].shape
+        return [AbsTensor(ins[0].dtype, [x[0], x[1], *[1] * (len(x) - 2)])]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node(self.op_type, ins, outs, axis=self.axis)
+        em.node(self.op_type, ins, outs)
+
+    @classmethod
+    def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x = inputs[0]
+        return [cls.pool(widen(x), list(range(2, x.dim())), attrs).to(x.dtype)]
+
+    @staticmethod
+    def pool(x: torch.Tensor, dims: list[int], attrs: Attrs) -> torch.Tensor:
+        raise NotImplementedError
 
 
 @register
-class Softmax(SoftmaxOp):
+class GlobalAveragePool(GlobalPool):
+    op_type = "GlobalAveragePool"
+
+    @staticmethod
+    def pool(x: torch.Tensor, dims: list[int], attrs: Attrs) -> torch.Tensor:
+        return x.mean(dim=dims, keepdim=True)
+
+
+@register
+class GlobalMaxPool(GlobalPool):
+    op_type = "GlobalMaxPool"
+
+    @staticmethod
+    def pool(x: torch.Tensor, dims: list[int], attrs: Attrs) -> torch.Tensor:
+        return x.amax(dim=dims, keepdim=True)
+
+
+@register
+class GlobalLpPool(GlobalPool):
+    op_type = "GlobalLpPool"
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.p = self.rng.choice((1, 2, 2, 3))
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node(self.op_type, ins, outs, **({"p": self.p} if self.p != 2 else {}))
+
+    @staticmethod
+    def pool(x: torch.Tensor, dims: list[int], attrs: Attrs) -> torch.Tensor:
+        p = int(attrs.get("p", 2))
+        return (x.abs() ** p).sum(dim=dims, keepdim=True) ** (1.0 / p)
+
+
+class AxisOp(SameShapeOp):
+    """Shape-preserving ops along one drawn axis (negative half the time)."""
+
+    dtypes = FLOAT_TYPES
+    max_rank = 5
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        rank = ins[0].rank
+        self.axis = self.rng.randint(-rank, rank - 1)
+        self.explicit = self.axis != -1 or self.rng.random() < 0.5
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node(self.op_type, ins, outs, **({"axis": self.axis} if self.explicit else {}))
+
+
+@register
+class Softmax(AxisOp):
     op_type = "Softmax"
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [torch.softmax(inputs[0], dim=int(attrs.get("axis", -1)))]
+        x = inputs[0]
+        return [torch.softmax(widen(x), dim=int(attrs.get("axis", -1))).to(x.dtype)]
 
 
 @register
-class LogSoftmax(SoftmaxOp):
+class LogSoftmax(AxisOp):
     op_type = "LogSoftmax"
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [torch.log_softmax(inputs[0], dim=int(attrs.get("axis", -1)))]
+        x = inputs[0]
+        return [torch.log_softmax(widen(x), dim=int(attrs.get("axis", -1))).to(x.dtype)]
+
+
+@register
+class Hardmax(AxisOp):
+    op_type = "Hardmax"
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x = inputs[0]
+        axis = axis_of(attrs, "axis", -1, x.dim())
+        # torch.argmax returns the first of tied maxima, as ONNX requires.
+        first = torch.argmax(widen(x), dim=axis, keepdim=True)
+        return [torch.zeros_like(x).scatter(axis, first, 1)]
+
+
+@register
+class Dropout(SameShapeOp):
+    """Inference-mode Dropout: the identity, with the optional ratio and training_mode inputs
+    sometimes spelled out."""
+
+    op_type = "Dropout"
+    dtypes = FLOAT_TYPES
+    max_rank = 5
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.form = self.rng.choice(("bare", "ratio", "training_off"))
+        self.seed = self.rng.random() < 0.3
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        operands = list(ins)
+        if self.form != "bare":
+            ratio = np.asarray(round(float(em.values.uniform(0.05, 0.9)), 3), dtype=self.inputs[0].dtype.numpy)
+            operands.append(em.const(ratio))
+        if self.form == "training_off":
+            operands.append(em.const(np.asarray(False)))
+        em.node("Dropout", operands, outs, **({"seed": 7} if self.seed else {}))
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        training = len(inputs) > 2 and inputs[2] is not None and bool(inputs[2].item())
+        ratio = float(inputs[1].item()) if len(inputs) > 1 and inputs[1] is not None else 0.5
+        if training and ratio > 0:
+            raise NotImplementedError("Dropout in training mode is random")
+        return [inputs[0].clone()]
+
+
+@register
+class MatMulInteger(OpSpec):
+    """Quantised matmul: (A - a_zero_point) @ (B - b_zero_point) in int32; B and the zero points
+    (B's per column or scalar) are owned by the op."""
+
+    op_type = "MatMulInteger"
+    min_rank = 2
+    dtypes = QUANT
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.n = sc.var("matmul_n", lo=1)
+        self.zero_points = self.rng.choice(("none", "a", "both", "b", "b_cols"))
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype is not DType.int32 or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [TType(rng.choice(cls.dtypes), out.rank)]
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return [self.n * ins[0].shape[-1] <= self.sc.max_elements]
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return [AbsTensor(DType.int32, [*ins[0].shape[:-1], self.n])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        dtype = self.inputs[0].dtype
+        k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
+        operands = [ins[0], em.weight([k, n], dtype)]
+        if self.zero_points != "none":
+            operands.append(em.const(quant_zero_point(em, dtype)) if self.zero_points in ("a", "both") else "")
+        if self.zero_points == "b_cols":
+            operands.append(em.const(np.stack([quant_zero_point(em, dtype) for _ in range(n)])))
+        elif self.zero_points in ("b", "both"):
+            operands.append(em.const(quant_zero_point(em, dtype)))
+        em.node("MatMulInteger", operands, outs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        a, b = inputs[0].long(), inputs[1].long()
+        if len(inputs) > 2 and inputs[2] is not None:  # scalar, or one per row of A
+            a = a - inputs[2].long().reshape(-1, 1)
+        if len(inputs) > 3 and inputs[3] is not None:
+            b = b - inputs[3].long()
+        return [torch.matmul(a, b).to(torch.int32)]
+
+
+EINSUM_LETTERS = "abcdefghij"
+
+
+@register
+class Einsum(OpSpec):
+    """An equation built from the input ranks: shared letters are batch or contracted dims, a
+    unary equation transposes, reduces or takes a diagonal, two inputs without shared letters
+    make an outer product. The implicit form (no `->`) is used now and then."""
+
+    op_type = "Einsum"
+    arity = 2
+    dtypes = ORDERED
+
+    @classmethod
+    def draw_arity(cls, rng: random.Random) -> int:
+        return rng.choice((1, 2, 2))
+
+    @classmethod
+    def accepts(cls, ins: Sequence[TType]) -> bool:
+        return (
+            1 <= len(ins) <= 2
+            and all(cls.slot_ok(i, t) for i, t in enumerate(ins))
+            and len({t.dtype for t in ins}) == 1
+        )
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype not in cls.dtypes or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        if rng.random() < 0.4:
+            return [TType(out.dtype, rng.randint(out.rank, cls.max_rank))]
+        first = rng.randint(1, cls.max_rank)
+        return [TType(out.dtype, first), TType(out.dtype, rng.randint(max(1, out.rank - first), cls.max_rank))]
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.terms = self._draw_terms([t.rank for t in ins])
+        letters = list(dict.fromkeys("".join(self.terms)))
+        once = sorted(c for c in letters if "".join(self.terms).count(c) == 1)
+        if out is None and once and len(once) <= self.max_rank and self.rng.random() < 0.2:
+            self.output, self.implicit = "".join(once), True
+        else:
+            rank = out.rank if out is not None else self.rng.randint(1, min(len(letters), self.max_rank))
+            self.output, self.implicit = "".join(self.rng.sample(letters, min(rank, len(letters)))), False
+
+    def _draw_terms(self, ranks: list[int]) -> list[str]:
+        first = list(EINSUM_LETTERS[: ranks[0]])
+        if len(ranks) == 1:
+            if ranks[0] >= 2 and self.rng.random() < 0.2:
+                i, j = self.rng.sample(range(ranks[0]), 2)
+                first[j] = first[i]  # a diagonal
+            return ["".join(first)]
+        fresh = iter(EINSUM_LETTERS[ranks[0] :])
+        shareable = list(first)
+        self.rng.shuffle(shareable)
+        second = [shareable.pop() if shareable and self.rng.random() < 0.6 else next(fresh) for _ in range(ranks[1])]
+        return ["".join(first), "".join(second)]
+
+    @property
+    def equation(self) -> str:
+        lhs = ",".join(self.terms)
+        return lhs if self.implicit else f"{lhs}->{self.output}"
+
+    def _dims(self, ins: list[AbsTensor]) -> dict[str, Dim]:
+        dims: dict[str, Dim] = {}
+        for term, t in zip(self.terms, ins, strict=True):
+            for c, d in zip(term, t.shape, strict=True):
+                dims.setdefault(c, d)
+        return dims
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        if len(self.output) != (self.out.rank if self.out is not None else len(self.output)):
+            return [False]
+        dims = self._dims(ins)
+        return [
+            d == dims[c] for term, t in zip(self.terms, ins, strict=True) for c, d in zip(term, t.shape, strict=True)
+        ]
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        dims = self._dims(ins)
+        return [AbsTensor(ins[0].dtype, [dims[c] for c in self.output])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node("Einsum", ins, outs, equation=self.equation)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        eq = str(attrs["equation"]).replace(" ", "")
+        dtype = inputs[0].dtype
+        # Integer einsum accumulates in int64 and wraps on the way back, like integer hardware.
+        up: Callable[[torch.Tensor], torch.Tensor] = widen if dtype.is_floating_point else (lambda t: t.long())
+        return [torch.einsum(eq, *(up(t) for t in inputs)).to(dtype)]

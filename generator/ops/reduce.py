@@ -1,33 +1,66 @@
-"""Reductions over a drawn subset of axes, with and without kept dimensions."""
+"""Reductions (Reduce*, ArgMax/ArgMin, TopK) over drawn axes, with and without kept dims.
+
+Integer reductions follow the backends' integer arithmetic: sums and products accumulate in
+int64 and wrap on the cast back, means truncate toward zero, and float-valued reductions of
+integers (L2, LogSum, LogSumExp) truncate their float result.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import torch
 
+from generator.dtypes import DType
 from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
+from generator.ops.nn import FLOAT_TYPES, NUMERIC, ORDERED, axis_of, exact, widen
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 Reducer = Callable[[torch.Tensor, list[int], bool], torch.Tensor]
 
 
+def _sum_like(x: torch.Tensor) -> torch.Tensor:
+    """The type a sum of `x` accumulates in: int64 for integers, float32 for float16."""
+    return widen(x) if x.dtype.is_floating_point else x.long()
+
+
+def _float_of(x: torch.Tensor) -> torch.Tensor:
+    """The type float math on `x` runs in: float64 for integers, float32 for float16."""
+    return widen(x) if x.dtype.is_floating_point else exact(x)
+
+
 class ReduceOp(OpSpec):
-    fn: Reducer
-    axes_input_since: int = 18
+    fn: ClassVar[Reducer]
+    dtypes = NUMERIC
+    max_rank = 5
+    axes_input_since: ClassVar[int] = 18
     """First opset in which `axes` moved from an attribute to an input."""
+    bool_since: ClassVar[int] = 99
+    """First opset whose schema takes bool (ReduceMax/ReduceMin from 20)."""
+    max_reduced: ClassVar[dict[DType, int]] = {}
+    """Per dtype, the most elements one output may reduce: keeps integer products of the
+    generator's small values (|v| <= 8) inside the type, where overflow is undefined."""
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         rank = ins[0].rank
+        self.noop = self.omit_axes = False
         if out is not None:
             self.keepdims = out.rank == rank
             count = self.rng.randint(1, rank) if self.keepdims else rank - out.rank
         else:
-            self.keepdims = self.rng.random() < 0.5 or rank == 1
-            count = self.rng.randint(1, rank if self.keepdims else rank - 1)
-        self.axes = sorted(self.rng.sample(range(rank), count))
+            mode = self.rng.random()
+            # noop_with_empty_axes needs the axes-as-input form; reducing everything without
+            # kept dims would make a rank-0 tensor, which the generator never does.
+            self.noop = mode < 0.08 and sc.opset >= self.axes_input_since
+            self.omit_axes = 0.08 <= mode < 0.2
+            self.keepdims = self.noop or self.omit_axes or self.rng.random() < 0.5 or rank == 1
+            count = rank if self.omit_axes else self.rng.randint(1, rank if self.keepdims else rank - 1)
+        self.axes = [] if self.noop else sorted(self.rng.sample(range(rank), count))
+        self.negative = self.rng.random() < 0.3
+        self.keep_attr = not self.keepdims or self.rng.random() < 0.5
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
@@ -36,7 +69,11 @@ class ReduceOp(OpSpec):
         return [TType(out.dtype, rng.randint(out.rank, cls.max_rank))]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        return []
+        cons: list[Cond] = [ins[0].dtype is not DType.bool or self.sc.opset >= self.bool_since]
+        cap = self.max_reduced.get(ins[0].dtype)
+        if cap is not None:
+            cons.append(numel([ins[0].shape[a] for a in self.axes]) <= cap)
+        return cons
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape: list[Dim] = []
@@ -48,10 +85,17 @@ class ReduceOp(OpSpec):
         return [AbsTensor(ins[0].dtype, shape)]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        if em.opset >= self.axes_input_since:
-            em.node(self.op_type, [ins[0], em.const_i64(self.axes)], outs, keepdims=int(self.keepdims))
+        rank = self.inputs[0].rank
+        attrs: dict[str, Any] = {"keepdims": int(self.keepdims)} if self.keep_attr else {}
+        axes = [a - rank for a in self.axes] if self.negative else self.axes
+        if self.noop:
+            em.node(self.op_type, ins, outs, noop_with_empty_axes=1, **attrs)
+        elif self.omit_axes:
+            em.node(self.op_type, ins, outs, **attrs)
+        elif em.opset >= self.axes_input_since:
+            em.node(self.op_type, [ins[0], em.const_i64(axes)], outs, **attrs)
         else:
-            em.node(self.op_type, ins, outs, axes=self.axes, keepdims=int(self.keepdims))
+            em.node(self.op_type, ins, outs, axes=axes, **attrs)
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -62,28 +106,190 @@ class ReduceOp(OpSpec):
             axes = list(attrs.get("axes", []))
         if not axes:
             if attrs.get("noop_with_empty_axes", 0):
-                return [x]
+                # Reducing over no axes still applies the op's elementwise steps (ReduceL1 gives
+                # |x|, ReduceLogSum log(x)); reducing a new axis of one element is exactly that.
+                return [cls.fn(x.unsqueeze(0), [0], False).to(x.dtype)]
             axes = list(range(x.dim()))
         axes = sorted(a + x.dim() if a < 0 else a for a in axes)
-        return [cls.fn(x, axes, bool(attrs.get("keepdims", 1)))]
+        return [cls.fn(x, axes, bool(attrs.get("keepdims", 1))).to(x.dtype)]
 
 
-def _reduce(op_type: str, fn: Reducer, axes_input_since: int = 18) -> type[OpSpec]:
-    body = {"op_type": op_type, "fn": staticmethod(fn), "axes_input_since": axes_input_since}
-    return register(type(op_type, (ReduceOp,), body))
+def _reduce(op_type: str, fn: Reducer, **body: Any) -> type[OpSpec]:
+    attrs = {"op_type": op_type, "fn": staticmethod(fn), "__module__": __name__, **body}
+    return register(type(op_type, (ReduceOp,), attrs))
 
 
-def _amax(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
-    return torch.amax(x, dim=axes, keepdim=keep)
+def _mean(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+    if x.dtype.is_floating_point:
+        return widen(x).mean(dim=axes, keepdim=keep)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return torch.div(x.long().sum(dim=axes, keepdim=keep), count, rounding_mode="trunc")
 
 
-def _amin(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
-    return torch.amin(x, dim=axes, keepdim=keep)
+def _extreme(fn: Callable[..., torch.Tensor]) -> Reducer:
+    def run(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+        # torch has no amax/amin kernel for bool; as 0/1 bytes max is `or` and min is `and`.
+        return fn(x.to(torch.uint8) if x.dtype == torch.bool else x, dim=axes, keepdim=keep)
+
+    return run
 
 
-_reduce("ReduceSum", lambda x, axes, keep: torch.sum(x, dim=axes, keepdim=keep), axes_input_since=13)
-_reduce("ReduceMean", lambda x, axes, keep: torch.mean(x, dim=axes, keepdim=keep))
-_reduce("ReduceMax", _amax)
-_reduce("ReduceMin", _amin)
-_reduce("ReduceL1", lambda x, axes, keep: torch.sum(torch.abs(x), dim=axes, keepdim=keep))
-_reduce("ReduceSumSquare", lambda x, axes, keep: torch.sum(x * x, dim=axes, keepdim=keep))
+def _log_sum(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+    return torch.log(widen(x).sum(dim=axes, keepdim=keep))
+
+
+def _log_sum_exp(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+    return torch.logsumexp(widen(x), dim=axes, keepdim=keep)
+
+
+def _l2(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+    """Squares summed as sums are; the root taken in float and, for integers, truncated back."""
+    acc = _sum_like(x)
+    return torch.sqrt(_float_of((acc * acc).sum(dim=axes, keepdim=keep)))
+
+
+def _prod(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
+    """torch.prod takes one dim at a time; the highest goes first so the others keep their index."""
+    for a in sorted(axes, reverse=True):
+        x = x.prod(dim=a, keepdim=keep)
+    return x
+
+
+_reduce("ReduceSum", lambda x, axes, keep: _sum_like(x).sum(dim=axes, keepdim=keep), axes_input_since=13)
+_reduce("ReduceMean", _mean)
+_reduce("ReduceMax", _extreme(torch.amax), dtypes=(*ORDERED, DType.bool), bool_since=20)
+_reduce("ReduceMin", _extreme(torch.amin), dtypes=(*ORDERED, DType.bool), bool_since=20)
+_reduce("ReduceL1", lambda x, axes, keep: _sum_like(x).abs().sum(dim=axes, keepdim=keep))
+_reduce("ReduceL2", _l2)
+_reduce("ReduceSumSquare", lambda x, axes, keep: (_sum_like(x) ** 2).sum(dim=axes, keepdim=keep))
+_reduce(
+    "ReduceProd",
+    lambda x, axes, keep: _prod(_sum_like(x), axes, keep),
+    max_reduced={DType.int32: 10, DType.int64: 20},
+)
+# Integer inputs are left out: Log is not defined on them (ONNX dropped them from the schema in
+# opset 28), the ONNX reference evaluator refuses them, and onnxruntime's integer LogSumExp
+# truncates every intermediate, which no float formula reproduces.
+_reduce("ReduceLogSum", _log_sum, dtypes=FLOAT_TYPES)
+_reduce("ReduceLogSumExp", _log_sum_exp, dtypes=FLOAT_TYPES)
+
+
+class ArgOp(OpSpec):
+    """ArgMax/ArgMin: int64 indices of the first extreme along an axis, or the last one with
+    select_last_index."""
+
+    dtypes = ORDERED
+    max_rank = 5
+    pick: ClassVar[Callable[..., torch.Tensor]]
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        rank = ins[0].rank
+        self.axis = self.rng.randint(-rank, rank - 1)
+        self.keepdims = out.rank == rank if out is not None else rank == 1 or self.rng.random() < 0.5
+        self.last = self.rng.random() < 0.3
+        self.explicit = self.rng.random() < 0.5
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype is not DType.int64 or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [TType(rng.choice(cls.dtypes), min(cls.max_rank, out.rank + rng.randint(0, 1)))]
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return []
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        shape = list(ins[0].shape)
+        axis = self.axis % len(shape)
+        if self.keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        return [AbsTensor(DType.int64, shape)]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        attrs: dict[str, Any] = {}
+        if self.axis != 0 or self.explicit:
+            attrs["axis"] = self.axis
+        if not self.keepdims or self.explicit:
+            attrs["keepdims"] = int(self.keepdims)
+        if self.last or self.explicit:
+            attrs["select_last_index"] = int(self.last)
+        em.node(self.op_type, ins, outs, **attrs)
+
+    @classmethod
+    def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x = widen(inputs[0])
+        axis = axis_of(attrs, "axis", 0, x.dim())
+        keep = bool(attrs.get("keepdims", 1))
+        # torch picks the first of tied extremes; the last one is the first of the flipped tensor.
+        if attrs.get("select_last_index", 0):
+            return [x.shape[axis] - 1 - cls.pick(x.flip(axis), dim=axis, keepdim=keep)]
+        return [cls.pick(x, dim=axis, keepdim=keep)]
+
+
+@register
+class ArgMax(ArgOp):
+    op_type = "ArgMax"
+    pick = staticmethod(torch.argmax)
+
+
+@register
+class ArgMin(ArgOp):
+    op_type = "ArgMin"
+    pick = staticmethod(torch.argmin)
+
+
+@register
+class TopK(OpSpec):
+    """The k largest (or smallest) along an axis, values and int64 indices; k is a constant input.
+    Ties go to the lower index. sorted=0 leaves the order open, so it is only emitted for k = 1,
+    where there is no order to disagree on."""
+
+    op_type = "TopK"
+    dtypes = ORDERED
+    max_rank = 5
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        rank = ins[0].rank
+        self.axis = self.rng.randint(-rank, rank - 1)
+        self.k = sc.var("topk_k", lo=1)
+        self.largest = self.rng.random() < 0.6
+        self.unsorted = self.rng.random() < 0.15
+        self.explicit = self.rng.random() < 0.5
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        return None  # two outputs: never a placeholder's single producer
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        cons: list[Cond] = [self.k >= 1, self.k <= ins[0].shape[self.axis]]
+        return [*cons, self.k == 1] if self.unsorted else cons
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        shape = list(ins[0].shape)
+        shape[self.axis] = self.k
+        return [AbsTensor(ins[0].dtype, shape), AbsTensor(DType.int64, list(shape))]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        attrs: dict[str, Any] = {}
+        if self.axis != -1 or self.explicit:
+            attrs["axis"] = self.axis
+        if not self.largest or self.explicit:
+            attrs["largest"] = int(self.largest)
+        if self.unsorted or self.explicit:
+            attrs["sorted"] = int(not self.unsorted)
+        em.node("TopK", [ins[0], em.const_i64([em.ival(self.k)])], outs, **attrs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, k = inputs[0], int(inputs[1].reshape(-1)[0])
+        axis = axis_of(attrs, "axis", -1, x.dim())
+        # A stable sort keeps tied elements in index order, in either direction.
+        order = torch.sort(widen(x), dim=axis, descending=bool(attrs.get("largest", 1)), stable=True).indices
+        indices = order.narrow(axis, 0, k)
+        return [torch.gather(x, axis, indices), indices]

@@ -1,0 +1,144 @@
+"""Per-backend support probing: which op x dtype combinations a backend implements.
+
+Before a campaign generates for a backend, every (op type, key dtype) the generator
+could draw is compiled and run as a single-op model on that backend. What the backend
+reports as unimplemented is left out of generation, so "not implemented" can never
+become a finding. The answers are cached per backend name, version and build commit
+(and fuzzbot's opset), so each build is probed once.
+
+A probe that fails for any other reason (a crash, a timeout, an error that does not
+say "unsupported") is a possible bug in the backend or in fuzzbot: it is shown to the
+user and never cached as "unsupported", and the combination stays in generation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from backends.client import WorkerClient
+from backends.results import BackendInfo, RunResult, Status
+from generator.api import GenConfig, Support, generate, op_specs
+from generator.dtypes import DType
+from generator.values import NoValidValues
+
+PROBE_SEEDS = 24
+"""Seeds tried per combination for models that contain the op."""
+PROBE_MODELS = 3
+
+UNSUPPORTED_FALLBACK = re.compile(
+    r"NOT_IMPLEMENTED|Could not find an implementation|not supported|not implemented|unsupported", re.IGNORECASE
+)
+"""Used when the worker's adapter does not classify results itself."""
+
+
+class ProbeFailure(BaseModel):
+    op: str
+    dtype: DType
+    status: str
+    message: str
+
+
+class SupportMatrix(BaseModel):
+    backend: str
+    version: str
+    commit: str | None = None
+    opset: int
+    supported: dict[str, list[DType]] = Field(default_factory=dict)
+    unsupported: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """op -> dtype -> the backend's message."""
+
+    def known(self, op: str, dtype: DType) -> bool:
+        return dtype in self.supported.get(op, []) or dtype.value in self.unsupported.get(op, {})
+
+    def support(self) -> Support:
+        return {op: set(dtypes) for op, dtypes in self.supported.items() if dtypes}
+
+
+def cache_path(cache_dir: Path, info: BackendInfo, opset: int) -> Path:
+    build = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{info.name}-{info.version}-{info.commit or 'release'}")
+    return cache_dir / "support" / f"{build}-opset{opset}.json"
+
+
+def is_unsupported(result: RunResult) -> bool:
+    if result.status.value == "unsupported":
+        return True
+    return result.status is Status.error and bool(UNSUPPORTED_FALLBACK.search(result.message))
+
+
+def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[RunResult]:
+    """Run up to PROBE_MODELS single-op models of this combination; one model is not
+    enough, as arity and attributes change which kernel is needed (a one-input Mean is
+    optimized away, a two-input one needs a kernel)."""
+    cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, feedback=False)
+    results: list[RunResult] = []
+    for seed in range(PROBE_SEEDS):
+        try:
+            case = generate(seed, cfg)
+        except (RuntimeError, ValueError, NoValidValues):
+            continue
+        if any(n.op_type == op for n in case.model.graph.node):
+            client.submit(case.model.SerializeToString(), case.inputs)
+            results.append(client.collect())
+            if len(results) == PROBE_MODELS or results[-1].status is not Status.ok:
+                break
+    return results
+
+
+def probe_support(
+    client: WorkerClient,
+    info: BackendInfo,
+    opset: int,
+    cache_dir: Path,
+    on_failure: Callable[[ProbeFailure], None],
+    on_progress: Callable[[int, int], None] | None = None,
+    ops: list[str] | None = None,
+) -> SupportMatrix:
+    """The support matrix of the backend behind `client`, from the cache where it has it."""
+    path = cache_path(cache_dir, info, opset)
+    matrix = SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
+    if path.exists():
+        try:
+            matrix = SupportMatrix.model_validate_json(path.read_text())
+        except ValueError:
+            path.unlink()  # a damaged cache is re-probed, not trusted
+    todo = [(s.op_type, d) for s in op_specs(ops, opset) for d in s.dtypes if not matrix.known(s.op_type, d)]
+    unexpected: list[tuple[str, DType]] = []
+    for i, (op, dtype) in enumerate(todo):
+        if on_progress is not None:
+            on_progress(i, len(todo))
+        results = _probe_one(client, op, dtype, opset)
+        if not results:
+            continue  # the generator cannot place this combination alone; generation never draws it either
+        result = results[-1]
+        if result.status is Status.ok:
+            matrix.supported.setdefault(op, []).append(dtype)
+        elif is_unsupported(result):
+            matrix.unsupported.setdefault(op, {})[dtype.value] = result.message.strip().splitlines()[0][:300]
+        else:
+            on_failure(ProbeFailure(op=op, dtype=dtype, status=result.status.value, message=_summary(result)))
+            unexpected.append((op, dtype))
+    if todo:
+        _save(path, matrix)
+    for op, dtype in unexpected:
+        matrix.supported.setdefault(op, []).append(dtype)
+    return matrix
+
+
+def _save(path: Path, matrix: SupportMatrix) -> None:
+    """Only what the backend really ran or really refused is written: an unexpected
+    failure is probed again next time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(matrix.model_dump_json(indent=1))
+    tmp.replace(path)
+
+
+def _summary(result: RunResult) -> str:
+    text = result.message or result.stderr_tail or (result.signal or "")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    where = f"{result.stage.value}: " if result.stage else ""
+    return where + (lines[0][:200] if lines else result.status.value)

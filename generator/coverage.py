@@ -1,0 +1,244 @@
+"""Diversity coverage of generated models, and the feedback that steers generation.
+
+COMET shows that covering more operator inputs, parameter values and operator
+sequences reaches more branches of the library under test. fuzzbot cannot instrument
+the compiler (it is another build in another process), so it measures those three
+kinds of coverage on its own models and biases the next model toward what is missing:
+
+- op inputs: (op, slot, dtype, rank, shape bucket)
+- attribute values: (op, attribute, bin), from emitted attributes and solved variables
+- directed op pairs: which op type feeds which
+
+Op choice follows COMET's Metropolis-Hastings scheme: ops are ranked by how much they
+could still add, and a chain over the ranking accepts a lower-ranked op with
+probability (1 - p)^(rank distance), so every op stays reachable while the ones with
+uncovered combinations come up more often.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import onnx
+from onnx import helper
+from pydantic import BaseModel, Field, PrivateAttr
+
+from generator.binning import bin_of
+from generator.dtypes import DType
+from generator.graph import GNode, Graph
+from generator.ops.base import OpSpec
+from generator.symbolic import Dim, TType
+
+INPUT = "input"
+"""The producer name of a placeholder in op-pair keys."""
+RANKS = 4
+
+
+def shape_bucket(shape: Sequence[Dim]) -> str:
+    """Per dim: 1, small (2-7) or large (8+) -- the distinctions kernels special-case."""
+    return "".join("1" if d == 1 else "s" if int(d) < 8 else "l" for d in shape)
+
+
+def value_bucket(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, bool | int):
+        v = int(value)
+        return f"-{bin_of(-v)}" if v < 0 else str(bin_of(v))
+    if isinstance(value, float):
+        if value == 0 or not math.isfinite(value):
+            return str(value)
+        return f"{'-' if value < 0 else ''}e{math.floor(math.log2(abs(value)))}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(value_bucket(v) for v in value) + "]"
+    return type(value).__name__
+
+
+class CoverageStats(BaseModel):
+    models: int = 0
+    op_types: int = 0
+    op_inputs: int = 0
+    attr_values: int = 0
+    op_pairs: int = 0
+    dtypes: dict[str, int] = Field(default_factory=dict)
+
+
+class Coverage(BaseModel):
+    """What generated models have covered so far; JSON-serializable for summary.json."""
+
+    models: int = 0
+    ops: Counter[str] = Field(default_factory=Counter)
+    inputs: Counter[str] = Field(default_factory=Counter)
+    attrs: Counter[str] = Field(default_factory=Counter)
+    pairs: Counter[str] = Field(default_factory=Counter)
+    dtypes: Counter[str] = Field(default_factory=Counter)
+    _fed: Counter[str] = PrivateAttr(default_factory=Counter)
+    _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
+    _fed_total: int = PrivateAttr(default=-1)
+
+    def partner_counts(self) -> tuple[Counter[str], Counter[str]]:
+        """How many distinct producers feed each op, and how many consumers each op feeds."""
+        if self._fed_total != len(self.pairs):
+            self._fed = Counter(k.split(">", 1)[1] for k in self.pairs)
+            self._fed_by = Counter(k.split(">", 1)[0] for k in self.pairs)
+            self._fed_total = len(self.pairs)
+        return self._fed, self._fed_by
+
+    def stats(self) -> CoverageStats:
+        return CoverageStats(
+            models=self.models,
+            op_types=len(self.ops),
+            op_inputs=len(self.inputs),
+            attr_values=len(self.attrs),
+            op_pairs=len(self.pairs),
+            dtypes=dict(sorted(self.dtypes.items())),
+        )
+
+    def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:
+        op = node.op.op_type
+        self.ops[op] += 1
+        for slot, t in enumerate(node.inputs):
+            tensor = graph.tensors[t]
+            self.inputs[input_key(op, slot, tensor.dtype.value, tensor.rank, shape_bucket(tensor.shape))] += 1
+            pair = pair_key(graph.producer_op.get(t, INPUT), op)
+            if pair not in self.pairs and self._fed_total == len(self.pairs):
+                producer = pair.split(">", 1)[0]
+                self._fed[op] += 1
+                self._fed_by[producer] += 1
+                self._fed_total += 1
+            self.pairs[pair] += 1
+            self.dtypes[tensor.dtype.value] += 1
+        for n in emitted:
+            if n.op_type == op:
+                for a in n.attribute:
+                    self.attrs[f"{op}.{a.name}={value_bucket(helper.get_attribute_value(a))}"] += 1
+        for key, value in node.binned:
+            self.attrs[f"{key}={bin_of(value)}"] += 1
+
+
+Proposal = tuple[str, type[OpSpec], int]
+"""("forward", op, tensor it reads) or ("backward", op, placeholder it replaces)."""
+
+
+def _may_produce(spec: type[OpSpec], dtype: DType) -> bool:
+    out = getattr(spec, "out_dtype", None)
+    return dtype == out if out is not None else dtype in spec.dtypes
+
+
+def input_key(op: str, slot: int, dtype: str, rank: int, bucket: str) -> str:
+    return f"{op}[{slot}]:{dtype}:r{rank}:{bucket}"
+
+
+def pair_key(producer: str, consumer: str) -> str:
+    return f"{producer}>{consumer}"
+
+
+class Feedback:
+    """Biases one model's choices toward what `coverage` has not seen yet."""
+
+    def __init__(self, coverage: Coverage, specs: list[type[OpSpec]], rng: random.Random) -> None:
+        self.cov = coverage
+        self.rng = rng
+        n = len(specs) + 1
+        fed, fed_by = coverage.partner_counts()
+        fitness = {s: 2 * n - fed[s.op_type] - fed_by[s.op_type] for s in specs}
+        self.ranked = sorted(specs, key=lambda s: (-fitness[s], s.op_type))
+        self.p = min(0.5, 3.0 / len(specs))
+        self.local: set[str] = set()
+        self._current = self.rng.randrange(len(self.ranked))
+        self._consumers: dict[tuple[str, TType], list[type[OpSpec]]] = {}
+        self._producers: dict[tuple[str, DType], list[type[OpSpec]]] = {}
+        self._readers: dict[TType, list[type[OpSpec]]] = {}
+
+    def choose_op(self) -> type[OpSpec]:
+        """One Metropolis-Hastings step over the fitness ranking (COMET §3.5)."""
+        proposal = self.rng.randrange(len(self.ranked))
+        if proposal <= self._current or self.rng.random() < (1 - self.p) ** (proposal - self._current):
+            self._current = proposal
+        return self.ranked[self._current]
+
+    def propose(self, graph: Graph) -> Proposal | None:
+        """An insertion that would form a directed op pair no model has had yet.
+
+        Picking the op first and hoping a fitting tensor exists wastes most picks once
+        the common pairs are covered; starting from a tensor finds an uncovered pair
+        whenever the graph has one. Forward: a new consumer of the tensor. Backward: a
+        new producer of a placeholder that already has a consumer.
+        """
+        if graph.placeholders and self.rng.random() < 0.2:
+            target = self.rng.choice(graph.placeholders)
+            consumers = graph.consumer_ops.get(target, [])
+            if consumers:
+                consumer = self.rng.choice(consumers)
+                dtype = graph.tensors[target].dtype
+                key = (consumer, dtype)
+                if key not in self._producers:
+                    self._producers[key] = [
+                        s for s in self.ranked if _may_produce(s, dtype) and self._new(s.op_type, consumer)
+                    ]
+                spec = self._draw_new(self._producers[key], lambda s: (s.op_type, consumer))
+                if spec is not None:
+                    return "backward", spec, target
+        lists = [self._fresh_consumers(graph, t) for t in range(len(graph.tensors))]
+        weights = [len(c) for c in lists]
+        if not any(weights):
+            return None
+        t = self.rng.choices(range(len(lists)), weights)[0]
+        producer = graph.producer_op.get(t, INPUT)
+        spec = self._draw_new(lists[t], lambda s: (producer, s.op_type))
+        return None if spec is None else ("forward", spec, t)
+
+    def _fresh_consumers(self, graph: Graph, t: int) -> list[type[OpSpec]]:
+        """Ops that could read tensor `t` and would form a new pair with its producer
+        (cached per producer and type; entries go stale and are dropped when drawn)."""
+        producer = graph.producer_op.get(t, INPUT)
+        ttype = graph.tensors[t].ttype
+        key = (producer, ttype)
+        if key not in self._consumers:
+            if ttype not in self._readers:
+                self._readers[ttype] = [s for s in self.ranked if s.slot_ok(0, ttype)]
+            self._consumers[key] = [s for s in self._readers[ttype] if self._new(producer, s.op_type)]
+        return self._consumers[key]
+
+    def _draw_new(
+        self, cands: list[type[OpSpec]], pair: Callable[[type[OpSpec]], tuple[str, str]]
+    ) -> type[OpSpec] | None:
+        """A random candidate whose pair is still new; stale ones are dropped on the way."""
+        while cands:
+            i = self.rng.randrange(len(cands))
+            if self._new(*pair(cands[i])):
+                return cands[i]
+            cands[i] = cands[-1]
+            cands.pop()
+        return None
+
+    def _new(self, producer: str, consumer: str) -> bool:
+        key = pair_key(producer, consumer)
+        return key not in self.cov.pairs and key not in self.local
+
+    def inserted(self, graph: Graph, node: GNode) -> None:
+        """Pairs made inside the model being grown count as covered for the rest of it."""
+        for t in node.inputs:
+            self.local.add(pair_key(graph.producer_op.get(t, INPUT), node.op.op_type))
+        for o in node.outputs:
+            for consumer in graph.consumer_ops.get(o, []):
+                self.local.add(pair_key(node.op.op_type, consumer))
+
+    def pick_tensor(self, graph: Graph, spec: type[OpSpec], slot: int, cands: list[int]) -> int:
+        """Prefer inputs that would form an unseen op pair or an unseen input signature."""
+        weights = []
+        for i in cands:
+            t = graph.tensors[i]
+            w = 1.0
+            if pair_key(graph.producer_op.get(i, INPUT), spec.op_type) not in self.cov.pairs:
+                w += 6.0
+            if input_key(spec.op_type, slot, t.dtype.value, t.rank, shape_bucket(t.shape)) not in self.cov.inputs:
+                w += 2.0
+            weights.append(w)
+        return self.rng.choices(cands, weights)[0]
+
+    def bin_weight(self, key: str, i: int) -> float:
+        return 0.0 if f"{key}={i}" in self.cov.attrs else 2.0

@@ -1,0 +1,166 @@
+"""A small differentiable interpreter of one ONNX graph, built once per model.
+
+The value search evaluates the same graph tens of times, so everything that does not
+depend on the values is done here once: attributes are parsed, each node's torch
+reference (with proxy derivatives) is bound, the unsafe-op predicates are looked up, and
+the constants are converted to tensors. An evaluation is then a plain loop over nodes
+that stops at the first op whose operand is inside its margin or whose output is not
+finite, which is exactly the "first failing op" NNSmith's search optimises for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import onnx
+import torch
+from onnx import helper, numpy_helper
+
+from generator.ops import registry
+from generator.values.proxies import Reference, Tensors, with_proxy
+from generator.values.unsafe import Attrs, Predicate, predicates
+
+
+class UnsupportedModel(ValueError):
+    """The model has an op the reference cannot run, so no value can be checked."""
+
+
+@dataclass(frozen=True)
+class Node:
+    index: int
+    name: str
+    op_type: str
+    attrs: Attrs
+    run: Reference
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    checks: tuple[Predicate, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name or '#' + str(self.index)} ({self.op_type})"
+
+
+@dataclass
+class Failure:
+    """The first op that is unsafe under the current values, and why."""
+
+    node: Node
+    operands: Tensors
+    predicate: Predicate | None = None
+    """None: an output is not finite although no predicate of the table is violated."""
+    f: torch.Tensor | None = None
+    margin: float = 0.0
+    bad: torch.Tensor | None = None
+    """Where it is unsafe: the elements within the margin, or the non-finite outputs."""
+    error: str | None = None
+    """The reference raised; no value change is known to help."""
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """Identifies the loss being optimised; the optimiser restarts when it changes."""
+        return self.node.index, self.predicate.name if self.predicate else "finite"
+
+    def describe(self) -> str:
+        what = self.error or (self.predicate.name if self.predicate else "non-finite output")
+        return f"{self.node.label}: {what}"
+
+    def loss(self) -> torch.Tensor:
+        if self.predicate is not None:
+            assert self.f is not None
+            return self.predicate.margin_loss(self.f, self.margin)
+        # No known domain: an overflow, so pull the operands' magnitudes down.
+        parts = [t.abs().sum() for t in self.operands if t is not None and t.requires_grad]
+        return torch.stack(parts).sum() if parts else torch.zeros(())
+
+    def slots(self) -> list[int]:
+        """Operands the failure is about: those to repair or re-randomise."""
+        if self.predicate is not None:
+            return [self.predicate.repair] if self.predicate.integer else list(self.predicate.slots)
+        return [i for i, t in enumerate(self.operands) if t is not None]
+
+
+def _attrs(node: onnx.NodeProto) -> Attrs:
+    out: Attrs = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def as_tensor(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.array(a, copy=True))
+
+
+class Program:
+    """One model, ready to evaluate under changing values of its `free` tensors."""
+
+    def __init__(self, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], free: Collection[str]) -> None:
+        specs = registry()
+        arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        arrays.update(inputs)
+        missing = [v.name for v in model.graph.input if v.name not in arrays]
+        if missing:
+            raise UnsupportedModel(f"no value for graph inputs {missing}")
+        self.free = [n for n in arrays if n in free]
+        self.initial = {n: arrays[n] for n in self.free}
+        self.constants = {n: as_tensor(a) for n, a in arrays.items() if n not in free}
+        self.nodes: list[Node] = []
+        self.ancestors: dict[str, frozenset[str]] = {n: frozenset([n]) for n in self.free}
+        for i, n in enumerate(model.graph.node):
+            if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
+                raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
+            # Optional inputs left empty arrive as None, as in the backends' reference.
+            ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
+            node = Node(i, n.name, n.op_type, _attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type))
+            self.nodes.append(node)
+            up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in n.input if x))
+            for o in n.output:
+                self.ancestors[o] = up
+
+    def env(self, leaves: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {**self.constants, **leaves}
+
+    def first_failure(self, env: dict[str, torch.Tensor]) -> Failure | None:
+        return next(self.walk(env, every=False), None)
+
+    def walk(self, env: dict[str, torch.Tensor], every: bool) -> Iterator[Failure]:
+        """Run the nodes in order, yielding each unsafe op; with `every`, keep going past it.
+
+        `env` gains every intermediate tensor computed.
+        """
+        for node in self.nodes:
+            ops: Tensors = [env[x] if x else None for x in node.inputs]
+            unsafe = False
+            for p in node.checks:
+                if not p.relevant(ops, node.attrs):
+                    continue
+                f = p.f(ops, node.attrs)
+                operand = ops[p.slots[0]]
+                assert operand is not None
+                margin = p.margin(operand.dtype)
+                bad = p.within(f, margin)
+                if bool(bad.any()):
+                    unsafe = True
+                    yield Failure(node, ops, p, f, margin, bad)
+                    if not every:
+                        return
+            if unsafe and any(p.integer for p in node.checks if p.relevant(ops, node.attrs)):
+                return  # an integer division by zero raises in torch: nothing after it can run
+            try:
+                outs = node.run(node.attrs, ops)
+            except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as e:
+                yield Failure(node, ops, error=f"{type(e).__name__}: {e}")
+                return
+            for name, value in zip(node.outputs, outs, strict=False):
+                if name:
+                    env[name] = value
+            for t in outs:
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    yield Failure(node, ops, bad=~torch.isfinite(t.detach()))
+                    if not every:
+                        return
+                    break

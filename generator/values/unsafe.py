@@ -1,0 +1,345 @@
+"""The table of numerically unsafe operators, keyed by ONNX op_type.
+
+Each entry is a conjunction of predicates in NNSmith's canonical form: an operand is in
+the op's valid domain when `f(operands) <= 0` everywhere (`< 0` when the predicate is
+strict). That one form gives three things at once: a domain loss that is positive exactly
+when the domain is violated (what NNSmith optimises), a margin loss that is positive when
+an operand is within `margin` of the invalid domain (what we optimise, so that a backend's
+rounding cannot tip a value over the edge), and the margin check the oracles use to call a
+difference numerically unstable rather than a bug.
+
+Integer predicates are discrete: a zero divisor has no useful gradient, so they carry a
+`repair` slot and the set of values it may be redrawn from instead.
+
+The table reads nothing from the generator's op specs: it describes ONNX semantics, so it
+applies equally to models fuzzbot did not generate (reduced models, user bundles).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Attrs = dict[str, Any]
+Operands = Sequence[torch.Tensor | None]
+Violation = Callable[[Operands, Attrs], torch.Tensor]
+
+MARGIN: dict[torch.dtype, float] = {torch.float16: 2.0**-5, torch.float32: 2.0**-10, torch.float64: 2.0**-20}
+"""δ per float type: far more than correct kernels differ by on unit-scale values (a few
+ulps, 1e-3 in float16 and 1e-7 in float32), far less than the values the generator draws.
+Divisors, logarithm and root operands this close to zero are where a legitimate rounding
+difference upstream stops being small downstream."""
+
+STRICT_EPS = 1e-6
+"""Added to the loss of a violated strict predicate, so that f == 0 scores above zero."""
+
+
+def growth_limit(dtype: torch.dtype) -> float:
+    """The largest exponent an exp-like op may see: half the overflow exponent, capped at 40.
+
+    Half, so the result can still be squared once downstream (x*x, MatMul) without turning
+    into Inf; 40 follows NNSmith's bound for Pow. float16 overflows near e^11, so it gets 5.5.
+    """
+    return min(40.0, 0.5 * math.log(torch.finfo(dtype).max))
+
+
+TRIG_LIMIT: dict[torch.dtype, float] = {torch.float16: 8.0, torch.float32: 256.0, torch.float64: 256.0}
+"""|x| bound for Sin/Cos/Tan: argument reduction turns the relative rounding error of a
+large x into an absolute error of the result, which grows past tolerance beyond these."""
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One inequality of an op's valid domain: valid where `f <= 0` (`f < 0` if strict)."""
+
+    name: str
+    slots: tuple[int, ...]
+    """Operands the predicate reads; all must be present for it to apply."""
+    f: Violation
+    strict: bool = False
+    integer: bool = False
+    """Discrete operands: repaired by redrawing `repair` from `safe_values`, not by gradient."""
+    repair: int = 0
+    safe_values: Callable[[torch.dtype], list[int]] | None = None
+    fixed_margin: float | None = None
+    """A margin in the operand's own units (Cast ranges); otherwise δ of the operand's dtype."""
+    applies: Callable[[Operands, Attrs], bool] = lambda ops, attrs: True
+
+    def margin(self, dtype: torch.dtype) -> float:
+        if self.integer:
+            return 0.0
+        if self.fixed_margin is not None:
+            return self.fixed_margin
+        return MARGIN.get(dtype, MARGIN[torch.float32])
+
+    def relevant(self, operands: Operands, attrs: Attrs) -> bool:
+        """Whether the predicate constrains this node: operands present, dtypes matching."""
+        if any(s >= len(operands) or operands[s] is None for s in self.slots):
+            return False
+        if self.integer == _is_float(operands[self.slots[0]]):
+            return False
+        return self.applies(operands, attrs)
+
+    def violated(self, f: torch.Tensor) -> torch.Tensor:
+        """Elementwise: outside the valid domain (NaN counts as outside)."""
+        return ~(f < 0) if self.strict else ~(f <= 0)
+
+    def within(self, f: torch.Tensor, margin: float) -> torch.Tensor:
+        """Elementwise: violated, or valid but within `margin` of the invalid domain.
+
+        The closed boundary of a non-strict predicate (f == 0 exactly: Sqrt(0), Asin(1))
+        is not counted as near: such values come from ops with exact results (Relu's 0,
+        Sign's 1, Clip's bounds) that every backend reproduces bit for bit, so there is no
+        rounding to tip them over, and refusing them would make Sqrt(Relu(x)) unsolvable.
+        """
+        if margin <= 0:
+            return self.violated(f)
+        near = ~(f <= -margin)
+        return near if self.strict else near & (f != 0)
+
+    def domain_loss(self, f: torch.Tensor) -> torch.Tensor:
+        """Positive exactly when some element violates the domain (Table 2 of NNSmith)."""
+        if self.strict:
+            return torch.where(f >= 0, f + STRICT_EPS, torch.zeros_like(f)).sum()
+        return torch.relu(f).sum()
+
+    def margin_loss(self, f: torch.Tensor, margin: float) -> torch.Tensor:
+        """Positive exactly when some element is within `margin` of the domain's edge."""
+        if margin <= 0:
+            return self.domain_loss(f)
+        return torch.where(self.within(f, margin), f + margin, torch.zeros_like(f)).sum()
+
+
+def _is_float(t: torch.Tensor | None) -> bool:
+    return t is not None and t.is_floating_point()
+
+
+def _x(ops: Operands, i: int = 0) -> torch.Tensor:
+    t = ops[i]
+    assert t is not None
+    return t
+
+
+def _abs_nz(x: torch.Tensor) -> torch.Tensor:
+    """|x| whose derivative at 0 is +1 instead of torch's 0, so a zero divisor moves."""
+    sign = torch.where(x < 0, -1.0, 1.0).to(x.dtype).detach()
+    return x * sign
+
+
+def _nonzero_ints(dtype: torch.dtype) -> list[int]:
+    lo = 1 if dtype == torch.uint8 else -8
+    return [v for v in range(lo, 9) if v != 0]
+
+
+def _shift_amounts(dtype: torch.dtype) -> list[int]:
+    return list(range(min(8, torch.iinfo(dtype).bits)))
+
+
+def _cast_target(ops: Operands, attrs: Attrs) -> torch.dtype | int:
+    """Cast names its target in `to` (an ONNX type code), CastLike by its second input."""
+    like = ops[1] if len(ops) > 1 else None
+    return like.dtype if like is not None else int(attrs.get("to", 0))
+
+
+def _int_info(ops: Operands, attrs: Attrs) -> torch.iinfo | None:
+    to = _cast_target(ops, attrs)
+    if isinstance(to, torch.dtype):
+        return None if to.is_floating_point or to == torch.bool else torch.iinfo(to)
+    return _ONNX_INT.get(to)
+
+
+def _to_float16(ops: Operands, attrs: Attrs) -> bool:
+    return _cast_target(ops, attrs) in (torch.float16, ONNX_FLOAT16)
+
+
+_ONNX_INT: dict[int, torch.iinfo] = {
+    2: torch.iinfo(torch.uint8),
+    3: torch.iinfo(torch.int8),
+    4: torch.iinfo(torch.uint16),
+    5: torch.iinfo(torch.int16),
+    6: torch.iinfo(torch.int32),
+    7: torch.iinfo(torch.int64),
+    12: torch.iinfo(torch.uint32),
+    13: torch.iinfo(torch.uint64),
+}
+"""ONNX TensorProto element type codes of the integer types."""
+ONNX_FLOAT16 = 10
+FLOAT16_MAX = 65504.0
+
+
+def _cast_range(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Truncation toward zero must land in the target type: lo - 1 < x < hi + 1."""
+    info = _int_info(ops, attrs)
+    assert info is not None
+    x = _x(ops)
+    return torch.maximum((float(info.min) - 1) - x, x - (float(info.max) + 1))
+
+
+def _tan_pole(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the distance to the nearest pole pi/2 + k*pi."""
+    r = torch.remainder(_x(ops) - math.pi / 2, math.pi)
+    return -torch.minimum(r, math.pi - r)
+
+
+def _trig_bound(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = _x(ops)
+    return x.abs() - TRIG_LIMIT.get(x.dtype, 256.0)
+
+
+def _pow_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """y * ln(x) stays below the growth limit; ln of the clamped base keeps the loss finite."""
+    x, y = _x(ops, 0), _x(ops, 1)
+    tiny = torch.finfo(x.dtype).tiny
+    return y.to(x.dtype) * torch.log(x.clamp_min(tiny)) - growth_limit(x.dtype)
+
+
+def _exp_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = _x(ops)
+    return x - growth_limit(x.dtype)
+
+
+def _cosh_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = _x(ops)
+    return x.abs() - growth_limit(x.dtype)
+
+
+def _int_pow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Integer Pow: a non-negative exponent and |x|^y well inside the type's range."""
+    x, y = _x(ops, 0), _x(ops, 1)
+    bits = torch.iinfo(x.dtype).bits - 2
+    mag = torch.log2(x.abs().clamp_min(1).double()) * y.double()
+    return torch.maximum(-y.double() - 0.5, mag - bits)
+
+
+def _reduce_axes(ops: Operands, attrs: Attrs, rank: int) -> list[int] | None:
+    """ONNX reduction axes, from the second input or the attribute; None: reduce nothing."""
+    axes_in = ops[1] if len(ops) > 1 else None
+    axes = [int(a) for a in axes_in.tolist()] if axes_in is not None else list(attrs.get("axes", []))
+    if not axes:
+        return None if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    return [a + rank if a < 0 else a for a in axes]
+
+
+def _log_sum(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """ReduceLogSum takes the log of the sum: the sum must be positive."""
+    x = _x(ops)
+    axes = _reduce_axes(ops, attrs, x.dim())
+    return -(x if axes is None else x.sum(dim=axes, keepdim=True))
+
+
+def _lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """LpNormalization divides by the norm; an exactly zero slice is left alone by every backend."""
+    x = _x(ops)
+    axis = int(attrs.get("axis", -1))
+    p = int(attrs.get("p", 2))
+    norm = x.abs().sum(dim=axis, keepdim=True) if p == 1 else (x * x).sum(dim=axis, keepdim=True).sqrt()
+    return -norm
+
+
+def _mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation."""
+    x = _x(ops)
+    axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", [0, 2, 3])]
+    mean = x.mean(dim=axes, keepdim=True)
+    return -((x * x).mean(dim=axes, keepdim=True) - mean * mean)
+
+
+def _float_divisor(name: str) -> Predicate:
+    return Predicate(f"{name} != 0", (1,), lambda ops, a: -_abs_nz(_x(ops, 1)), strict=True)
+
+
+def _int_divisor(name: str) -> Predicate:
+    return Predicate(
+        f"{name} != 0",
+        (1,),
+        lambda ops, a: -_x(ops, 1).abs().double(),
+        strict=True,
+        integer=True,
+        repair=1,
+        safe_values=_nonzero_ints,
+    )
+
+
+CAST: tuple[Predicate, ...] = (
+    Predicate(
+        "float fits the integer target",
+        (0,),
+        _cast_range,
+        strict=True,
+        fixed_margin=0.5,
+        applies=lambda ops, a: _int_info(ops, a) is not None,
+    ),
+    Predicate(
+        "|x| <= float16 max",
+        (0,),
+        lambda ops, a: _x(ops).abs() - FLOAT16_MAX,
+        fixed_margin=504.0,
+        applies=_to_float16,
+    ),
+)
+"""Cast and CastLike: a float must fit an integer target after truncation, or float16."""
+
+UNSAFE: dict[str, tuple[Predicate, ...]] = {
+    "Log": (Predicate("x > 0", (0,), lambda ops, a: -_x(ops), strict=True),),
+    "Sqrt": (Predicate("x >= 0", (0,), lambda ops, a: -_x(ops)),),
+    "Reciprocal": (Predicate("x != 0", (0,), lambda ops, a: -_abs_nz(_x(ops)), strict=True),),
+    "Div": (_float_divisor("divisor"), _int_divisor("divisor")),
+    "Mod": (_float_divisor("divisor"), _int_divisor("divisor")),
+    "Pow": (
+        Predicate("base > 0", (0,), lambda ops, a: -_x(ops), strict=True),
+        Predicate("exponent * ln(base) <= limit", (0, 1), _pow_growth, applies=lambda ops, a: _is_float(ops[0])),
+        Predicate(
+            "integer exponent >= 0 and no overflow",
+            (0, 1),
+            _int_pow,
+            integer=True,
+            repair=1,
+            safe_values=lambda dt: [0, 1, 2],
+        ),
+    ),
+    "Asin": (Predicate("|x| <= 1", (0,), lambda ops, a: _x(ops).abs() - 1),),
+    "Acos": (Predicate("|x| <= 1", (0,), lambda ops, a: _x(ops).abs() - 1),),
+    "Atanh": (Predicate("|x| < 1", (0,), lambda ops, a: _x(ops).abs() - 1, strict=True),),
+    "Acosh": (Predicate("x >= 1", (0,), lambda ops, a: 1 - _x(ops)),),
+    "Exp": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "Softplus": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "Mish": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "Sinh": (Predicate("|x| <= growth limit", (0,), _cosh_growth),),
+    "Cosh": (Predicate("|x| <= growth limit", (0,), _cosh_growth),),
+    "Tan": (
+        Predicate("|x| <= trig limit", (0,), _trig_bound),
+        Predicate("cos(x) != 0", (0,), _tan_pole, strict=True),
+    ),
+    "Sin": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
+    "Cos": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
+    "Cast": CAST,
+    "CastLike": CAST,
+    "BitShift": (
+        Predicate(
+            "0 <= shift < bits",
+            (1,),
+            lambda ops, a: torch.maximum(-_x(ops, 1).double(), _x(ops, 1).double() - (_bits(ops[0]) - 1)),
+            integer=True,
+            repair=1,
+            safe_values=_shift_amounts,
+        ),
+    ),
+    "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -_x(ops, 4)),),
+    "ReduceLogSum": (Predicate("sum > 0", (0,), _log_sum, strict=True),),
+    "ReduceLogSumExp": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), _lp_norm),),
+    "MeanVarianceNormalization": (Predicate("variance > 0 or exactly 0", (0,), _mvn_variance),),
+}
+
+
+def _bits(t: torch.Tensor | None) -> int:
+    assert t is not None
+    return torch.iinfo(t.dtype).bits
+
+
+def predicates(op_type: str) -> tuple[Predicate, ...]:
+    return UNSAFE.get(op_type, ())

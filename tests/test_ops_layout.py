@@ -1,0 +1,227 @@
+"""Layout and indexing ops, one dtype at a time: every generated single-op model passes
+the full checker, runs on onnxruntime unless it reports the kernel missing, and our
+torch reference agrees with ONNX's own ReferenceEvaluator and with onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from backends.reference import run_reference
+from generator.api import Case, GenConfig, generate
+from generator.dtypes import DType
+from generator.ops import registry
+from generator.ops.base import OpSpec
+
+FAMILY = ("generator.ops.shape", "generator.ops.indexing")
+SPECS = {name: spec for name, spec in sorted(registry().items()) if spec.__module__ in FAMILY}
+OPSETS = (17, 13, 18, 15, 19, 21, 16, 14)
+CASES = 3
+"""Checked models wanted per (op, dtype); a seed whose first tensor cannot host the op is skipped."""
+SEEDS = 16
+
+# The evaluator computes uint8/int8 one-hot and scatter products in wrapping numpy arithmetic.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
+
+def _node(model: onnx.ModelProto, op_type: str) -> onnx.NodeProto:
+    found: onnx.NodeProto = next(n for n in model.graph.node if n.op_type == op_type)
+    return found
+
+
+def _attr(node: onnx.NodeProto, name: str) -> object:
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
+
+
+def _init(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    found = [numpy_helper.to_array(i) for i in model.graph.initializer if i.name == name]
+    return found[0] if found else None
+
+
+def _negative_pads(m: onnx.ModelProto) -> bool:
+    pads = _init(m, _node(m, "Pad").input[1])
+    return pads is not None and bool((pads < 0).any())
+
+
+def _negative_resize_axes(m: onnx.ModelProto) -> bool:
+    axes = _attr(_node(m, "Resize"), "axes")
+    return isinstance(axes, list) and any(a < 0 for a in axes)
+
+
+def _normalize_resize_axes(m: onnx.ModelProto) -> onnx.ModelProto:
+    copy = _copy(m)
+    node = _node(copy, "Resize")
+    rank = len(copy.graph.input[0].type.tensor_type.shape.dim)
+    for a in node.attribute:
+        if a.name == "axes":
+            a.ints[:] = [i % rank for i in a.ints]
+    return copy
+
+
+def _narrower_indices(m: onnx.ModelProto) -> bool:
+    node = _node(m, "GatherElements")
+    idx = _init(m, node.input[1])
+    data = next(v for v in [*m.graph.input, *m.graph.initializer] if v.name == node.input[0])
+    dims = list(data.dims) if isinstance(data, TensorProto) else [d.dim_value for d in data.type.tensor_type.shape.dim]
+    axis = int(_attr(node, "axis") or 0) % len(dims)  # type: ignore[call-overload]
+    return idx is not None and any(i != d for k, (i, d) in enumerate(zip(idx.shape, dims, strict=True)) if k != axis)
+
+
+def _rank1_depth(m: onnx.ModelProto) -> bool:
+    depth = _init(m, _node(m, "OneHot").input[1])
+    return depth is not None and depth.ndim == 1
+
+
+def _scalar_depth(m: onnx.ModelProto) -> onnx.ModelProto:
+    copy = _copy(m)
+    name = _node(copy, "OneHot").input[1]
+    for i, t in enumerate(copy.graph.initializer):
+        if t.name == name:
+            copy.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).reshape(()), name))
+    return copy
+
+
+def _float16_indices(m: onnx.ModelProto) -> bool:
+    name = _node(m, "OneHot").input[0]
+    return any(v.name == name and v.type.tensor_type.elem_type == TensorProto.FLOAT16 for v in m.graph.input)
+
+
+Repair = Callable[[onnx.ModelProto], onnx.ModelProto] | None
+
+EVALUATOR_DEFECTS: dict[str, list[tuple[str, Callable[[onnx.ModelProto], bool], Repair]]] = {
+    "Pad": [("np.pad rejects negative pad widths; onnxruntime crops", _negative_pads, None)],
+    "Resize": [("its `axes` path transposes by the raw negative axes", _negative_resize_axes, _normalize_resize_axes)],
+    "GatherElements": [
+        ("it requires indices to match data on non-axis dims; the spec does not", _narrower_indices, None)
+    ],
+    "OneHot": [
+        ("np.arange rejects the 1-element rank-1 depth the spec allows", _rank1_depth, _scalar_depth),
+        ("it wraps negative float16 indices in float16, rounding fractions onto classes", _float16_indices, None),
+    ],
+}
+"""Where onnx.reference.ReferenceEvaluator itself is wrong: such a model is checked on an
+equivalent rewrite the evaluator gets right, or, with no rewrite, against onnxruntime."""
+
+UINT8_PROXY = {"Resize", "OneHot"}
+"""Ops the evaluator cannot run on bool (Resize routes data through float, OneHot
+computes off + hot * (on - off)); both only move values, so uint8 is an exact proxy."""
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def _tolerance(dtype: np.dtype) -> tuple[float, float]:
+    """(rtol, atol): float16 sums round at every step in some implementations, not in others."""
+    if dtype == np.float16:
+        return 1e-2, 2e-2
+    if dtype.kind == "f":
+        return 1e-4, 1e-5
+    return 0.0, 0.0
+
+
+def _assert_same(ours: dict[str, np.ndarray], names: list[str], theirs: list[np.ndarray], what: str) -> None:
+    for name, value in zip(names, theirs, strict=True):
+        got, want = ours[name], np.asarray(value)
+        assert got.shape == want.shape and got.dtype == want.dtype, (what, name, got.shape, want.shape, want.dtype)
+        rtol, atol = _tolerance(got.dtype)
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol, atol, err_msg=what)
+
+
+def _run_ort(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray] | None:
+    """onnxruntime's outputs, or None where it reports the kernel missing (any other failure raises)."""
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own untyped exceptions
+        # Status 9 is NOT_IMPLEMENTED: "Could not find an implementation" or "Failed to find kernel".
+        assert ": 9 : NOT_IMPLEMENTED" in str(e), str(e)
+        return None
+    return [np.asarray(v) for v in session.run(None, inputs)]
+
+
+def _evaluate(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    outputs = ReferenceEvaluator(model).run(None, inputs)
+    assert isinstance(outputs, list)
+    return [np.asarray(v) for v in outputs]
+
+
+def _bool_as_uint8(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = _copy(model)
+    for v in [*copy.graph.input, *copy.graph.output, *copy.graph.value_info]:
+        if v.type.tensor_type.elem_type == TensorProto.BOOL:
+            v.type.tensor_type.elem_type = TensorProto.UINT8
+    for i, t in enumerate(copy.graph.initializer):
+        if t.data_type == TensorProto.BOOL:
+            copy.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(t).astype(np.uint8), t.name)
+            )
+    return copy
+
+
+def _evaluator_check(op_type: str, case: Case, ours: dict[str, np.ndarray], ort_out: list[np.ndarray] | None) -> str:
+    """Compare with the evaluator, or with a stand-in where it is known wrong; returns which."""
+    names = [o.name for o in case.model.graph.output]
+    model, inputs, how = case.model, case.inputs, "evaluator"
+    for why, applies, repair in EVALUATOR_DEFECTS.get(op_type, []):
+        if not applies(model):
+            continue
+        if repair is None:
+            assert ort_out is not None, f"{op_type}: evaluator defect ({why}) and no onnxruntime kernel to check with"
+            _assert_same(ours, names, ort_out, f"{op_type} vs onnxruntime ({why})")
+            return "onnxruntime"
+        model, how = repair(model), "evaluator on a rewrite"
+    is_bool = any(v.type.tensor_type.elem_type == TensorProto.BOOL for v in [*model.graph.input, *model.graph.output])
+    if op_type in UINT8_PROXY and is_bool:
+        inputs = {k: v.astype(np.uint8) if v.dtype == np.bool_ else v for k, v in inputs.items()}
+        theirs = _evaluate(_bool_as_uint8(model), inputs)
+        _assert_same(ours, names, [np.asarray(t).astype(np.bool_) for t in theirs], f"{op_type} vs evaluator via uint8")
+        return "evaluator via uint8"
+    _assert_same(ours, names, _evaluate(model, inputs), f"{op_type} vs {how}")
+    return how
+
+
+def _params() -> list[tuple[str, DType]]:
+    return [(name, dtype) for name, spec in SPECS.items() for dtype in spec.dtypes]
+
+
+def _cases(spec: type[OpSpec], dtype: DType) -> list[Case]:
+    found: list[Case] = []
+    opsets = [o for o in OPSETS if spec.exists_at(o)]
+    for seed in range(SEEDS):
+        if len(found) >= CASES:
+            break
+        cfg = GenConfig(nodes=1, ops=[spec.op_type], dtypes=[dtype], opset=opsets[seed % len(opsets)])
+        try:
+            case = generate(seed, cfg)
+        except RuntimeError as e:
+            assert "could be inserted" in str(e), str(e)
+            continue
+        if any(n.op_type == spec.op_type for n in case.model.graph.node):
+            found.append(case)
+    return found
+
+
+def test_family_delivers_the_layout_and_indexing_ops() -> None:
+    assert len(SPECS) >= 27
+    assert all(len(spec.dtypes) >= 5 for spec in SPECS.values())
+
+
+@pytest.mark.parametrize(("op_type", "dtype"), _params(), ids=[f"{o}-{d}" for o, d in _params()])
+def test_generated_models_are_valid_runnable_and_agree(op_type: str, dtype: DType) -> None:
+    cases = _cases(SPECS[op_type], dtype)
+    assert len(cases) >= CASES, f"only {len(cases)} {op_type}/{dtype} models generated"
+    for case in cases:
+        onnx.checker.check_model(case.model, full_check=True)
+        ours = run_reference(case.model, case.inputs)
+        ort_out = _run_ort(case.model, case.inputs)
+        if ort_out is not None:
+            _assert_same(ours, [o.name for o in case.model.graph.output], ort_out, f"{op_type} vs onnxruntime")
+        _evaluator_check(op_type, case, ours, ort_out)

@@ -1,0 +1,82 @@
+"""Support probing against the real onnxruntime, its cache, and unexpected failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backends.client import WorkerClient
+from backends.spec import parse_backend
+from bot.probe import ProbeFailure, SupportMatrix, cache_path, probe_support
+from generator.api import GenConfig, generate
+from generator.dtypes import DType
+
+
+@pytest.fixture(scope="module")
+def ort_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[SupportMatrix, Path, list[ProbeFailure]]:
+    cache = tmp_path_factory.mktemp("cache")
+    failures: list[ProbeFailure] = []
+    with WorkerClient(parse_backend("onnxruntime:all")) as client:
+        assert client.info is not None
+        matrix = probe_support(client, client.info, 17, cache, failures.append)
+    return matrix, cache, failures
+
+
+def test_onnxruntime_runs_common_pairs_and_refuses_known_gaps(
+    ort_matrix: tuple[SupportMatrix, Path, list[ProbeFailure]],
+) -> None:
+    matrix, _, failures = ort_matrix
+    assert DType.float32 in matrix.supported["Add"]
+    assert DType.float32 in matrix.supported["Conv"]
+    # onnxruntime's CPU provider lacks kernels for many int8/uint8/float16 combinations.
+    refused = [msg for by_dtype in matrix.unsupported.values() for msg in by_dtype.values()]
+    assert len(refused) >= 5
+    assert all("NOT_IMPLEMENTED" in m or "implementation" in m for m in refused)
+    assert not failures, failures
+
+
+def test_the_cache_is_keyed_by_build_and_reused(ort_matrix: tuple[SupportMatrix, Path, list[ProbeFailure]]) -> None:
+    matrix, cache, _ = ort_matrix
+    files = list((cache / "support").glob("*.json"))
+    assert len(files) == 1 and "onnxruntime-" in files[0].name and "opset17" in files[0].name
+    stored = json.loads(files[0].read_text())
+    assert stored["version"] == matrix.version
+    # A client that was never started can answer only from the cache.
+    idle = WorkerClient(parse_backend("onnxruntime:all"))
+    try:
+        from backends.results import BackendInfo
+
+        info = BackendInfo(name=matrix.backend, level="all", version=matrix.version, commit=matrix.commit)
+        again = probe_support(idle, info, 17, cache, lambda f: pytest.fail(f"probed again: {f}"))
+    finally:
+        idle.close()
+    assert again.supported == matrix.supported
+    assert cache_path(cache, info, 17) == files[0]
+
+
+def test_generation_draws_only_supported_pairs(ort_matrix: tuple[SupportMatrix, Path, list[ProbeFailure]]) -> None:
+    matrix, _, _ = ort_matrix
+    support = matrix.support()
+    for seed in range(30):
+        case = generate(seed, GenConfig(values="none"), support=support)
+        assert all(n.op_type in support for n in case.model.graph.node)
+    assert not any(n.op_type == "Mean" and False for n in case.model.graph.node)
+
+
+def test_an_unexpected_probe_failure_is_reported_and_never_cached(tmp_path: Path) -> None:
+    """A worker that segfaults on some models: those probes are crashes, shown to the
+    caller, kept in generation, and absent from the cache file."""
+    failures: list[ProbeFailure] = []
+    fault = {"kind": "segv", "every": 3}
+    ops = ["Add", "Sub", "Relu", "Abs", "Transpose"]
+    with WorkerClient(parse_backend("onnxruntime:all"), fault=fault) as client:
+        assert client.info is not None
+        matrix = probe_support(client, client.info, 17, tmp_path, failures.append, ops=ops)
+    assert failures and all(f.status == "crash" for f in failures)
+    stored = SupportMatrix.model_validate_json(next((tmp_path / "support").glob("*.json")).read_text())
+    for f in failures:
+        assert f.dtype in matrix.supported[f.op]
+        assert f.dtype not in stored.supported.get(f.op, [])
+        assert f.dtype.value not in stored.unsupported.get(f.op, {})
