@@ -23,7 +23,7 @@ from backends.spec import BackendSpecError, parse_backend
 from bot.bundle import BundleError, load_bundle, write_bundle
 from bot.campaign import Campaign, op_signature
 from bot.config import ConfigError, TestFault, load_config, parse_duration
-from bot.display import coverage_table, live_progress, summary_table
+from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from generator.api import GenConfig, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
@@ -88,7 +88,9 @@ def fuzz(
     campaign.on_probe_failure = lambda f: console.print(
         f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}", markup=False
     )
-    campaign.start()
+    with probe_progress(console) as on_progress:
+        campaign.on_probe_progress = on_progress
+        campaign.start()
     if campaign.summary.support is not None:
         s = campaign.summary.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")

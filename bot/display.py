@@ -42,6 +42,25 @@ def live_progress(console: Console, budget_s: float) -> Iterator[Callable[[Summa
         progress.update(task, completed=budget_s)
 
 
+@contextmanager
+def probe_progress(console: Console) -> Iterator[Callable[[int, int], None]]:
+    """A transient bar while a backend build is probed (once; later runs read the cache)."""
+    progress = Progress(
+        TextColumn("[bold]probing support"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} op x dtype"),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("probe", total=None)
+
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    with progress:
+        yield update
+
+
 def summary_table(s: Summary) -> Table:
     table = Table(title=f"fuzzbot: {s.tests} tests in {s.wall_s:.1f}s on {s.backend.name if s.backend else '?'}")
     table.add_column("verdict")

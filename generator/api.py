@@ -20,6 +20,7 @@ from generator.graph import Graph
 from generator.grow import Allowed, Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
+from generator.ranges import Feasibility
 from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 
@@ -137,7 +138,7 @@ def _grow(
     rng = sc.rng
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
-        grower = Grower(sc, seeds, allowed, bins)
+        grower = Grower(sc, seeds, allowed, bins, feasible=Feasibility())
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
         choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))

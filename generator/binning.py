@@ -54,12 +54,16 @@ class BinChooser:
             shape[big] = max(1, shape[big] // 2)
         return shape
 
-    def value(self, op_type: str) -> Concretizer:
-        """Concrete draws from the same bins `draw` would constrain to (concrete-first)."""
+    def value(self, op_type: str, small: bool = False) -> Concretizer:
+        """Concrete draws from the same bins `draw` would constrain to (concrete-first).
+        `small` keeps to the bins below 8, where most attributes of small tensors fit."""
+        cap = 7 if small else 2**self.k - 1
 
         def draw_value(prefix: str, zero_ok: bool, lo: int | None, hi: int | None) -> int:
             lo_b = 1 if lo is None and not zero_ok else (0 if lo is None else lo)
-            hi_b = hi if hi is not None else 2**self.k - 1
+            hi_b = min(hi, cap) if hi is not None else cap
+            if hi_b < lo_b:
+                return lo_b
             if zero_ok and lo_b <= 0 <= hi_b and self.rng.random() < ZERO_BIN_P:
                 return 0
             i = self._pick_bin(f"{op_type}.{prefix}", max(lo_b, 1), hi_b)

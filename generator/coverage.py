@@ -183,7 +183,9 @@ class Feedback:
                 if spec is not None:
                     return "backward", spec, target
         lists = [self._fresh_consumers(graph, t) for t in range(len(graph.tensors))]
-        weights = [len(c) for c in lists]
+        # Squared: a tensor whose producer still has many unseen consumers is where new
+        # pairs are cheap (bool and int tensors run out of unseen consumers early).
+        weights = [len(c) ** 2 for c in lists]
         if not any(weights):
             return None
         t = self.rng.choices(range(len(lists)), weights)[0]

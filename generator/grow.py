@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 from generator.ops.base import OpSpec
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
-CONCRETE_TRIES = 2
+CONCRETE_TRIES = 8
 """Concrete draws tried before a forward insertion is handed to the solver."""
 PROPOSALS = 4
 """Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
@@ -38,6 +38,10 @@ Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 TensorPicker = Callable[[type[OpSpec], int, list[int]], int]
 """Chooses which candidate tensor feeds an input slot; coverage feedback plugs in here."""
 
+Feasible = Callable[[Graph, OpSpec, list[int], int | None], bool]
+"""Whether a placed op may join the graph: forward (its input ids, target None) or backward
+(no inputs yet, the placeholder it will produce); range checks (generator.ranges) plug in here."""
+
 
 class Grower:
     def __init__(
@@ -47,12 +51,14 @@ class Grower:
         allowed: Allowed,
         bins: BinChooser,
         pick_tensor: TensorPicker | None = None,
+        feasible: Feasible | None = None,
     ) -> None:
         self.sc = sc
         self.rng = sc.rng
         self.allowed = allowed
         self.bins = bins
         self.pick_tensor = pick_tensor or (lambda spec, slot, cands: self.rng.choice(cands))
+        self.feasible = feasible or (lambda graph, op, inputs, target: True)
         self.graph = Graph()
         self._solver: z3.Solver | None = None
         self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
@@ -142,10 +148,12 @@ class Grower:
         if not spec.accepts(sig) or not self.allowed(spec, sig):
             return False
         ins = [self.graph.tensors[i] for i in picked]
-        for _ in range(CONCRETE_TRIES):
-            placed = self._place_concretely(spec, sig, ins)
+        for attempt in range(CONCRETE_TRIES):
+            placed = self._place_concretely(spec, sig, ins, small=attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, outs, binned = placed
+                if not self.feasible(self.graph, op, picked, None):
+                    return False
                 out_ids = [self.graph.add_tensor(o) for o in outs]
                 self.graph.add_node(GNode(op, picked, out_ids, Solution(None), binned))
                 return True
@@ -154,7 +162,7 @@ class Grower:
         for o in outs:
             cons += self.valid(o.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], set(), spec.op_type, self.bins)
-        if model is None:
+        if model is None or not self.feasible(self.graph, op, picked, None):
             return False
         for o in outs:
             o.shape = _concrete(o.shape, model)
@@ -163,12 +171,12 @@ class Grower:
         return True
 
     def _place_concretely(
-        self, spec: type[OpSpec], sig: list[TType], ins: list[AbsTensor]
+        self, spec: type[OpSpec], sig: list[TType], ins: list[AbsTensor], small: bool
     ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
         """Try the insertion with every variable drawn from its bin as a plain int
         (NeuRI's concolic style): when all constraints fold to True, no solver is needed.
         Any other outcome, including an op that needs symbols, falls back to z3."""
-        self.sc.concrete = self.bins.value(spec.op_type)
+        self.sc.concrete = self.bins.value(spec.op_type, small)
         self.sc.drawn = []
         try:
             op = spec(self.sc, sig)
@@ -193,10 +201,12 @@ class Grower:
         if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):
             return False
         target_shape = [int(d) for d in v.shape]
-        for _ in range(CONCRETE_TRIES):
-            placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape)
+        for attempt in range(CONCRETE_TRIES):
+            placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape, attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, new, binned = placed
+                if not self.feasible(self.graph, op, [], target):
+                    return False
                 self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
                 return True
         op = spec(self.sc, sig, out=v.ttype)
@@ -210,7 +220,7 @@ class Grower:
         for t in new:
             cons += self.valid(t.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], pinned, spec.op_type, self.bins)
-        if model is None:
+        if model is None or not self.feasible(self.graph, op, [], target):
             return False
         for t in new:
             t.shape = _concrete(t.shape, model)
@@ -224,11 +234,11 @@ class Grower:
         self.graph.add_node(node)
 
     def _place_backward_concretely(
-        self, spec: type[OpSpec], sig: list[TType], out: TType, target: list[int]
+        self, spec: type[OpSpec], sig: list[TType], out: TType, target: list[int], small: bool
     ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
         """Backward insertion with drawn attribute values, for ops that can name their
         input shapes from the target's (`concrete_inputs`); None hands it to the solver."""
-        self.sc.concrete = self.bins.value(spec.op_type)
+        self.sc.concrete = self.bins.value(spec.op_type, small)
         self.sc.drawn = []
         try:
             op = spec(self.sc, sig, out=out)

@@ -8,11 +8,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from onnx import TensorProto, helper
 
+from backends.results import BackendInfo, RunResult, Status
 from bot.bundle import Finding
-from bot.campaign import Campaign, Summary
+from bot.campaign import UNSTABLE, Campaign, Prepared, Summary
 from bot.config import FuzzConfig, load_config
 from generator.api import GenConfig
 from tests.conftest import CliResult
@@ -227,3 +230,32 @@ def test_interrupted_campaign_keeps_its_summary(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         campaign.run(stop_after_three)
     assert _summary(tmp_path).tests == 3
+
+
+def _sqrt_case(x: np.ndarray) -> Prepared:
+    node = helper.make_node("Sqrt", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    reference = {"y": np.sqrt(x)}
+    return Prepared(0, model, model.SerializeToString(), {"x": x}, reference)
+
+
+def test_a_difference_on_an_operand_inside_its_margin_is_filtered_not_reported(tmp_path: Path) -> None:
+    """The same wrong output is a finding when Sqrt's operand is well inside its domain,
+    and only counted as unstable when the operand sits within the margin of zero."""
+    campaign = Campaign(FuzzConfig(out=tmp_path, probe=False))
+    for x in (np.full((4,), 2.0, np.float32), np.array([2.0, 1e-7, 2.0, 2.0], np.float32)):
+        case = _sqrt_case(x)
+        wrong = {"y": case.reference["y"] + np.float32(1.0)}
+        campaign.record(case, RunResult(status=Status.ok, outputs=wrong, backend=BACKEND))
+    assert campaign.counts == {"wrong_result": 1, UNSTABLE: 1}
+    assert len(campaign.summary.findings) == 1 and campaign.summary.finding_count == 1
+    campaign.client.close()
+
+
+BACKEND = BackendInfo(name="onnxruntime", level="all", version="test")

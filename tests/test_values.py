@@ -311,22 +311,37 @@ def test_an_impossible_model_exhausts_its_budget_and_says_why() -> None:
 
 
 IMPOSSIBLE = GenConfig(nodes=2, ops=["Sigmoid", "Acosh"], value_steps=8, dtypes=[DType.float32])
-"""Acosh needs operands >= 1, which a Sigmoid in front of it never gives."""
+"""Acosh needs operands >= 1, which a Sigmoid in front of it never gives: the generator's
+range check (generator.ranges) never builds that composition."""
+
+HOPELESS = GenConfig(
+    nodes=2, ops=["Sigmoid", "Log", "Sqrt"], value_steps=0, value_budget_ms=1e-3, dtypes=[DType.float32]
+)
+"""No search at all (no steps, no time to sample): a model whose drawn values put a Log or
+Sqrt operand within its margin has no valid values found, so it must be dropped."""
 
 
-def test_generate_raises_no_valid_values_for_a_model_that_has_none() -> None:
+def test_generate_raises_no_valid_values_when_the_search_finds_none() -> None:
     raised = 0
     for seed in range(12):
         try:
-            generate(seed, IMPOSSIBLE)
+            generate(seed, HOPELESS)
         except NoValidValues as e:
             raised += 1
             assert e.outcome.reason and not e.outcome.found
     assert raised >= 1
 
 
+def test_infeasible_compositions_are_never_generated() -> None:
+    for seed in range(12):
+        case = generate(seed, IMPOSSIBLE)  # would raise NoValidValues for Acosh(Sigmoid(x))
+        producer = {o: n.op_type for n in case.model.graph.node for o in n.output}
+        assert all(producer.get(n.input[0]) != "Sigmoid" for n in case.model.graph.node if n.op_type == "Acosh")
+        assert case.values is not None and case.values.found
+
+
 def test_a_campaign_counts_dropped_cases_and_never_runs_them(tmp_path: Path) -> None:
-    campaign = Campaign(FuzzConfig(budget=4.0, seed=0, out=tmp_path, generator=IMPOSSIBLE))
+    campaign = Campaign(FuzzConfig(budget=4.0, seed=0, out=tmp_path, generator=HOPELESS))
     summary = campaign.run()
     consumed = campaign.next_seed - summary.seed_first
     assert summary.dropped.get("no_valid_values", 0) >= 1

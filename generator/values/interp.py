@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 
 from generator.ops import registry
 from generator.values.proxies import Reference, Tensors, with_proxy
-from generator.values.unsafe import Attrs, Predicate, predicates
+from generator.values.unsafe import Attrs, Predicate, exact_output, predicates
 
 
 class UnsupportedModel(ValueError):
@@ -38,6 +38,8 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     checks: tuple[Predicate, ...]
+    exact: tuple[bool, ...]
+    """Per input: the same bits in every backend (see `unsafe.exact_output`)."""
 
     @property
     def label(self) -> str:
@@ -58,6 +60,8 @@ class Failure:
     """Where it is unsafe: the elements within the margin, or the non-finite outputs."""
     error: str | None = None
     """The reference raised; no value change is known to help."""
+    exact: bool = False
+    """The predicate's operands are exact: its closed boundary is not near (Predicate.within)."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -71,7 +75,7 @@ class Failure:
     def loss(self) -> torch.Tensor:
         if self.predicate is not None:
             assert self.f is not None
-            return self.predicate.margin_loss(self.f, self.margin)
+            return self.predicate.margin_loss(self.f, self.margin, self.exact)
         # No known domain: an overflow, so pull the operands' magnitudes down.
         parts = [t.abs().sum() for t in self.operands if t is not None and t.requires_grad]
         return torch.stack(parts).sum() if parts else torch.zeros(())
@@ -110,16 +114,22 @@ class Program:
         self.constants = {n: as_tensor(a) for n, a in arrays.items() if n not in free}
         self.nodes: list[Node] = []
         self.ancestors: dict[str, frozenset[str]] = {n: frozenset([n]) for n in self.free}
+        exact = dict.fromkeys(arrays, True)
         for i, n in enumerate(model.graph.node):
             if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
                 raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
             # Optional inputs left empty arrive as None, as in the backends' reference.
             ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
-            node = Node(i, n.name, n.op_type, _attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type))
+            ins_exact = tuple(exact.get(x, True) for x in n.input)
+            node = Node(
+                i, n.name, n.op_type, _attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type), ins_exact
+            )
             self.nodes.append(node)
             up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in n.input if x))
+            out_exact = exact_output(n.op_type, [e for x, e in zip(n.input, ins_exact, strict=True) if x])
             for o in n.output:
                 self.ancestors[o] = up
+                exact[o] = out_exact
 
     def env(self, leaves: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {**self.constants, **leaves}
@@ -136,16 +146,17 @@ class Program:
             ops: Tensors = [env[x] if x else None for x in node.inputs]
             unsafe = False
             for p in node.checks:
-                if not p.relevant(ops, node.attrs):
+                exact = all(node.exact[s] for s in p.slots)
+                if (p.inexact_only and exact) or not p.relevant(ops, node.attrs):
                     continue
                 f = p.f(ops, node.attrs)
                 operand = ops[p.slots[0]]
                 assert operand is not None
                 margin = p.margin(operand.dtype)
-                bad = p.within(f, margin)
+                bad = p.within(f, margin, exact)
                 if bool(bad.any()):
                     unsafe = True
-                    yield Failure(node, ops, p, f, margin, bad)
+                    yield Failure(node, ops, p, f, margin, bad, exact=exact)
                     if not every:
                         return
             if unsafe and any(p.integer for p in node.checks if p.relevant(ops, node.attrs)):

@@ -49,7 +49,7 @@ def _hit(f: Failure) -> MarginHit:
     node = f.node.name or f"#{f.node.index}"
     if f.predicate is None or f.f is None:
         return MarginHit(node=node, op_type=f.node.op_type, predicate=f.error or "non-finite output")
-    near = int(f.predicate.within(f.f, f.margin).sum())
+    near = int(f.predicate.within(f.f, f.margin, f.exact).sum())
     outside = int(f.predicate.violated(f.f).sum())
     return MarginHit(
         node=node, op_type=f.node.op_type, predicate=f.predicate.name, elements=near, outside=outside, margin=f.margin

@@ -3,7 +3,9 @@
 Each step evaluates the model up to its first unsafe op, then takes one Adam step on that
 op's margin loss. Adam matters because losses differ by orders of magnitude between ops;
 its state is reset whenever the loss being optimised changes (another op or another
-predicate), so momentum gathered for one constraint never pushes against the next.
+predicate), so momentum gathered for one constraint never pushes against the next, and
+its rate halves when a step overshoots or the search comes back to a loss it had left, so
+two constraints with a narrow window between them do not trade places for ever.
 Values with no gradient path to the loss (all-zero gradient) are redrawn instead, and
 integer operands are repaired directly.
 """

@@ -68,6 +68,9 @@ class Predicate:
     fixed_margin: float | None = None
     """A margin in the operand's own units (Cast ranges); otherwise δ of the operand's dtype."""
     applies: Callable[[Operands, Attrs], bool] = lambda ops, attrs: True
+    inexact_only: bool = False
+    """Only checked when the operand is computed by an inexact op (see `exact_tensors`):
+    conditioning limits, which bound how far a backend's rounding of the operand is amplified."""
 
     def margin(self, dtype: torch.dtype) -> float:
         if self.integer:
@@ -88,30 +91,32 @@ class Predicate:
         """Elementwise: outside the valid domain (NaN counts as outside)."""
         return ~(f < 0) if self.strict else ~(f <= 0)
 
-    def within(self, f: torch.Tensor, margin: float) -> torch.Tensor:
+    def within(self, f: torch.Tensor, margin: float, exact: bool = False) -> torch.Tensor:
         """Elementwise: violated, or valid but within `margin` of the invalid domain.
 
-        The closed boundary of a non-strict predicate (f == 0 exactly: Sqrt(0), Asin(1))
-        is not counted as near: such values come from ops with exact results (Relu's 0,
-        Sign's 1, Clip's bounds) that every backend reproduces bit for bit, so there is no
-        rounding to tip them over, and refusing them would make Sqrt(Relu(x)) unsolvable.
+        With `exact`, the closed boundary of a non-strict predicate (f == 0 exactly:
+        Sqrt(0), Asin(1)) is not counted as near: the operand then comes from a graph input
+        or an op with exact results (Relu's 0, Sign's 1, Clip's bounds) that every backend
+        reproduces bit for bit, and refusing it would make Sqrt(Relu(x)) unsolvable. An
+        inexact op can round onto the boundary in one backend and past it in another
+        (float16 Acos(Acos(x)): 1.0 in one, 1.00098 in the other), so there it is near.
         """
         if margin <= 0:
             return self.violated(f)
         near = ~(f <= -margin)
-        return near if self.strict else near & (f != 0)
+        return near & (f != 0) if exact and not self.strict else near
+
+    def margin_loss(self, f: torch.Tensor, margin: float, exact: bool = False) -> torch.Tensor:
+        """Positive exactly when some element is within `margin` of the domain's edge."""
+        if margin <= 0:
+            return self.domain_loss(f)
+        return torch.where(self.within(f, margin, exact), f + margin, torch.zeros_like(f)).sum()
 
     def domain_loss(self, f: torch.Tensor) -> torch.Tensor:
         """Positive exactly when some element violates the domain (Table 2 of NNSmith)."""
         if self.strict:
             return torch.where(f >= 0, f + STRICT_EPS, torch.zeros_like(f)).sum()
         return torch.relu(f).sum()
-
-    def margin_loss(self, f: torch.Tensor, margin: float) -> torch.Tensor:
-        """Positive exactly when some element is within `margin` of the domain's edge."""
-        if margin <= 0:
-            return self.domain_loss(f)
-        return torch.where(self.within(f, margin), f + margin, torch.zeros_like(f)).sum()
 
 
 def _is_float(t: torch.Tensor | None) -> bool:
@@ -183,6 +188,22 @@ def _tan_pole(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the distance to the nearest pole pi/2 + k*pi."""
     r = torch.remainder(_x(ops) - math.pi / 2, math.pi)
     return -torch.minimum(r, math.pi - r)
+
+
+CONDITION_LIMIT: dict[torch.dtype, float] = {torch.float16: 8.0, torch.float32: 4096.0, torch.float64: 2.0**30}
+"""How far Tan may amplify a rounding difference of a computed operand: its absolute error
+is |x|(1 + tan²x)·u for a relative operand error u, and the comparison allows about
+tolerance / u of it, over max(1, |tan x|) (atol below 1, rtol above). float16's u = 2^-11
+against rtol 1e-2 leaves about 20; 8 keeps a two-ulp disagreement well inside."""
+
+
+def _tan_conditioning(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """|x|(1 + tan²x) / max(1, |tan x|) below the dtype's limit: near a pole, the error of
+    Tan(y) for a y rounded differently upstream (float16 Tan(Tan(x))) outgrows any tolerance."""
+    x = _x(ops)
+    y = x.double() if x.dtype == torch.float64 else x.float()
+    t = torch.tan(y)
+    return (y.abs() * (1 + t * t) / t.abs().clamp_min(1.0) - CONDITION_LIMIT.get(x.dtype, 4096.0)).to(x.dtype)
 
 
 def _trig_bound(ops: Operands, attrs: Attrs) -> torch.Tensor:
@@ -313,6 +334,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Tan": (
         Predicate("|x| <= trig limit", (0,), _trig_bound),
         Predicate("cos(x) != 0", (0,), _tan_pole, strict=True),
+        Predicate("rounding of x stays within tolerance", (0,), _tan_conditioning, fixed_margin=1.0, inexact_only=True),
     ),
     "Sin": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
     "Cos": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
@@ -334,6 +356,77 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), _lp_norm),),
     "MeanVarianceNormalization": (Predicate("variance > 0 or exactly 0", (0,), _mvn_variance),),
 }
+
+
+EXACT_RESULT_OPS = frozenset({"Relu", "Sign", "Clip", "Floor", "Ceil", "Round", "Shape", "Size", "ConstantOfShape"})
+"""Ops whose results on a domain's boundary (0, ±1, a clip bound) are exact in every backend."""
+
+PASSTHROUGH_OPS = frozenset(
+    {
+        "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather",
+        "GatherElements", "GatherND", "Concat", "Split", "Tile", "Expand", "Pad", "Neg", "Abs",
+        "Max", "Min", "Where", "ReduceMax", "ReduceMin", "DepthToSpace", "SpaceToDepth", "Compress",
+        "ScatterElements", "ScatterND", "Dropout", "MaxPool", "GlobalMaxPool", "TopK",
+    }
+)  # fmt: skip
+"""Ops that only move, select or negate values: their results are exact when their inputs are."""
+
+
+def exact_output(op_type: str, inputs_exact: Sequence[bool]) -> bool:
+    """Whether an op's results are the same bits in every backend, given its inputs'."""
+    return op_type in EXACT_RESULT_OPS or (op_type in PASSTHROUGH_OPS and all(inputs_exact))
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one operand's range must allow for an op to be solvable at all (the domain with
+    its margin, as an interval): the generator's range check refuses insertions that fail it."""
+
+    slot: int
+    lo: float = -math.inf
+    hi: float = math.inf
+    nonzero: bool = False
+    """A divisor: |x| >= lo must be possible (lo is δ), instead of lo <= x <= hi."""
+    every: bool = True
+    """Every element must meet it at once, so the smallest element counts (ReduceLogSum: no)."""
+
+
+_TORCH_FLOAT = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
+
+
+def needs(op_type: str, dtype: str) -> tuple[Need, ...]:
+    """The operand ranges `op_type` (keyed by its first input's dtype name) needs."""
+    t = _TORCH_FLOAT.get(dtype)
+    if t is None:
+        return (Need(1, 0.5, nonzero=True),) if op_type in ("Div", "Mod") else ()
+    d, g, trig = MARGIN[t], growth_limit(t), TRIG_LIMIT[t]
+    table: dict[str, tuple[Need, ...]] = {
+        "Log": (Need(0, d),),
+        "Sqrt": (Need(0, d),),
+        "Pow": (Need(0, d),),
+        "ReduceLogSum": (Need(0, d, every=False),),
+        "Reciprocal": (Need(0, d, nonzero=True),),
+        "Div": (Need(1, d, nonzero=True),),
+        "Mod": (Need(1, d, nonzero=True),),
+        "Asin": (Need(0, -1 + d, 1 - d),),
+        "Acos": (Need(0, -1 + d, 1 - d),),
+        "Atanh": (Need(0, -1 + d, 1 - d),),
+        "Acosh": (Need(0, 1 + d),),
+        "Sinh": (Need(0, -g + d, g - d),),
+        "Cosh": (Need(0, -g + d, g - d),),
+        "Sin": (Need(0, -trig, trig),),
+        "Cos": (Need(0, -trig, trig),),
+        "Tan": (Need(0, -trig, trig),),
+        **dict.fromkeys(("Exp", "Softplus", "Mish", "ReduceLogSumExp"), (Need(0, hi=g - d),)),
+    }
+    return table.get(op_type, ())
+
+
+NEEDS_OPS = frozenset(
+    {"Log", "Sqrt", "Pow", "ReduceLogSum", "Reciprocal", "Div", "Mod", "Asin", "Acos", "Atanh", "Acosh"}
+    | {"Sinh", "Cosh", "Sin", "Cos", "Tan", "Exp", "Softplus", "Mish", "ReduceLogSumExp"}
+)
+"""The ops `needs` has an entry for."""
 
 
 def _bits(t: torch.Tensor | None) -> int:
