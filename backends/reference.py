@@ -7,21 +7,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import torch
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from generator.ops import registry
+from generator.ops.base import node_attrs
 
 
 class ReferenceError(Exception):
     """The reference cannot compute this model (an unregistered op, a bad attribute)."""
-
-
-def _attrs(node: onnx.NodeProto) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
-    return out
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -45,7 +38,7 @@ def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict
             except KeyError as e:
                 raise ReferenceError(f"node {node.name!r} reads undefined tensor {e}") from e
             try:
-                results = specs[node.op_type].reference(_attrs(node), args)  # type: ignore[arg-type]
+                results = specs[node.op_type].reference(node_attrs(node), args)  # type: ignore[arg-type]
             except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as e:
                 raise ReferenceError(f"{node.op_type} node {node.name!r}: {type(e).__name__}: {e}") from e
             for name, value in zip(node.output, results, strict=False):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from backends.client import WorkerClient
 from backends.reference import ReferenceError, run_reference
 from backends.results import BackendInfo, RunResult
-from backends.spec import BackendSpec, parse_backend
+from backends.spec import BackendSpec, adapter_class, parse_backend
 from bot.bundle import Finding, write_bundle
 from bot.config import FuzzConfig
 from bot.probe import ProbeFailure, SupportMatrix, probe_support
@@ -162,12 +162,18 @@ class Campaign:
         """Bring the worker up; a backend that cannot start fails here, before any test."""
         try:
             self.summary.backend = self.client.start()
-            if self.cfg.probe:
+            if self.cfg.probe and self._worth_probing():
                 self.probe(self.summary.backend)
         except BaseException:
             self.client.close()
             raise
         return self.summary.backend
+
+    def _worth_probing(self) -> bool:
+        """Plugins are never imported here, so they are probed; built-ins say if it pays."""
+        if self.spec.plugin:
+            return True
+        return bool(getattr(adapter_class(self.spec.adapter), "probe", True))
 
     def probe(self, info: BackendInfo) -> SupportMatrix:
         failures: list[ProbeFailure] = []

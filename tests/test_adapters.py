@@ -88,6 +88,23 @@ def test_adapter_runs_generated_models_and_agrees_with_the_reference(pool: Pool,
         assert j.verdict is Verdict.pass_, (backend, case.seed, j.message)
 
 
+@pytest.mark.parametrize("backend", ["tvm:O0", "openvino:performance", "onnxruntime:all"])
+def test_shape_outputs_come_back_as_int64_tensors(pool: Pool, backend: str) -> None:
+    """TVM's VM returns a Shape result as a tuple of ints, not a tensor; every adapter must
+    still hand back the int64 tensor ONNX defines."""
+    node = helper.make_node("Shape", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    result = pool(backend).run(model.SerializeToString(), {"x": np.zeros((3, 5), np.float32)})
+    assert result.status is Status.ok, result.message
+    assert result.outputs["y"].dtype == np.int64 and result.outputs["y"].tolist() == [3, 5]
+
+
 @pytest.mark.parametrize(
     ("backend", "commit_len"), [("onnxruntime:disable", 7), ("tvm:O0", 9), ("openvino:performance", 11)]
 )

@@ -41,6 +41,10 @@ class Adapter:
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
     worker_packages: ClassVar[tuple[str, ...]] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
+    probe: ClassVar[bool] = True
+    """Whether support probing is worth it: False where the system runs every registry op
+    by construction (torch.compile compiles the registry's own torch code), or where one
+    compile per op x dtype would take hours."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = dict(options)

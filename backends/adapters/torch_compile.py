@@ -37,6 +37,7 @@ class TorchCompileAdapter(Adapter):
     level_help = "aot_eager: Dynamo+AOTAutograd, no codegen; default: Inductor; max-autotune: Inductor autotuning"
     opsets = (7, 22)
     unsupported = (r"not implemented for '", r"not supported by the torch module builder")
+    probe = False
     options = {"threads": "torch intra-op threads [1]", "fullgraph": "1 to fail on graph breaks [0]"}
     worker_packages = ("generator",)
 

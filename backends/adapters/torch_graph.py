@@ -13,17 +13,10 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from generator.ops import registry
-
-
-def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
-    return out
+from generator.ops.base import node_attrs
 
 
 class OnnxModule(torch.nn.Module):
@@ -34,7 +27,9 @@ class OnnxModule(torch.nn.Module):
         unknown = sorted({n.op_type for n in nodes if n.domain not in ("", "ai.onnx") or n.op_type not in specs})
         if unknown:
             raise NotImplementedError(f"op(s) not supported by the torch module builder: {', '.join(unknown)}")
-        self.steps = [(specs[n.op_type].reference, _attrs(n), list(n.input), list(n.output)) for n in model.graph.node]
+        self.steps = [
+            (specs[n.op_type].reference, node_attrs(n), list(n.input), list(n.output)) for n in model.graph.node
+        ]
         self.buffer_of: dict[str, str] = {}
         for i, init in enumerate(model.graph.initializer):
             self.buffer_of[init.name] = f"w{i}"

@@ -34,6 +34,7 @@ class TvmAdapter(Adapter):
         r"not supported for frontend ONNX",
         r"is not (?:yet )?supported",
         r"[Nn]ot (?:yet )?implemented",
+        r"Only [\w/]+ (?:is|are) supported",
     )
     options = {"threads": "TVM_NUM_THREADS for the compiled code [1]", "target": "TVM target string [llvm]"}
 
@@ -121,8 +122,14 @@ class TvmAdapter(Adapter):
     initializers = {{t.name for t in proto.graph.initializer}}
     args = [tvm.runtime.tensor(inputs[i.name]) for i in proto.graph.input if i.name not in initializers]
     result = vm["main"](*args)
-    values = [result] if hasattr(result, "numpy") else list(result)
-    return {{o.name: v.numpy() for o, v in zip(proto.graph.output, values)}}
+    # A Shape output comes back as a tuple of ints, not a tensor.
+    single = hasattr(result, "numpy") or all(isinstance(v, int) for v in result)
+    values = [result] if single else list(result)
+
+    def as_array(v):
+        return v.numpy() if hasattr(v, "numpy") else np.asarray(list(v), dtype=np.int64)
+
+    return {{o.name: as_array(v) for o, v in zip(proto.graph.output, values)}}
 """
 
 
@@ -133,9 +140,14 @@ def _runtime_inputs(proto: Any) -> list[str]:
 
 
 def _flatten(value: Any) -> list[np.ndarray]:
+    """Tensors in output order. A Shape (or Size) output comes back from the VM as a
+    ShapeTuple of Python ints, not a tensor: it is the int64 tensor ONNX means."""
     if hasattr(value, "numpy"):
         return [np.asarray(value.numpy())]
+    items = list(value)
+    if all(isinstance(item, int) for item in items) and type(value) not in (list, tuple):
+        return [np.asarray(items, dtype=np.int64)]
     out: list[np.ndarray] = []
-    for item in value:
+    for item in items:
         out.extend(_flatten(item))
     return out

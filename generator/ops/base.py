@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
+import onnx
 import onnx.defs
+import onnx.helper
 import torch
 
 from generator.dtypes import FLOATS, DType
@@ -174,6 +176,16 @@ def schema_dtypes(op_type: str, opset: int, slot: int) -> frozenset[DType]:
         [formal.type_str],
     )
     return frozenset(_ONNX_TYPES[t] for t in allowed if t in _ONNX_TYPES)
+
+
+def node_attrs(node: onnx.NodeProto) -> Attrs:
+    """A node's attributes as the `reference` functions read them (strings decoded), so
+    that every interpreter of the registry passes them the same way."""
+    out: Attrs = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
 
 
 _REGISTRY: dict[str, type[OpSpec]] = {}
