@@ -182,8 +182,9 @@ class Campaign:
             failures.append(f)
             self.on_probe_failure(f)
 
+        lossy = {} if self.spec.plugin else dict(getattr(adapter_class(self.spec.adapter), "lossy_dtypes", {}))
         matrix = probe_support(
-            self.client, info, self.cfg.generator.opset, self.cfg.cache_dir, failed, self.on_probe_progress
+            self.client, info, self.cfg.generator.opset, self.cfg.cache_dir, failed, self.on_probe_progress, lossy=lossy
         )
         self.support = matrix.support()
         self.summary.support = SupportSummary(

@@ -96,6 +96,7 @@ def probe_support(
     on_failure: Callable[[ProbeFailure], None],
     on_progress: Callable[[int, int], None] | None = None,
     ops: list[str] | None = None,
+    lossy: dict[str, str] | None = None,
 ) -> SupportMatrix:
     """The support matrix of the backend behind `client`, from the cache where it has it."""
     path = cache_path(cache_dir, info, opset)
@@ -105,6 +106,12 @@ def probe_support(
             matrix = SupportMatrix.model_validate_json(path.read_text())
         except ValueError:
             path.unlink()  # a damaged cache is re-probed, not trusted
+    for spec in op_specs(ops, opset):  # narrowed by design: documented, not probed
+        for d in spec.dtypes:
+            if d.value in (lossy or {}):
+                matrix.unsupported.setdefault(spec.op_type, {})[d.value] = (lossy or {})[d.value]
+                if d in matrix.supported.get(spec.op_type, []):
+                    matrix.supported[spec.op_type].remove(d)
     todo = [(s.op_type, d) for s in op_specs(ops, opset) for d in s.dtypes if not matrix.known(s.op_type, d)]
     unexpected: list[tuple[str, DType]] = []
     for i, (op, dtype) in enumerate(todo):

@@ -80,3 +80,18 @@ def test_an_unexpected_probe_failure_is_reported_and_never_cached(tmp_path: Path
         assert f.dtype in matrix.supported[f.op]
         assert f.dtype not in stored.supported.get(f.op, [])
         assert f.dtype.value not in stored.unsupported.get(f.op, {})
+
+
+def test_lossy_dtypes_are_declared_unsupported_without_a_probe(tmp_path: Path) -> None:
+    """A type the backend narrows by design is left out of generation with the adapter's
+    reason, even when an earlier cache says the backend ran it."""
+    ops = ["Add", "Relu"]
+    with WorkerClient(parse_backend("onnxruntime:all")) as client:
+        assert client.info is not None
+        first = probe_support(client, client.info, 17, tmp_path, lambda f: None, ops=ops)
+        assert DType.float64 in first.supported["Add"]
+        lossy = {"float64": "computed in float32"}
+        again = probe_support(client, client.info, 17, tmp_path, lambda f: None, ops=ops, lossy=lossy)
+    assert DType.float64 not in again.supported["Add"]
+    assert again.unsupported["Add"]["float64"] == "computed in float32"
+    assert "float64" not in {d.value for d in again.support()["Relu"]}

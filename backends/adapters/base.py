@@ -41,6 +41,9 @@ class Adapter:
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
     worker_packages: ClassVar[tuple[str, ...]] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
+    lossy_dtypes: ClassVar[dict[str, str]] = {}
+    """Element types the system computes in a narrower type by design, with why: probing
+    leaves them out, since every difference they cause is documented behaviour."""
     probe: ClassVar[bool] = True
     """Whether support probing is worth it: False where the system runs every registry op
     by construction (torch.compile compiles the registry's own torch code), or where one

@@ -24,10 +24,15 @@ class OpenVinoAdapter(Adapter):
     default_level = "performance"
     level_help = "CPU EXECUTION_MODE_HINT: PERFORMANCE (default) or ACCURACY"
     opsets = (7, 22)
+    lossy_dtypes = {
+        "float64": "the CPU plugin computes float64 in float32",
+        "int64": "the CPU plugin computes int64 in int32",
+    }
     unsupported = (
         r"No conversion rule found for operations",
         r"[Uu]nsupported operation",
         r"is not supported",
+        r"unconverted_ops_report",
     )
     options = {"precision": "INFERENCE_PRECISION_HINT [f32]", "threads": "INFERENCE_NUM_THREADS [1]"}
 
