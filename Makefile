@@ -31,6 +31,7 @@ bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/worker.py
 	$(BIN)/python bench/generate.py
+	$(BIN)/python bench/values.py
 
 clean:
 	rm -rf $(VENV) fuzzbot-out fuzzbot-gen .mypy_cache .pytest_cache .ruff_cache

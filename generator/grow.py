@@ -5,9 +5,11 @@ that op's own unknowns: its attribute variables and, for backward insertion, the
 dimensions of its new input placeholders. The accepted solution is written back as
 integers at once, so no later check ever re-solves an earlier op, and an insertion whose
 constraints all fold to Python bools (most elementwise ops) needs no solver call at all.
-This is what keeps a 20-node model within a few milliseconds, where one incremental
-solver holding the whole graph grows slower with every node (and with every nonlinear
-product of shape variables).
+Before z3 sees an insertion, its variables are drawn straight from their bins as plain
+ints a few times (NeuRI's concolic idea); only when no draw satisfies the op does the
+solver run, and then on that op's unknowns alone. This is what keeps a 20-node model
+within about 10 ms, where one incremental solver holding the whole graph grows slower
+with every node (and with every nonlinear product of shape variables).
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ import z3
 
 from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.graph import GNode, Graph
-
-if TYPE_CHECKING:
-    from generator.coverage import Proposal
 from generator.ops.base import OpSpec
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
+if TYPE_CHECKING:
+    from generator.coverage import Proposal
+
 CONCRETE_TRIES = 8
-"""Concrete draws tried before a forward insertion is handed to the solver."""
+"""Concrete draws tried before an insertion is handed to the solver; the later half draw
+from the bins below 8, where the attributes of small tensors usually fit."""
 PROPOSALS = 4
 """Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
 CHECK_TIMEOUT_MS = 300

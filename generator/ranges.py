@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
-from generator.values.unsafe import NEEDS_OPS, needs
+from generator.values.unsafe import NEEDS_OPS, Need, needs
 
 INF = math.inf
 
@@ -33,6 +33,12 @@ class Range:
     hi: float = INF
     low_cap: float = INF
     """The smallest element is at most this (min of it and `hi` is what counts)."""
+    high_floor: float = -INF
+    """The largest element is at least this (Hardmax's 1): what decides whether every
+    element can stay below an upper bound at once."""
+    zero: bool = False
+    """Some element is exactly 0 whatever the inputs (an exclusive CumSum's first): never a
+    divisor."""
 
     @property
     def cap(self) -> float:
@@ -64,7 +70,8 @@ def _mono(f: Callable[[float], float], lo_end: float = -INF, hi_end: float = INF
     def rule(op: OpSpec, ins: list[Range]) -> Range:
         a = ins[0]
         cap = at(a.low_cap, 1.0) if a.low_cap < a.hi else INF
-        return Range(at(a.lo, -1.0), at(a.hi, 1.0), cap)
+        floor = at(a.high_floor, -1.0) if a.high_floor > a.lo else -INF
+        return Range(at(a.lo, -1.0), at(a.hi, 1.0), cap, floor, a.zero and at(0.0, 1.0) == 0.0)
 
     return rule
 
@@ -110,12 +117,12 @@ def _abs(op: OpSpec, ins: list[Range]) -> Range:
     if a.lo >= 0:
         return a
     if a.hi <= 0:
-        return Range(-a.hi, -a.lo)
-    return Range(0.0, max(-a.lo, a.hi))
+        return Range(-a.hi, -a.lo, zero=a.zero)
+    return Range(0.0, max(-a.lo, a.hi), zero=a.zero)
 
 
 def _neg(op: OpSpec, ins: list[Range]) -> Range:
-    return Range(-ins[0].hi, -ins[0].lo)
+    return Range(-ins[0].hi, -ins[0].lo, zero=ins[0].zero)
 
 
 def _clip(op: OpSpec, ins: list[Range]) -> Range:
@@ -145,8 +152,43 @@ def _softmax(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _hardmax(op: OpSpec, ins: list[Range]) -> Range:
+    """One 1 per slice, the rest 0."""
     n = _axis_len(op)
-    return Range(0.0, 1.0, 0.0 if n is not None and n >= 2 else INF)
+    wide = n is not None and n >= 2
+    return Range(0.0, 1.0, 0.0 if wide else INF, 1.0, wide)
+
+
+def _eye_like(op: OpSpec, ins: list[Range]) -> Range:
+    """A 2-D identity (shifted by k) has at most one 1 per row: any two elements include a 0."""
+    dims = op.inputs[0].shape if op.inputs else ()
+    two = all(type(d) is int for d in dims) and math.prod(dims) >= 2
+    return Range(0.0, 1.0, 0.0 if two else INF, zero=two)
+
+
+def _bounded_by(lower: Callable[[float], float], upper: Callable[[float], float]) -> Rule:
+    """A nondecreasing op whose attributes are drawn later: `lower`/`upper` bound its value
+    at x over every attribute it may get (both nondecreasing in x)."""
+
+    def rule(op: OpSpec, ins: list[Range]) -> Range:
+        a = ins[0]
+        cap = upper(a.low_cap) if a.low_cap < a.hi else INF
+        floor = lower(a.high_floor) if a.high_floor > a.lo else -INF
+        return Range(lower(a.lo), upper(a.hi), cap, floor)
+
+    return rule
+
+
+def _exp_m1(x: float) -> float:
+    return math.expm1(x) if x > -700 else -1.0
+
+
+# Attribute ranges as generator/ops/elementwise.py draws them: LeakyRelu alpha in
+# [0.01, 0.5], Elu alpha in [0.1, 2], Celu alpha in [0.2, 2], Selu alpha in [0.5, 2] and
+# gamma in [0.5, 1.5]. Each is the identity (Selu: gamma times it) for x >= 0.
+_LEAKY_RELU = _bounded_by(lambda x: x if x >= 0 else 0.5 * x, lambda x: x if x >= 0 else 0.01 * x)
+_ELU = _bounded_by(lambda x: x if x >= 0 else 2.0 * _exp_m1(x), lambda x: x if x >= 0 else 0.1 * _exp_m1(x))
+_CELU = _bounded_by(lambda x: x if x >= 0 else max(x, -2.0), lambda x: x if x >= 0 else 0.0)
+_SELU = _bounded_by(lambda x: 0.5 * x if x >= 0 else 3.0 * _exp_m1(x), lambda x: 1.5 * x if x >= 0 else 0.0)
 
 
 def _first(op: OpSpec, ins: list[Range]) -> Range:
@@ -175,6 +217,14 @@ def _sign_of_sum(op: OpSpec, ins: list[Range]) -> Range:
     return Range(0.0 if a.lo >= 0 else -INF, 0.0 if a.hi <= 0 else INF)
 
 
+def _cum_sum(op: OpSpec, ins: list[Range]) -> Range:
+    """An exclusive CumSum starts each line with the empty sum, an exact 0."""
+    r = _sign_of_sum(op, ins)
+    if not getattr(op, "attrs", {}).get("exclusive"):
+        return r
+    return Range(min(r.lo, 0.0), max(r.hi, 0.0), min(r.cap, 0.0), zero=True)
+
+
 def _nonneg(op: OpSpec, ins: list[Range]) -> Range:
     return Range(0.0, INF)
 
@@ -190,6 +240,7 @@ def _cast(op: OpSpec, ins: list[Range]) -> Range:
     return Range(
         float(math.trunc(a.lo)) if math.isfinite(a.lo) else a.lo,
         float(math.trunc(a.hi)) if math.isfinite(a.hi) else a.hi,
+        zero=a.zero,
     )
 
 
@@ -246,7 +297,11 @@ RULES: dict[str, Rule] = {
     "Softmax": _softmax,
     "LogSoftmax": _const(-INF, 0.0),
     "Hardmax": _hardmax,
-    "EyeLike": _const(0.0, 1.0),
+    "EyeLike": _eye_like,
+    "LeakyRelu": _LEAKY_RELU,
+    "Elu": _ELU,
+    "Celu": _CELU,
+    "Selu": _SELU,
     "Abs": _abs,
     "Neg": _neg,
     "Clip": _clip,
@@ -263,7 +318,7 @@ RULES: dict[str, Rule] = {
     "Concat": lambda op, ins: _hull(ins),
     "Pad": _pad,
     "ReduceSum": _sign_of_sum,
-    "CumSum": _sign_of_sum,
+    "CumSum": _cum_sum,
     "ReduceMean": _first_no_cap,
     "ReduceMax": _first_no_cap,
     "ReduceMin": _first_no_cap,
@@ -304,7 +359,7 @@ def output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int = 0)
     if bound is None:
         return r
     lo, hi = max(r.lo, bound.lo), min(r.hi, bound.hi)
-    return Range(lo, hi, r.low_cap) if lo <= hi else bound
+    return Range(lo, hi, r.low_cap, r.high_floor, r.zero) if lo <= hi else bound
 
 
 def tensor_ranges(graph: Graph) -> dict[int, Range]:
@@ -323,16 +378,21 @@ def _propagate(graph: Graph, node: GNode, out: dict[int, Range]) -> None:
 
 def _meets(op: OpSpec, operands: Sequence[Range]) -> bool:
     """Whether operands in these ranges can all clear `op`'s domain with its margin."""
-    for need in needs(op.op_type, op.ins[0].dtype.value):
-        if need.slot >= len(operands):
-            continue
-        r = operands[need.slot]
-        if need.nonzero:
-            if (r.hi <= need.lo and r.lo >= -need.lo) or (r.lo >= 0 and r.cap < need.lo):
-                return False
-        elif r.hi < need.lo or r.lo > need.hi or (need.every and r.cap < need.lo):
-            return False
-    return True
+    return all(
+        need.slot >= len(operands) or _need_met(need, operands[need.slot])
+        for need in needs(op.op_type, op.ins[0].dtype.value)
+    )
+
+
+def _need_met(need: Need, r: Range) -> bool:
+    """Whether an operand in range `r` can meet `need` (an exact 0 is an element like any)."""
+    if need.nonzero:
+        return not (r.zero or (r.hi <= need.lo and r.lo >= -need.lo) or (r.lo >= 0 and r.cap < need.lo))
+    if r.hi < need.lo or r.lo > need.hi:
+        return False
+    if not need.every:
+        return True
+    return not (r.cap < need.lo or r.high_floor > need.hi or (r.zero and not need.lo <= 0.0 <= need.hi))
 
 
 @dataclass
@@ -342,11 +402,16 @@ class Feasibility:
 
     key: tuple[int, ...] = ()
     ranges: dict[int, Range] | None = None
+    order: list[GNode] | None = None
+    """The graph's nodes in topological order, for the same state as `ranges`."""
 
     def _ranges(self, graph: Graph) -> dict[int, Range]:
         key = (len(graph.nodes), *graph.placeholders)
         if self.ranges is None or key != self.key:
-            self.ranges, self.key = tensor_ranges(graph), key
+            self.order = graph.topological()
+            self.ranges, self.key = {}, key
+            for node in self.order:
+                _propagate(graph, node, self.ranges)
         return self.ranges
 
     def __call__(self, graph: Graph, op: OpSpec, inputs: Sequence[int], target: int | None) -> bool:
@@ -357,13 +422,28 @@ class Feasibility:
                 return True
             ranges = self._ranges(graph)
             return _meets(op, [ranges.get(i, FULL) for i in inputs])
-        consumers = [n for n in graph.nodes if target in n.inputs and n.op.op_type in NEEDS_OPS]
-        if not consumers:
+        if not any(n.op.op_type in NEEDS_OPS for n in graph.nodes):
             return True
         made = output_range(op, [FULL] * max(1, len(op.ins)), graph.tensors[target].dtype)
+        if made == FULL:
+            return True
         ranges = self._ranges(graph)
-        for n in consumers:
-            operands = [made if i == target else ranges.get(i, FULL) for i in n.inputs]
-            if not _meets(n.op, operands):
-                return False
-        return True
+        assert self.order is not None
+        return _downstream_meets(graph, self.order, target, made, ranges)
+
+
+def _downstream_meets(graph: Graph, order: list[GNode], target: int, made: Range, ranges: dict[int, Range]) -> bool:
+    """Whether every unsafe op downstream of `target` can still meet its domain once `target`
+    has range `made`: not only its direct consumers, since Acosh(Mean(x)) with Sign inserted
+    backward as x is as infeasible as Acosh(Sign(x))."""
+    env = dict(ranges)
+    env[target] = made
+    changed = {target}
+    for node in order:
+        if not changed.intersection(node.inputs):
+            continue
+        if node.op.op_type in NEEDS_OPS and not _meets(node.op, [env.get(i, FULL) for i in node.inputs]):
+            return False
+        _propagate(graph, node, env)
+        changed.update(o for o in node.outputs if env[o] != ranges.get(o, FULL))
+    return True

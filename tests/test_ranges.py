@@ -110,3 +110,71 @@ def test_reciprocal_of_a_wide_float16_softmax_is_refused_a_narrow_one_is_not() -
         graph.add_node(GNode(_op("Softmax", (DType.float16, [n, n])), [x], [y], Solution(None)))
         assert Feasibility()(graph, _op("Reciprocal", (DType.float16, [n, n])), [y], None) is ok
         assert Feasibility()(graph, _op("Log", (DType.float16, [n, n])), [y], None) is ok
+
+
+def test_hardmax_bounds_its_largest_element_so_asin_after_it_is_refused() -> None:
+    graph = Graph()
+    x = graph.add_tensor(AbsTensor(DType.float32, [2, 3]))
+    y = graph.add_tensor(AbsTensor(DType.float32, [2, 3]))
+    z = graph.add_tensor(AbsTensor(DType.float32, [2, 3]))
+    graph.placeholders.append(x)
+    graph.add_node(GNode(_op("Hardmax", F32), [x], [y], Solution(None)))
+    graph.add_node(GNode(_op("Celu", F32), [y], [z], Solution(None)))
+    ranges = tensor_ranges(graph)
+    assert ranges[y].high_floor == 1.0 and ranges[z].high_floor >= 1.0 - 1e-9
+    check = Feasibility()
+    assert not check(graph, _op("Asin", F32), [z], None)
+    assert check(graph, _op("Sin", F32), [z], None)
+    assert check(graph, _op("Asin", F32), [x], None)
+
+
+def test_elu_family_keeps_positive_values_and_bounds_negative_ones() -> None:
+    pos, neg = Range(1.0, 2.0), Range(-math.inf, -1.0)
+    for op in ("LeakyRelu", "Elu", "Celu"):
+        assert output_range(_op(op, F32), [pos], DType.float32) == Range(1.0, 2.0), op
+        r = output_range(_op(op, F32), [neg], DType.float32)
+        assert r.hi < 0 or (op == "Celu" and r.hi == 0.0), op
+    assert output_range(_op("Elu", F32), [neg], DType.float32).lo == -2.0
+    assert output_range(_op("Selu", F32), [pos], DType.float32) == Range(0.5, 3.0)
+
+
+def test_eye_like_holds_a_zero_so_it_is_never_a_divisor() -> None:
+    shape = (DType.float32, [3, 4])
+    r = output_range(_op("EyeLike", shape), [FULL], DType.float32)
+    assert (r.lo, r.hi, r.cap) == (0.0, 1.0, 0.0)
+    graph = Graph()
+    x = graph.add_tensor(AbsTensor(DType.float32, [3, 4]))
+    y = graph.add_tensor(AbsTensor(DType.float32, [3, 4]))
+    graph.placeholders.append(x)
+    graph.add_node(GNode(_op("EyeLike", shape), [x], [y], Solution(None)))
+    assert not Feasibility()(graph, _op("Reciprocal", shape), [y], None)
+    assert Feasibility()(graph, _op("Reciprocal", shape), [x], None)
+
+
+def test_backward_insertion_is_checked_against_every_unsafe_op_downstream() -> None:
+    """Sign inserted in front of Mean(x) feeding Acosh: Mean alone is no unsafe op, but
+    Acosh(Mean(Sign(.))) can never reach 1 + δ."""
+    graph = Graph()
+    x, m, y = (graph.add_tensor(AbsTensor(DType.float32, [2, 3])) for _ in range(3))
+    graph.placeholders.append(x)
+    graph.add_node(GNode(_op("Mean", F32), [x], [m], Solution(None)))
+    graph.add_node(GNode(_op("Acosh", F32), [m], [y], Solution(None)))
+    check = Feasibility()
+    assert not check(graph, _op("Sign", F32), [], x)
+    assert not check(graph, _op("Sigmoid", F32), [], x)
+    assert check(graph, _op("Exp", F32), [], x)
+
+
+def test_an_exclusive_cumsum_holds_an_exact_zero_so_it_is_never_a_divisor() -> None:
+    i64 = (DType.int64, [2, 5])
+    for exclusive in (True, False):
+        graph = Graph()
+        x, c, n = (graph.add_tensor(AbsTensor(DType.int64, [2, 5])) for _ in range(3))
+        graph.placeholders.append(x)
+        cum = _op("CumSum", i64)
+        cum.attrs = {"exclusive": 1} if exclusive else {}  # type: ignore[attr-defined]
+        graph.add_node(GNode(cum, [x], [c], Solution(None)))
+        graph.add_node(GNode(_op("Neg", i64), [c], [n], Solution(None)))
+        ranges = tensor_ranges(graph)
+        assert ranges[c].zero is exclusive and ranges[n].zero is exclusive
+        assert Feasibility()(graph, _op("Div", i64, i64), [x, n], None) is not exclusive

@@ -392,3 +392,42 @@ def test_generated_cases_are_byte_identical_per_seed_with_values_searched() -> N
         assert margin_hits(a[0], a[1]) == []
         searched += any(n.op_type in UNSAFE for n in a[0].graph.node)
     assert searched >= 3
+
+
+def test_a_broadcast_integer_difference_divisor_is_fixed_by_sign() -> None:
+    """a - b over every pair of a broadcast: redrawing positions from one small set keeps
+    hitting 0; one sign per leaf clears every pair at once."""
+    a = np.arange(1, 9, dtype=np.int32).reshape(8, 1)
+    b = np.arange(1, 9, dtype=np.int32).reshape(1, 8)
+    x = np.full((8, 8), 5, np.int32)
+    m = build([node("Sub", ["a", "b"], "d"), node("Mod", ["x", "d"], "y")], {"a": a, "b": b, "x": x})
+    inputs = {"a": a, "b": b, "x": x}
+    found = find_values(m, inputs, {"a", "b", "x"}, seed=1, max_steps=12)
+    assert found.outcome.found, found.outcome
+    assert margin_hits(*apply_values(m, inputs, found.values)) == []
+
+
+def test_a_boolean_behind_a_divisor_is_redrawn_true() -> None:
+    b = np.array([True, False, True, False])
+    x = np.full(4, 3, np.int32)
+    m = build([node("Cast", ["b"], "d", to=TensorProto.INT32), node("Div", ["x", "d"], "y")], {"x": x, "b": b})
+    found = find_values(m, {"x": x, "b": b}, {"x", "b"}, seed=0)
+    assert found.outcome.found, found.outcome
+    assert found.values["b"].dtype == np.bool_ and found.values["b"].all()
+    assert margin_hits(*apply_values(m, {"x": x, "b": b}, found.values)) == []
+
+
+def test_integer_leaves_behind_a_reshape_and_cast_are_redrawn_where_unsafe() -> None:
+    """Atanh(Cast(Reshape(x))) for an integer x: only 0 is safe, so each unsafe element must
+    be found through the reshape and redrawn from a set holding 0."""
+    x = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
+    shape = np.array([4, 3], np.int64)
+    m = build(
+        [node("Reshape", ["x", "s"], "r"), node("Cast", ["r"], "c", to=TensorProto.FLOAT), node("Atanh", ["c"], "y")],
+        {"x": x},
+        {"s": shape},
+    )
+    found = find_values(m, {"x": x}, {"x"}, seed=0)
+    assert found.outcome.found, found.outcome
+    assert (found.values["x"] == 0).all()
+    assert margin_hits(*apply_values(m, {"x": x}, found.values)) == []

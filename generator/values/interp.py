@@ -17,9 +17,10 @@ from typing import cast
 import numpy as np
 import onnx
 import torch
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from generator.ops import registry
+from generator.ops.base import node_attrs
 from generator.values.proxies import Reference, Tensors, with_proxy
 from generator.values.unsafe import Attrs, Predicate, exact_output, predicates
 
@@ -87,14 +88,6 @@ class Failure:
         return [i for i, t in enumerate(self.operands) if t is not None]
 
 
-def _attrs(node: onnx.NodeProto) -> Attrs:
-    out: Attrs = {}
-    for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
-    return out
-
-
 def as_tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(a, copy=True))
 
@@ -122,7 +115,15 @@ class Program:
             ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
             ins_exact = tuple(exact.get(x, True) for x in n.input)
             node = Node(
-                i, n.name, n.op_type, _attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type), ins_exact
+                i,
+                n.name,
+                n.op_type,
+                node_attrs(n),
+                ref,
+                tuple(n.input),
+                tuple(n.output),
+                predicates(n.op_type),
+                ins_exact,
             )
             self.nodes.append(node)
             up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in n.input if x))

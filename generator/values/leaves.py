@@ -91,18 +91,27 @@ class Leaves:
                 t = self.ints[name].clone()
                 _refill(t, self._marks(where, tuple(t.shape), rng), rng, values, None)
                 self.ints[name] = t
+            elif name in self.fixed and values is not None:
+                # A boolean behind a divisor (Cast(b) as divisor): a nonzero value is True.
+                b = self.fixed[name].clone()
+                _refill(b, self._marks(where, tuple(b.shape), rng), rng, values, None)
+                self.fixed[name] = b
         self.theta = theta
 
     @staticmethod
     def _marks(where: torch.Tensor | None, shape: tuple[int, ...], rng: np.random.Generator) -> torch.Tensor | None:
         """The elements to redraw: `where` folded onto the leaf; a random quarter of them when
-        it does not fold (a reshape or reduction lies between), so that what already works
-        mostly survives; every element when no `where` is given."""
+        it does not fold (a reduction lies between), so that what already works mostly
+        survives; every element when no `where` is given."""
         if where is None:
             return None
         folded = fold(where, shape)
         if folded is not None:
             return folded
+        if where.numel() == int(np.prod(shape)):
+            # Same element count: most often a Reshape, Flatten or Squeeze lies between,
+            # which keep the elements' order, so the unsafe positions map one to one.
+            return where.reshape(shape).clone()
         return torch.from_numpy(rng.random(size=shape) < PARTIAL)
 
     def sample(self, rng: np.random.Generator, ranges: list[tuple[float, float]]) -> None:
@@ -126,7 +135,7 @@ class Leaves:
 
     def export(self) -> dict[str, np.ndarray]:
         theta = self.theta.detach()
-        out = {n: t.numpy().copy() for n, t in self.ints.items()}
+        out = {n: t.numpy().copy() for n, t in {**self.fixed, **self.ints}.items()}
         for s in self.spans.values():
             out[s.name] = theta[s.start : s.stop].view(s.shape).to(s.dtype).numpy().copy()
         return out

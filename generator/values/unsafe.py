@@ -358,18 +358,22 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
 }
 
 
-EXACT_RESULT_OPS = frozenset({"Relu", "Sign", "Clip", "Floor", "Ceil", "Round", "Shape", "Size", "ConstantOfShape"})
-"""Ops whose results on a domain's boundary (0, ±1, a clip bound) are exact in every backend."""
+EXACT_RESULT_OPS = frozenset(
+    {"Relu", "Sign", "Clip", "Floor", "Ceil", "Round", "Shape", "Size", "ConstantOfShape", "Hardmax", "EyeLike"}
+)
+"""Ops whose results on a domain's boundary (0, ±1, a clip bound) are exact in every backend
+(Hardmax and EyeLike write literal 0s and 1s, wherever they put them)."""
 
 PASSTHROUGH_OPS = frozenset(
     {
         "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather",
         "GatherElements", "GatherND", "Concat", "Split", "Tile", "Expand", "Pad", "Neg", "Abs",
         "Max", "Min", "Where", "ReduceMax", "ReduceMin", "DepthToSpace", "SpaceToDepth", "Compress",
-        "ScatterElements", "ScatterND", "Dropout", "MaxPool", "GlobalMaxPool", "TopK",
+        "ScatterElements", "ScatterND", "Dropout", "MaxPool", "GlobalMaxPool", "TopK", "OneHot",
     }
 )  # fmt: skip
-"""Ops that only move, select or negate values: their results are exact when their inputs are."""
+"""Ops that only move, select or negate values: their results are exact when their inputs are
+(OneHot selects its off/on constants, at positions its indices decide)."""
 
 
 def exact_output(op_type: str, inputs_exact: Sequence[bool]) -> bool:
