@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -122,6 +123,9 @@ def gen(
             **({"dtypes": dtypes.split(",")} if dtypes else {}),
         )
         op_specs(cfg.ops, cfg.opset)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UserError(f"gen: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from e
     except ValueError as e:
         raise UserError(f"gen: {str(e).splitlines()[0]}") from e
     coverage = Coverage()
@@ -129,16 +133,18 @@ def gen(
     for s in range(seed, seed + count):
         try:
             case = generate(s, cfg, coverage=coverage)
-        except NoValidValues:
+        except (NoValidValues, RuntimeError):  # no valid values, or no op fits these ops and dtypes
             dropped += 1
             continue
         if bundles:
             reference = run_reference(case.model, case.inputs)
             write_bundle(out / f"seed-{s}", case.model, case.inputs, reference)
+    if dropped == count:
+        raise UserError(f"gen: none of the {count} seed(s) gave a model with these ops, dtypes and opset")
     if bundles:
         typer.echo(
             f"wrote {count - dropped} bundle(s) to {out}"
-            + (f"; {dropped} dropped (no valid values)" if dropped else "")
+            + (f"; {dropped} dropped (no valid values, or no op fits)" if dropped else "")
         )
     if stats:
         Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))

@@ -190,6 +190,8 @@ def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
     _one_line_error(cli("fuzz", "--budget", "soon"), "budget")
     _one_line_error(cli("fuzz", "--python", "/no/such/python", "--out", str(tmp_path)), "/no/such/python")
     _one_line_error(cli("fuzz", "--no-such-flag"), "no-such-flag")
+    _one_line_error(cli("gen", "--dtypes", "float33", "--no-bundles"), "dtypes", "float32")
+    _one_line_error(cli("gen", "--ops", "Relu", "--dtypes", "bool", "--no-bundles"), "none of the 1 seed")
     _one_line_error(cli("frobnicate"))
 
 
