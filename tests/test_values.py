@@ -22,7 +22,7 @@ from generator.dtypes import DType
 from generator.ops import registry
 from generator.values import MARGIN, UNSAFE, NoValidValues, apply_values, find_values, margin_hits
 from generator.values.proxies import ALPHA, with_proxy
-from generator.values.unsafe import Predicate, growth_limit
+from generator.values.unsafe import JUMP_MARGIN, Predicate, growth_limit
 from oracles.margin import is_unstable, unstable_ops
 
 F32 = np.float32
@@ -285,6 +285,61 @@ def test_margin_check_lists_every_unsafe_op_and_overflow() -> None:
     m2 = build([node("Mul", ["x", "x"], "a"), node("Mul", ["a", "a"], "b"), node("Mul", ["b", "b"], "y")], {"x": big})
     (hit,) = margin_hits(m2, {"x": big * 1e4})
     assert hit.predicate == "non-finite output"
+
+
+def _near_jump(op: str, x: torch.Tensor, attrs: dict[str, object] | None = None) -> list[bool]:
+    """Per element (per slice for ArgMax): is the operand inside the op's jump margin?"""
+    (p,) = UNSAFE[op]
+    f = _f(p, [x], attrs)
+    near = p.within(f, p.margin(x.dtype)).reshape(-1).tolist()
+    assert (p.margin_loss(f, p.margin(x.dtype)) > 0) == any(near)
+    return near
+
+
+def test_jump_predicates_are_positive_exactly_inside_the_margin() -> None:
+    """Floor/Ceil jump at integers, Round at half-integers, Sign at 0, ArgMax at a tie; the
+    margin is relative to max(1, |x|) and follows the dtype."""
+    m16 = JUMP_MARGIN[torch.float16]
+    h16 = torch.tensor([0.9995, 1.0, 2.5, 3.0 - 6 * m16, 100.0 + 0.5, -0.001], dtype=torch.float16)
+    assert _near_jump("Floor", h16) == [True, True, False, False, False, True]
+    assert _near_jump("Ceil", h16) == _near_jump("Floor", h16)
+    assert _near_jump("Round", h16) == [False, False, True, False, True, False]
+    assert _near_jump("Sign", h16) == [False, False, False, False, False, True]
+    f32 = torch.tensor([0.9995, 1.0 + 2 * JUMP_MARGIN[torch.float32]])
+    assert _near_jump("Floor", f32) == [False, False]
+    ties = torch.tensor([[1.0, 0.99999, -2.0], [1.0, 0.5, 0.2], [0.7, 0.7, 0.1]])
+    # An exact tie (duplicated values) breaks the same way everywhere; a near tie does not.
+    assert _near_jump("ArgMax", ties, {"axis": 1}) == [True, False, False]
+    assert _near_jump("ArgMin", ties, {"axis": 1}) == [False, False, False]
+    cast = UNSAFE["Cast"][2]
+    v = torch.tensor([1.00001, 1.5, -2.99999])
+    assert cast.within(_f(cast, [v], {"to": TensorProto.INT32}), cast.margin(v.dtype)).tolist() == [True, False, True]
+
+
+def test_a_float16_floor_is_near_its_jump_only_when_its_operand_is_computed() -> None:
+    x = np.array([0.9995, 0.25], np.float16)
+    direct = build([node("Floor", ["x"], "y")], {"x": x})
+    assert margin_hits(direct, {"x": x}) == []
+    # A computed operand (any arithmetic op) may round to 0.9995 in one backend, 1.0 in another.
+    one = {"one": np.array([1.0], np.float16)}
+    computed = build([node("Mul", ["x", "one"], "a"), node("Floor", ["a"], "y")], {"x": x}, one)
+    hits = margin_hits(computed, {"x": x})
+    assert [(h.op_type, h.elements) for h in hits] == [("Floor", 1)]
+    assert margin_hits(computed, {"x": np.array([0.5, 0.25], np.float16)}) == []
+
+
+def test_integer_overflow_of_a_product_is_flagged_and_repaired() -> None:
+    ok = np.array([[2] * 16, [3] * 16], np.int32)
+    big = np.array([[2] * 32, [-1] * 32], np.int32)
+    m = build([node("ReduceProd", ["x"], "y", axes=[1], keepdims=1)], {"x": ok})
+    assert margin_hits(m, {"x": ok}) == []
+    (hit,) = margin_hits(m, {"x": big})
+    assert (hit.predicate, hit.outside) == ("exact integer result fits its type", 1)
+    assert margin_hits(m, {"x": big.astype(np.int64)}) == []
+    found = find_values(m, {"x": big}, free={"x"}, seed=3)
+    assert found.outcome.found and found.outcome.repairs > 0
+    assert margin_hits(m, {"x": found.values["x"]}) == []
+    assert abs(int(np.prod(found.values["x"].astype(np.int64), axis=1).max())) < 2**31
 
 
 # --- no valid values ----------------------------------------------------------------------------

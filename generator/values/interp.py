@@ -22,7 +22,7 @@ from onnx import numpy_helper
 from generator.ops import registry
 from generator.ops.base import node_attrs
 from generator.values.proxies import Reference, Tensors, with_proxy
-from generator.values.unsafe import Attrs, Predicate, exact_output, predicates
+from generator.values.unsafe import Attrs, Predicate, exact_output, predicates, same_bits
 
 
 class UnsupportedModel(ValueError):
@@ -143,12 +143,14 @@ class Program:
 
         `env` gains every intermediate tensor computed.
         """
+        bits: dict[str, bool] = {}
         for node in self.nodes:
             ops: Tensors = [env[x] if x else None for x in node.inputs]
+            same = [bits.get(x, True) for x in node.inputs]
             unsafe = False
             for p in node.checks:
                 exact = all(node.exact[s] for s in p.slots)
-                if (p.inexact_only and exact) or not p.relevant(ops, node.attrs):
+                if (p.inexact_only and all(same[s] for s in p.slots)) or not p.relevant(ops, node.attrs):
                     continue
                 f = p.f(ops, node.attrs)
                 operand = ops[p.slots[0]]
@@ -167,9 +169,12 @@ class Program:
             except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as e:
                 yield Failure(node, ops, error=f"{type(e).__name__}: {e}")
                 return
+            out_same = same_bits(node.op_type, [b for x, b in zip(node.inputs, same, strict=True) if x])
             for name, value in zip(node.outputs, outs, strict=False):
                 if name:
                     env[name] = value
+                    # Integer results are exact: overflow and the float-to-int jumps are checked.
+                    bits[name] = out_same or not value.is_floating_point()
             for t in outs:
                 if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                     yield Failure(node, ops, bad=~torch.isfinite(t.detach()))

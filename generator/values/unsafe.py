@@ -9,7 +9,15 @@ rounding cannot tip a value over the edge), and the margin check the oracles use
 difference numerically unstable rather than a bug.
 
 Integer predicates are discrete: a zero divisor has no useful gradient, so they carry a
-`repair` slot and the set of values it may be redrawn from instead.
+`repair` slot and the set of values it may be redrawn from instead. Integer overflow
+(int32/int64 Mul, ReduceProd, ReduceSumSquare, Pow) is one of them: backends saturate or
+wrap, and the repair shrinks the values behind the product.
+
+Discontinuities (Floor, Ceil, Round, Sign, a cast to an integer or bool, ArgMax, ArgMin,
+Hardmax, TopK) keep a computed operand `JUMP_MARGIN` (relative) away from the jump: a
+backend that rounds the operand differently lands on the other side. Comparisons are left
+out: campaigns showed no false positive from them, and their margin made many models
+unsolvable.
 
 The table reads nothing from the generator's op specs: it describes ONNX semantics, so it
 applies equally to models fuzzbot did not generate (reduced models, user bundles).
@@ -33,6 +41,12 @@ MARGIN: dict[torch.dtype, float] = {torch.float16: 2.0**-5, torch.float32: 2.0**
 ulps, 1e-3 in float16 and 1e-7 in float32), far less than the values the generator draws.
 Divisors, logarithm and root operands this close to zero are where a legitimate rounding
 difference upstream stops being small downstream."""
+
+JUMP_MARGIN: dict[torch.dtype, float] = {torch.float16: 2.0**-7, torch.float32: 2.0**-15, torch.float64: 2.0**-30}
+"""Relative margin from a discontinuity (Floor's integers, ArgMax's runner-up). Only the
+operand's own rounding can carry it across, a few ulps per inexact op upstream: 8 ulps in
+float16, 256 in float32. δ itself (32 ulps in float16) made every Hardmax or TopK of a
+float16 slice with a few dozen elements a near-tie, and the search dropped those models."""
 
 STRICT_EPS = 1e-6
 """Added to the loss of a violated strict predicate, so that f == 0 scores above zero."""
@@ -69,15 +83,20 @@ class Predicate:
     """A margin in the operand's own units (Cast ranges); otherwise δ of the operand's dtype."""
     applies: Callable[[Operands, Attrs], bool] = lambda ops, attrs: True
     inexact_only: bool = False
-    """Only checked when the operand is computed by an inexact op (see `exact_tensors`):
-    conditioning limits, which bound how far a backend's rounding of the operand is amplified."""
+    """Only checked when the operand may differ in its bits between backends (see
+    `same_bits`): conditioning limits, which bound how far a backend's rounding of the
+    operand is amplified, and discontinuities, which it could cross."""
+
+    margins: dict[torch.dtype, float] | None = None
+    """A margin per dtype other than δ (`JUMP_MARGIN` for discontinuities)."""
 
     def margin(self, dtype: torch.dtype) -> float:
         if self.integer:
             return 0.0
         if self.fixed_margin is not None:
             return self.fixed_margin
-        return MARGIN.get(dtype, MARGIN[torch.float32])
+        table = self.margins or MARGIN
+        return table.get(dtype, table[torch.float32])
 
     def relevant(self, operands: Operands, attrs: Attrs) -> bool:
         """Whether the predicate constrains this node: operands present, dtypes matching."""
@@ -269,6 +288,155 @@ def _mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
     return -((x * x).mean(dim=axes, keepdim=True) - mean * mean)
 
 
+def _unit(*xs: torch.Tensor) -> torch.Tensor:
+    """max(1, |x|, ...), detached: the scale a rounding difference of these operands has."""
+    m = torch.ones((), dtype=xs[0].dtype)
+    for x in xs:
+        m = torch.maximum(m, x.detach().abs())
+    return m
+
+
+def _periodic_unit(x: torch.Tensor) -> torch.Tensor:
+    """`_unit`, capped where the margin would reach a quarter of the period (1): jumps that
+    recur every 1 leave no room for more, and a large |x| is there to be searched, not refused."""
+    cap = 0.25 / JUMP_MARGIN.get(x.dtype, JUMP_MARGIN[torch.float32])
+    return _unit(x).clamp_max(cap)
+
+
+def _int_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to the nearest integer, where Floor, Ceil and a cast to
+    an integer jump by 1: an operand a few ulps from it lands on either side by backend."""
+    x = _x(ops)
+    return -_abs_nz(x - torch.round(x).detach()) / _periodic_unit(x)
+
+
+def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to the nearest half-integer, where Round jumps."""
+    x = _x(ops)
+    return -_abs_nz(x - torch.floor(x).detach() - 0.5) / _periodic_unit(x)
+
+
+def _zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus |x|: Sign (and a cast to bool) jump at 0."""
+    return -_abs_nz(_x(ops))
+
+
+def _winner_gap(x: torch.Tensor, k: int, axis: int, largest: bool) -> torch.Tensor:
+    """Minus the relative gaps between the `k` best elements along `axis`, best first.
+
+    An exact tie (-1: far from the margin) mostly comes from duplicated values (Expand,
+    Tile), which every backend breaks the same way (first index), and the search could never
+    pull the copies apart: counting it cost 3.5 points of 10-node success. It can also come
+    from rounding (float16 Sigmoid saturating onto 1.0 in one backend only): those false
+    positives remain."""
+    v = torch.topk(x, k, dim=axis, largest=largest, sorted=True).values
+    hi, lo = v.narrow(axis, 0, k - 1), v.narrow(axis, 1, k - 1)
+    gap = -_abs_nz(hi - lo) / _unit(hi, lo)
+    return torch.where(hi == lo, -torch.ones_like(gap), gap)
+
+
+def _arg_gap(largest: bool, default_axis: int = 0) -> Violation:
+    """ArgMax/ArgMin/Hardmax: the winner must beat the runner-up, or the index (the 1's
+    position) depends on rounding."""
+
+    def f(ops: Operands, attrs: Attrs) -> torch.Tensor:
+        x = _x(ops)
+        return _winner_gap(x, 2, int(attrs.get("axis", default_axis)) % x.dim(), largest)
+
+    return f
+
+
+def _arg_applies(default_axis: int = 0) -> Callable[[Operands, Attrs], bool]:
+    def applies(ops: Operands, attrs: Attrs) -> bool:
+        x = _x(ops)
+        return x.dim() > 0 and x.shape[int(attrs.get("axis", default_axis)) % x.dim()] >= 2
+
+    return applies
+
+
+def _topk_count(ops: Operands, attrs: Attrs) -> int:
+    """How many leading elements decide TopK's indices: the k chosen and the first left out."""
+    if len(ops) < 2 or ops[1] is None:
+        return 0
+    x, k = _x(ops, 0), _x(ops, 1)
+    n = x.shape[int(attrs.get("axis", -1)) % x.dim()] if x.dim() else 0
+    return min(int(k.reshape(-1)[0]) + 1, n) if k.numel() else 0
+
+
+def _topk_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = _x(ops)
+    axis = int(attrs.get("axis", -1)) % x.dim()
+    return _winner_gap(x, _topk_count(ops, attrs), axis, bool(attrs.get("largest", 1)))
+
+
+OVERFLOW_DTYPES = (torch.int32, torch.int64)
+"""Where onnxruntime saturates or traps and torch wraps: overflow is undefined, so neither
+is a bug. Narrower integers are left alone (their products overflow at once, and the
+backends agree on wrapping them)."""
+
+
+def _log2_mag(x: torch.Tensor) -> torch.Tensor:
+    return torch.log2(x.double().abs().clamp_min(1.0))
+
+
+def _overflow(log2_mag: torch.Tensor, has_zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Positive where an exact product of magnitude 2**log2_mag leaves the type's range."""
+    f = log2_mag - (torch.iinfo(dtype).bits - 1) + 0.5
+    return torch.where(has_zero, torch.full_like(f, -1.0), f)
+
+
+def _mul_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    a, b = _x(ops, 0), _x(ops, 1)
+    return _overflow(_log2_mag(a) + _log2_mag(b), (a == 0) | (b == 0), a.dtype)
+
+
+def _prod_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """ReduceProd's exact product, in log space (so a long slice cannot overflow float64)."""
+    x = _x(ops)
+    axes = _reduce_axes(ops, attrs, x.dim())
+    if axes is None or x.dim() == 0:
+        return _overflow(_log2_mag(x), x == 0, x.dtype)
+    mag = _log2_mag(x).sum(dim=axes, keepdim=True)
+    return _overflow(mag, (x == 0).any(dim=axes, keepdim=True) if axes else x == 0, x.dtype)
+
+
+def _sum_square_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """ReduceSumSquare's exact sum of squares (in float64: its log2 is all that matters)."""
+    x = _x(ops)
+    axes = _reduce_axes(ops, attrs, x.dim())
+    sq = x.double() ** 2
+    total = sq if axes is None or x.dim() == 0 else sq.sum(dim=axes, keepdim=True)
+    return _overflow(torch.log2(total.clamp_min(1.0)), total == 0, x.dtype)
+
+
+def _small_ints(dtype: torch.dtype) -> list[int]:
+    return [-1, 0, 1, 2] if dtype.is_signed else [0, 1, 2]
+
+
+def _overflow_check(f: Violation) -> Predicate:
+    return Predicate(
+        "exact integer result fits its type",
+        (0,),
+        f,
+        integer=True,
+        repair=0,
+        safe_values=_small_ints,
+        applies=lambda ops, a: _x(ops).dtype in OVERFLOW_DTYPES,
+    )
+
+
+def _jump(name: str, f: Violation, slots: tuple[int, ...] = (0,), **kw: Any) -> Predicate:
+    """A discontinuity: only a computed operand (see `same_bits`) can round across it."""
+    return Predicate(name, slots, f, inexact_only=True, margins=JUMP_MARGIN, **kw)
+
+
+def _to_bool(ops: Operands, attrs: Attrs) -> bool:
+    return _cast_target(ops, attrs) in (torch.bool, ONNX_BOOL)
+
+
+ONNX_BOOL = 9
+
+
 def _float_divisor(name: str) -> Predicate:
     return Predicate(f"{name} != 0", (1,), lambda ops, a: -_abs_nz(_x(ops, 1)), strict=True)
 
@@ -301,6 +469,8 @@ CAST: tuple[Predicate, ...] = (
         fixed_margin=504.0,
         applies=_to_float16,
     ),
+    _jump("float not near an integer", _int_gap, applies=lambda ops, a: _int_info(ops, a) is not None),
+    _jump("float not near 0", _zero_gap, applies=_to_bool),
 )
 """Cast and CastLike: a float must fit an integer target after truncation, or float16."""
 
@@ -309,6 +479,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Sqrt": (Predicate("x >= 0", (0,), lambda ops, a: -_x(ops)),),
     "Reciprocal": (Predicate("x != 0", (0,), lambda ops, a: -_abs_nz(_x(ops)), strict=True),),
     "Div": (_float_divisor("divisor"), _int_divisor("divisor")),
+    "Mul": (_overflow_check(_mul_overflow),),
     "Mod": (_float_divisor("divisor"), _int_divisor("divisor")),
     "Pow": (
         Predicate("base > 0", (0,), lambda ops, a: -_x(ops), strict=True),
@@ -353,6 +524,16 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -_x(ops, 4)),),
     "ReduceLogSum": (Predicate("sum > 0", (0,), _log_sum, strict=True),),
     "ReduceLogSumExp": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "ReduceProd": (_overflow_check(_prod_overflow),),
+    "Floor": (_jump("x not near an integer", _int_gap),),
+    "Ceil": (_jump("x not near an integer", _int_gap),),
+    "Round": (_jump("x not near a half-integer", _half_gap),),
+    "Sign": (_jump("x not near 0", _zero_gap),),
+    "ReduceSumSquare": (_overflow_check(_sum_square_overflow),),
+    "ArgMax": (_jump("a clear maximum", _arg_gap(True), applies=_arg_applies()),),
+    "ArgMin": (_jump("a clear minimum", _arg_gap(False), applies=_arg_applies()),),
+    "Hardmax": (_jump("a clear maximum", _arg_gap(True, -1), applies=_arg_applies(-1)),),
+    "TopK": (_jump("no near-ties among the k + 1 best", _topk_gap, applies=lambda o, a: _topk_count(o, a) >= 2),),
     "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), _lp_norm),),
     "MeanVarianceNormalization": (Predicate("variance > 0 or exactly 0", (0,), _mvn_variance),),
 }
@@ -374,6 +555,22 @@ PASSTHROUGH_OPS = frozenset(
 )  # fmt: skip
 """Ops that only move, select or negate values: their results are exact when their inputs are
 (OneHot selects its off/on constants, at positions its indices decide)."""
+
+
+BOUNDARY_ONLY_OPS = frozenset({"Relu", "Clip"})
+"""Exact on their boundary (0, a clip bound) only: elsewhere they pass their input through."""
+
+CORRECTLY_ROUNDED_OPS = frozenset({"Cast", "CastLike"})
+"""One correctly rounded conversion: the same bits everywhere when the input's bits are."""
+
+
+def same_bits(op_type: str, inputs_same: Sequence[bool]) -> bool:
+    """Whether every result of an op has the same bits in every backend, given its inputs':
+    what a discontinuity (Floor, a comparison) needs before a value next to its jump is
+    harmless. Stricter than `exact_output`: Relu(x) is only exact where it is 0."""
+    if op_type in BOUNDARY_ONLY_OPS or op_type in CORRECTLY_ROUNDED_OPS:
+        return all(inputs_same)
+    return exact_output(op_type, inputs_same)
 
 
 def exact_output(op_type: str, inputs_exact: Sequence[bool]) -> bool:
