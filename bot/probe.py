@@ -106,13 +106,16 @@ def probe_support(
             matrix = SupportMatrix.model_validate_json(path.read_text())
         except ValueError:
             path.unlink()  # a damaged cache is re-probed, not trusted
-    for spec in op_specs(ops, opset):  # narrowed by design: documented, not probed
+    lossy = lossy or {}
+    todo: list[tuple[str, DType]] = []
+    for spec in op_specs(ops, opset):
         for d in spec.dtypes:
-            if d.value in (lossy or {}):
-                matrix.unsupported.setdefault(spec.op_type, {})[d.value] = (lossy or {})[d.value]
+            if d.value in lossy:  # narrowed by design: documented, not probed
+                matrix.unsupported.setdefault(spec.op_type, {})[d.value] = lossy[d.value]
                 if d in matrix.supported.get(spec.op_type, []):
                     matrix.supported[spec.op_type].remove(d)
-    todo = [(s.op_type, d) for s in op_specs(ops, opset) for d in s.dtypes if not matrix.known(s.op_type, d)]
+            elif not matrix.known(spec.op_type, d):
+                todo.append((spec.op_type, d))
     unexpected: list[tuple[str, DType]] = []
     for i, (op, dtype) in enumerate(todo):
         if on_progress is not None:

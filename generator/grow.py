@@ -14,7 +14,8 @@ with every node (and with every nonlinear product of shape variables).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import z3
@@ -32,6 +33,8 @@ CONCRETE_TRIES = 8
 from the bins below 8, where the attributes of small tensors usually fit."""
 PROPOSALS = 4
 """Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
+NEEDS_SYMBOLS = (TypeError, AttributeError, ValueError, z3.Z3Exception)
+"""What an op written for z3 terms raises when handed plain ints: back to the solver."""
 CHECK_TIMEOUT_MS = 300
 """A check z3 cannot settle this fast (nonlinear shapes) counts as a rejected insertion."""
 
@@ -173,27 +176,35 @@ class Grower:
         self.graph.add_node(GNode(op, picked, out_ids, model, self._binned(spec, mark, model)))
         return True
 
+    @contextmanager
+    def _drawing(self, spec: type[OpSpec], small: bool) -> Iterator[None]:
+        """While inside, `sc.var` hands out ints drawn from the bins instead of z3 terms."""
+        self.sc.concrete = self.bins.value(spec.op_type, small)
+        self.sc.drawn = []
+        try:
+            yield
+        finally:
+            self.sc.concrete = None
+
+    def _drawn(self, spec: type[OpSpec]) -> list[tuple[str, int]]:
+        return [(f"{spec.op_type}.{prefix}", value) for prefix, value in self.sc.drawn]
+
     def _place_concretely(
         self, spec: type[OpSpec], sig: list[TType], ins: list[AbsTensor], small: bool
     ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
         """Try the insertion with every variable drawn from its bin as a plain int
         (NeuRI's concolic style): when all constraints fold to True, no solver is needed.
         Any other outcome, including an op that needs symbols, falls back to z3."""
-        self.sc.concrete = self.bins.value(spec.op_type, small)
-        self.sc.drawn = []
-        try:
-            op = spec(self.sc, sig)
-            cons, outs = op.bind(ins)
-            cons += [c for o in outs for c in self.valid(o.shape)]
-        except (TypeError, AttributeError, ValueError, z3.Z3Exception):
+        with self._drawing(spec, small):
+            try:
+                op = spec(self.sc, sig)
+                cons, outs = op.bind(ins)
+                cons += [c for o in outs for c in self.valid(o.shape)]
+            except NEEDS_SYMBOLS:
+                return None
+        if not _all_true(cons) or not all(type(d) is int for o in outs for d in o.shape):
             return None
-        finally:
-            self.sc.concrete = None
-        if not all(type(c) is bool and c for c in cons):
-            return None
-        if not all(type(d) is int for o in outs for d in o.shape):
-            return None
-        return op, outs, [(f"{spec.op_type}.{prefix}", value) for prefix, value in self.sc.drawn]
+        return op, outs, self._drawn(spec)
 
     def backward(self, spec: type[OpSpec], mark: int, target: int | None = None) -> bool:
         """Replace a placeholder by `spec`, whose inputs become new placeholders."""
@@ -204,7 +215,9 @@ class Grower:
         if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):
             return False
         target_shape = [int(d) for d in v.shape]
-        for attempt in range(CONCRETE_TRIES):
+        # An op without `concrete_inputs` can never be placed backward without the solver.
+        tries = CONCRETE_TRIES if spec.concrete_inputs is not OpSpec.concrete_inputs else 0
+        for attempt in range(tries):
             placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape, attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, new, binned = placed
@@ -241,28 +254,28 @@ class Grower:
     ) -> tuple[OpSpec, list[AbsTensor], list[tuple[str, int]]] | None:
         """Backward insertion with drawn attribute values, for ops that can name their
         input shapes from the target's (`concrete_inputs`); None hands it to the solver."""
-        self.sc.concrete = self.bins.value(spec.op_type, small)
-        self.sc.drawn = []
-        try:
-            op = spec(self.sc, sig, out=out)
-            known = op.concrete_inputs(target)
-            if known is None or any(d < 1 for shape in known for d in shape):
+        with self._drawing(spec, small):
+            try:
+                op = spec(self.sc, sig, out=out)
+                known = op.concrete_inputs(target)
+                if known is None or any(d < 1 for shape in known for d in shape):
+                    return None
+                new = [AbsTensor(t.dtype, list(shape)) for t, shape in zip(sig, known, strict=True)]
+                cons, outs = op.bind(new)
+                cons += [c for t in new for c in self.valid(t.shape)]
+            except NEEDS_SYMBOLS:
                 return None
-            new = [AbsTensor(t.dtype, list(shape)) for t, shape in zip(sig, known, strict=True)]
-            cons, outs = op.bind(new)
-            cons += [c for t in new for c in self.valid(t.shape)]
-        except (TypeError, AttributeError, ValueError, z3.Z3Exception):
+        if len(outs) != 1 or outs[0].ttype != out or list(outs[0].shape) != target or not _all_true(cons):
             return None
-        finally:
-            self.sc.concrete = None
-        if len(outs) != 1 or outs[0].ttype != out or list(outs[0].shape) != target:
-            return None
-        if not all(type(c) is bool and c for c in cons):
-            return None
-        return op, new, [(f"{spec.op_type}.{prefix}", value) for prefix, value in self.sc.drawn]
+        return op, new, self._drawn(spec)
 
     def _binned(self, spec: type[OpSpec], mark: int, sol: Solution) -> list[tuple[str, int]]:
         return [(var_key(spec.op_type, b.var), sol.eval(b.var)) for b in self.sc.binnable[mark:] if b.binned]
+
+
+def _all_true(cons: list[Cond]) -> bool:
+    """Every constraint folded to the Python bool True (none is left for the solver)."""
+    return all(type(c) is bool and c for c in cons)
 
 
 def _concrete(shape: Sequence[Dim], sol: Solution) -> list[Dim]:

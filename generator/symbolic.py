@@ -109,12 +109,6 @@ class SymCtx:
     def fresh_shape(self, rank: int, prefix: str = "d") -> list[Dim]:
         return [self.var(prefix) for _ in range(rank)]
 
-    def cond(self, c: Cond) -> z3.BoolRef:
-        """Lift a plain bool (from comparing two concrete ints) into this context."""
-        if isinstance(c, bool):
-            return z3.BoolVal(c, self.ctx)
-        return c
-
 
 def floordiv(a: Dim, b: Dim) -> Dim:
     """Floor division of dims that may be ints or z3 terms (z3 integer `/` floors for the
