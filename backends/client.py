@@ -165,6 +165,12 @@ class WorkerClient:
             protocol=reply["protocol"],
         )
 
+    @property
+    def lowest_level(self) -> str | None:
+        """The build's least optimizing level, from the handshake (None before start)."""
+        level = self.handshake.get("lowest_level")
+        return str(level) if level else None
+
     def submit(self, model: bytes, inputs: dict[str, np.ndarray]) -> None:
         self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("segv", "abort", "hang", "perturb", "oom")
+KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky")
+SLOW_S = 0.05
+"""The delay a `slow` fault adds to the run stage: far above the noise of a small model."""
 OOM_CHUNK = 64 << 20
 
 
@@ -53,9 +55,28 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
             hoard.append(np.ones(OOM_CHUNK, dtype=np.uint8))
 
 
+def before_run(fault: dict[str, Any] | None, model: bytes) -> None:
+    """A `slow` fault: a real performance regression in the run stage."""
+    if triggered(fault, model) and fault is not None and fault["kind"] == "slow":
+        time.sleep(SLOW_S)
+
+
+def _flaky_turn(fault: dict[str, Any]) -> bool:
+    """A `flaky` fault perturbs every other run it triggers on: a side that disagrees with itself.
+
+    The count lives in this worker's own copy of the fault settings, so it survives
+    between requests but not a restart, like the state behind a real flaky kernel.
+    """
+    runs = int(fault.get("runs", 0)) + 1
+    fault["runs"] = runs
+    return runs % 2 == 1
+
+
 def after_run(fault: dict[str, Any] | None, model: bytes, outputs: dict[str, np.ndarray]) -> None:
     """Shift one element of the first float output well past any tolerance."""
-    if not triggered(fault, model) or fault is None or fault["kind"] != "perturb":
+    if not triggered(fault, model) or fault is None or fault["kind"] not in ("perturb", "flaky"):
+        return
+    if fault["kind"] == "flaky" and not _flaky_turn(fault):
         return
     for arr in outputs.values():
         if arr.dtype.kind == "f" and arr.size:

@@ -98,6 +98,7 @@ def handle_run(
         stage = "run"
         write_message(out, {"id": rid, "event": "stage", "stage": stage})
         t = time.perf_counter()
+        faults.before_run(fault, raw)
         outputs = adapter.run(compiled, inputs)
         times["run_s"] = time.perf_counter() - t
     except Exception as e:  # noqa: BLE001 - whatever the system raises is its answer
@@ -136,6 +137,7 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
             "info": info,
             "levels": list(adapter.levels),
             "default_level": adapter.default_level,
+            "lowest_level": getattr(adapter, "lowest_level", None) or adapter.levels[0],
             "opsets": list(getattr(adapter, "opsets", ())),
             "unsupported": list(getattr(adapter, "unsupported", ())),
             "pid": os.getpid(),

@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from backends.results import BackendInfo
 from bot import __version__
 from generator.api import GenConfig
-from oracles.verdict import Judgement
+from oracles.sides import Localization
+from oracles.verdict import Judgement, Verdict
 
 
 class BundleError(Exception):
@@ -35,9 +36,22 @@ class Finding(Judgement):
 
     schema_version: int = 1
     backend: BackendInfo
+    """The build whose failure this is (head, or base for a fixed bug)."""
+    base_backend: BackendInfo | None = None
+    """The base build of a two-build campaign."""
+    side: str = "head"
+    spec: str = ""
+    """The backend spec the campaign ran (a plugin's `module:Class:LEVEL` is not its name)."""
     seed: int | None = None
     generator: GenConfig | None = None
     stderr_tail: str = ""
+    across: str = ""
+    """The verdict across sides (persistent, new_regression, ...; flaky or filtered:<rule> when set aside)."""
+    runs: list[Verdict] = Field(default_factory=list)
+    """The verdict of each of the k runs on the culprit's side."""
+    rule_detail: str = ""
+    localization: Localization | None = None
+    note: str = ""
     fuzzbot_version: str = __version__
     created: str = ""
 

@@ -1,171 +1,108 @@
-"""A fuzzing campaign: generate, compute the reference, run the backend, judge, keep
+"""A fuzzing campaign: generate, compute the reference, run every side, triage, keep
 findings, until the budget is spent.
 
-Generation and the reference run in this process while the worker runs the
-previous case, so the two cores are both busy.
+One build (a backend, optionally under another interpreter) or two (base and head of a
+compiler, each in its own venv). Each lane owns one worker per side; with `jobs` lanes
+the workers of one lane run a case while another lane generates the next, and within
+a lane the next case is generated while the workers compute, so both cores stay busy.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import onnx
-from pydantic import BaseModel, Field
-
 from backends.client import WorkerClient
-from backends.reference import ReferenceError, run_reference
 from backends.results import BackendInfo, RunResult
 from backends.spec import BackendSpec, adapter_class, parse_backend
 from bot.bundle import Finding, write_bundle
+from bot.case_source import CaseSource, Prepared, Shard
 from bot.config import FuzzConfig
+from bot.finding_bisect import bisect_finding
+from bot.finding_reduction import SideRun, reduce_one, rename_finding
+from bot.perf_check import compare_perf
 from bot.probe import ProbeFailure, SupportMatrix, probe_support
 from bot.repro import render_repro
-from generator.api import Support, generate
-from generator.coverage import Coverage, CoverageStats
-from generator.values import NoValidValues
-from oracles.margin import is_unstable
-from oracles.verdict import Judgement, Verdict, judge
+from bot.store import FindingStore
+from bot.summary import FindingRef, PerfFinding, Summary, SupportSummary, write_summary
+from bot.summary_md import write_summary_md
+from bot.triage import Side, TieBreaker, Triage
+from oracles.rules import load_rules
+from oracles.sides import CrossJudgement, CrossVerdict
 
-UNSTABLE = "filtered:unstable"
-"""Count key of wrong results on cases the margin check calls numerically unstable."""
-
-
-def _is_bug(count_key: str) -> bool:
-    try:
-        return Verdict(count_key).is_bug
-    except ValueError:  # a filter's key, such as UNSTABLE
-        return False
+__all__ = ["Campaign", "Prepared", "SideSetup", "Summary", "write_summary"]
 
 
-class FindingRef(BaseModel):
-    path: str
-    verdict: Verdict
-    fingerprint: str
-    seed: int
-    signature: str
+@dataclass(frozen=True)
+class SideSetup:
+    """One build a campaign runs: the backend spec and the interpreter that has the build."""
+
+    name: str
+    spec: BackendSpec
+    python: str
 
 
-class Timings(BaseModel):
-    generation: float = 0.0
-    reference: float = 0.0
-    backend: float = 0.0
-    """Wall time of backend requests, from submit to answer (overlaps generation)."""
-    backend_compute: float = 0.0
-    """Time the worker reported inside compile and run."""
-
-
-class SupportSummary(BaseModel):
-    supported: int
-    unsupported: int
-    unexpected: list[ProbeFailure] = Field(default_factory=list)
-    """Probes that failed for another reason than "unsupported": shown, kept in generation."""
-
-
-class Summary(BaseModel):
-    tests: int = 0
-    counts: dict[str, int] = Field(default_factory=dict)
-    dropped: dict[str, int] = Field(default_factory=dict)
-    findings: list[FindingRef] = Field(default_factory=list)
-    occurrences: dict[str, int] = Field(default_factory=dict)
-    wall_s: float = 0.0
-    time_s: Timings = Field(default_factory=Timings)
-    backend: BackendInfo | None = None
-    seed_first: int = 0
-    seed_last: int | None = None
-    budget_s: float = 0.0
-    worker_restarts: int = 0
-    support: SupportSummary | None = None
-    coverage: CoverageStats = Field(default_factory=CoverageStats)
-
-    @property
-    def finding_count(self) -> int:
-        return sum(n for v, n in self.counts.items() if _is_bug(v))
-
-
-@dataclass
-class Prepared:
-    seed: int
-    model: onnx.ModelProto
-    model_bytes: bytes
-    inputs: dict[str, np.ndarray]
-    reference: dict[str, np.ndarray]
-
-
-def op_signature(model: onnx.ModelProto) -> str:
-    return ",".join(sorted({n.op_type for n in model.graph.node}))
+Lane = list[Side]
+"""One worker per side, in the order (base, head) or (head,)."""
 
 
 class Campaign:
-    def __init__(self, cfg: FuzzConfig) -> None:
+    def __init__(self, cfg: FuzzConfig, sides: list[SideSetup] | None = None, shard: Shard | None = None) -> None:
         self.cfg = cfg
-        self.spec: BackendSpec = parse_backend(cfg.backend)
-        self.on_test: Callable[[Summary], None] = lambda s: None
-        fault = cfg.test_fault.model_dump() if cfg.test_fault else None
-        self.client = WorkerClient(self.spec, cfg.python or sys.executable, cfg.timeout, fault=fault)
-        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget)
-        self.dropped: Counter[str] = Counter()
+        self.setups = sides or [SideSetup("head", parse_backend(cfg.backend), cfg.python or sys.executable)]
+        self.spec: BackendSpec = self.setups[-1].spec
+        self.two_sided = len(self.setups) == 2
+        self.source = CaseSource(cfg.generator, cfg.seed, shard)
+        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=str(shard) if shard else None)
         self.counts: Counter[str] = Counter()
         self.kept: Counter[str] = Counter()
-        self.next_seed = cfg.seed
-        self.issued = 0
         self.deadline = 0.0
-        self.support: Support | None = None
-        self.coverage = Coverage()
+        self.on_test: Callable[[Summary], None] = lambda s: None
         self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None
         self.on_probe_progress: Callable[[int, int], None] | None = None
+        self.lanes: list[Lane] = [self._lane() for _ in range(cfg.jobs)]
+        self.client = self.lanes[0][-1].client
+        """Lane 0's head worker: the one that probes support."""
+        self.tiebreak = TieBreaker()
+        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules), self.tiebreak)
+        self.store = FindingStore.in_dir(Path(cfg.out))
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
 
-    def prepare(self) -> Prepared | None:
-        """The next runnable case, or None once the budget or test limit is reached."""
-        while self._may_start():
-            seed = self.next_seed
-            self.next_seed += 1
-            t0 = time.perf_counter()
-            try:
-                case = generate(seed, self.cfg.generator, support=self.support, coverage=self.coverage)
-            except NoValidValues:
-                # Never run: the value search found no inputs that keep every op finite and off its edge.
-                self.dropped["no_valid_values"] += 1
-                continue
-            except RuntimeError:
-                self.dropped["generation_failed"] += 1
-                continue
-            finally:
-                self.summary.time_s.generation += time.perf_counter() - t0
-            t1 = time.perf_counter()
-            try:
-                reference = run_reference(case.model, case.inputs)
-            except ReferenceError as e:
-                print(f"warning: seed {seed}: reference failed: {e}", file=sys.stderr)
-                self.dropped["reference_error"] += 1
-                continue
-            finally:
-                self.summary.time_s.reference += time.perf_counter() - t1
-            if not all(np.isfinite(v).all() for v in reference.values()):
-                self.dropped["nonfinite_reference"] += 1
-                continue
-            self.issued += 1
-            return Prepared(seed, case.model, case.model.SerializeToString(), case.inputs, reference)
-        return None
+    def _lane(self) -> Lane:
+        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
+        timeout = self.cfg.timeout
+        return [
+            Side(s.name, WorkerClient(s.spec, s.python, timeout, fault=fault if s.name == "head" else None))
+            for s in self.setups
+        ]
+
+    @property
+    def next_seed(self) -> int:
+        return self.source.next_seed
 
     def _may_start(self) -> bool:
-        if self.cfg.max_tests is not None and self.issued >= self.cfg.max_tests:
+        if self._stop.is_set():
+            return False
+        if self.cfg.max_tests is not None and self.source.issued >= self.cfg.max_tests:
             return False
         return time.monotonic() < self.deadline
 
     def start(self) -> BackendInfo:
-        """Bring the worker up; a backend that cannot start fails here, before any test."""
+        """Bring every worker up; a side that cannot start fails here, before any test."""
         try:
-            self.summary.backend = self.client.start()
+            infos = [side.client.start() for lane in self.lanes for side in lane]
+            self.summary.backend = infos[len(self.setups) - 1]
+            self.summary.base = infos[0] if self.two_sided else None
             if self.cfg.probe and self._worth_probing():
                 self.probe(self.summary.backend)
         except BaseException:
-            self.client.close()
+            self.close()
             raise
         return self.summary.backend
 
@@ -176,6 +113,8 @@ class Campaign:
         return bool(getattr(adapter_class(self.spec.adapter), "probe", True))
 
     def probe(self, info: BackendInfo) -> SupportMatrix:
+        """Probe the head build: what head cannot run is left out; a case base declines is
+        judged by the table (head ok: pass; head bad: a new regression)."""
         failures: list[ProbeFailure] = []
 
         def failed(f: ProbeFailure) -> None:
@@ -186,7 +125,7 @@ class Campaign:
         matrix = probe_support(
             self.client, info, self.cfg.generator.opset, self.cfg.cache_dir, failed, self.on_probe_progress, lossy=lossy
         )
-        self.support = matrix.support()
+        self.source.support = matrix.support()
         self.summary.support = SupportSummary(
             supported=sum(len(v) for v in matrix.supported.values()),
             unsupported=sum(len(v) for v in matrix.unsupported.values()),
@@ -199,76 +138,211 @@ class Campaign:
             self.on_test = on_test
         if self.summary.backend is None:
             self.start()
-        client = self.client
         start = time.monotonic()
         self.deadline = start + self.cfg.budget
         try:
-            case = self.prepare()
-            while case is not None:
-                client.submit(case.model_bytes, case.inputs)
-                following = self.prepare()
-                self.record(case, client.collect())
-                case = following
+            self._run_lanes()
+            self._stop_fuzzing(start)
+            self.reduce_findings()
+            self.bisect_regressions()
         finally:
             # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
-            self.summary.worker_restarts = client.restarts
-            client.close()
-            self.summary.wall_s = time.monotonic() - start
+            if not self.summary.wall_s:
+                self._stop_fuzzing(start)
             self.finish()
             write_summary(self.summary, Path(self.cfg.out))
+            write_summary_md(Path(self.cfg.out), self.summary)
         return self.summary
 
-    def record(self, case: Prepared, result: RunResult) -> None:
-        self.summary.time_s.backend += result.wall_s
-        self.summary.time_s.backend_compute += (result.compile_s or 0.0) + (result.run_s or 0.0)
-        j = judge(result, case.reference, op_signature(case.model), self.cfg.tolerances)
-        if j.verdict is Verdict.wrong_result and is_unstable(case.model, case.inputs):
-            # An operand within its op's margin: rounding alone explains the difference.
-            self.counts[UNSTABLE] += 1
-        elif j.verdict.is_bug:
-            self.keep_finding(case, result, j)
-            self.counts[j.verdict.value] += 1
-        else:
-            self.counts[j.verdict.value] += 1
-        self.summary.tests += 1
-        self.summary.seed_last = case.seed
-        self.finish()
-        self.on_test(self.summary)
+    def _stop_fuzzing(self, start: float) -> None:
+        """wall_s is the fuzzing time; reduction and bisection have their own timings."""
+        self.summary.wall_s = time.monotonic() - start
+        self.summary.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
+        self.close()
 
-    def keep_finding(self, case: Prepared, result: RunResult, j: Judgement) -> None:
-        """Write the bundle first: nothing is counted or shown before it is on disk."""
+    def _run_lanes(self) -> None:
+        if len(self.lanes) == 1:
+            self._run_lane(self.lanes[0])
+            return
+        errors: list[BaseException] = []
+
+        def work(lane: Lane) -> None:
+            try:
+                self._run_lane(lane)
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread below
+                errors.append(e)
+                self._stop.set()
+
+        threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in self.lanes]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            self._stop.set()
+            raise
+        if errors:
+            raise errors[0]
+
+    def _run_lane(self, lane: Lane) -> None:
+        case = self.source.next(self._may_start)
+        while case is not None:
+            for side in lane:
+                side.client.submit(case.model_bytes, case.inputs)
+            following = self.source.next(self._may_start)
+            self.record(case, [side.client.collect() for side in lane], lane)
+            case = following
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            for side in lane:
+                side.client.close()
+                side.close()
+        self.tiebreak.close()
+
+    def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> None:
+        """Triage the first runs (re-runs, rules and localization happen there), then count."""
+        lane = lane or self.lanes[0]
+        cross = self.triage.triage(case, lane, results)
+        with self._lock:
+            self.summary.time_s.backend += sum(r.wall_s for r in results)
+            self.summary.time_s.backend_compute += sum((r.compile_s or 0.0) + (r.run_s or 0.0) for r in results)
+            self.counts[self._count_key(cross)] += 1
+            if cross.verdict.is_reported:
+                self.keep_finding(case, results, cross)
+            elif cross.verdict is CrossVerdict.flaky or (
+                cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
+            ):
+                self.keep_aside(case, results, cross)
+            self.summary.tests += 1
+            self.summary.seed_last = max(case.seed, self.summary.seed_last or case.seed)
+            tests = self.summary.tests
+            self.finish()
+            self.on_test(self.summary)
+        every = self.cfg.oracles.perf.every
+        if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
+            self.check_perf(case, lane)
+
+    def _count_key(self, cross: CrossJudgement) -> str:
+        """One build: a reported case counts by its symptom (crash, wrong_result, ...);
+        two builds: by the verdict across them (new_regression, fixed, persistent, ...)."""
+        if cross.verdict.is_reported and not self.two_sided:
+            return cross.culprit.first.verdict.value
+        return cross.key
+
+    def keep_finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+        """Write the bundle first, then the store: nothing is counted or shown before it is on disk."""
+        j = cross.culprit.first
+        finding = self._finding(case, results, cross)
         self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
         if self.kept[j.fingerprint] >= self.cfg.keep_per_fingerprint:
+            self.store.record(finding, None, shard=self.summary.shard)
             return
-        assert result.backend is not None
-        finding = Finding(
-            **dict(j),
-            backend=result.backend,
-            seed=case.seed,
-            generator=self.cfg.generator,
-            stderr_tail=result.stderr_tail,
-        )
-        title = f"{j.verdict.value} in {self.spec}: {j.signature}"
-        repro = render_repro(case.model, case.inputs, case.reference, self.spec, title)
-        dest = Path(self.cfg.out) / "findings" / f"{j.verdict.value}-{j.fingerprint}-seed{case.seed}"
-        write_bundle(dest, case.model, case.inputs, case.reference, finding, repro)
+        dest = Path(self.cfg.out) / "findings" / f"{self._count_key(cross)}-{j.fingerprint}-seed{case.seed}"
+        self._write(dest, case, cross, finding)
+        self.store.record(finding, dest, shard=self.summary.shard)
         self.kept[j.fingerprint] += 1
+        local = cross.culprit.localization
         self.summary.findings.append(
             FindingRef(
-                path=str(dest), verdict=j.verdict, fingerprint=j.fingerprint, seed=case.seed, signature=j.signature
+                path=str(dest),
+                verdict=j.verdict,
+                across=cross.key,
+                fingerprint=j.fingerprint,
+                seed=case.seed,
+                signature=j.signature,
+                depends_on_optimization=local.depends_on_optimization if local else None,
             )
         )
 
+    def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+        """Flaky and (on request) filtered cases: saved apart, never listed as findings."""
+        where = "flaky" if cross.verdict is CrossVerdict.flaky else f"filtered/{cross.rule}"
+        self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, self._finding(case, results, cross))
+
+    def _culprit_index(self, cross: CrossJudgement) -> int:
+        return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.culprit.side)
+
+    def _write(self, dest: Path, case: Prepared, cross: CrossJudgement, finding: Finding) -> None:
+        spec = self.setups[self._culprit_index(cross)].spec
+        title = f"{cross.key} in {spec}: {finding.signature}"
+        bounds = self.cfg.tolerances.for_outputs(case.model, finding.backend.name)
+        repro = render_repro(case.model, case.inputs, case.reference, spec, title, bounds)
+        write_bundle(dest, case.model, case.inputs, case.reference, finding, repro)
+
+    def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
+        result = results[self._culprit_index(cross)]
+        assert result.backend is not None
+        side = cross.culprit
+        return Finding(
+            **dict(side.first),
+            backend=result.backend,
+            base_backend=self.summary.base,
+            side=side.side,
+            spec=str(self.setups[self._culprit_index(cross)].spec),
+            seed=case.seed,
+            generator=self.cfg.generator,
+            stderr_tail=result.stderr_tail,
+            across=cross.key,
+            runs=[j.verdict for j in side.runs],
+            rule_detail=side.rule_detail,
+            localization=side.localization,
+            note=cross.note,
+        )
+
+    def reduce_findings(self) -> None:
+        """Reduce new findings with the other side as a guard (a regression must stay one);
+        a wrong result that reduces to an earlier one's graph is folded into it."""
+        settings = self.cfg.reduce
+        if not settings.enabled:
+            return
+        t0 = time.monotonic()
+        names = [s.name for s in self.setups]
+        for ref in list(self.summary.findings[: settings.max_findings]):
+            finding = Finding.model_validate_json((Path(ref.path) / "finding.json").read_text())
+            culprit = names.index(finding.side)
+            guard = 1 - culprit if ref.across in ("new_regression", "fixed") else None
+            reduced = reduce_one(
+                ref, self._side_run(culprit), None if guard is None else self._side_run(guard), settings
+            )
+            if reduced is not None and not rename_finding(ref, reduced, self.summary, self.store):
+                self.summary.findings.remove(ref)
+                dest = Path(self.cfg.out) / "duplicates" / Path(ref.path).name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                Path(ref.path).rename(dest)
+        self.summary.time_s.reduction += time.monotonic() - t0
+
+    def bisect_regressions(self) -> None:
+        if not (self.cfg.bisect and self.two_sided):
+            return
+        for ref in self.summary.findings:
+            if ref.across == "new_regression":
+                result = bisect_finding(self.cfg, Path(ref.path))
+                if result is not None and result.culprit is not None:
+                    ref.culprit = f"{result.culprit.sha} {result.culprit.subject}"
+
+    def _side_run(self, index: int) -> SideRun:
+        setup = self.setups[index]
+        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault and setup.name == "head" else None
+        return SideRun(str(setup.spec), setup.python, self.cfg.timeout, fault)
+
+    def check_perf(self, case: Prepared, lane: Lane) -> None:
+        """Time a passing case on both builds; a slower head is a perf regression, kept apart."""
+        base, head = lane[0].client, lane[1].client
+        judgements = compare_perf(base, head, case.model_bytes, case.inputs, self.cfg.oracles.perf)
+        if not any(j.regression for j in judgements):
+            return
+        with self._lock:
+            dest = Path(self.cfg.out) / "perf" / f"seed{case.seed}"
+            write_bundle(dest, case.model, case.inputs, case.reference)
+            (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
+            self.counts["perf_regression"] += 1
+            self.summary.perf.append(PerfFinding(path=str(dest), seed=case.seed, judgements=judgements))
+
     def finish(self) -> None:
-        self.summary.coverage = self.coverage.stats()
+        self.summary.coverage = self.source.coverage.stats()
         self.summary.counts = dict(sorted(self.counts.items()))
-        self.summary.dropped = dict(sorted(self.dropped.items()))
-
-
-def write_summary(summary: Summary, out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
-    return path
+        self.summary.dropped = dict(sorted(self.source.dropped.items()))
+        self.summary.time_s.generation = self.source.times.generation
+        self.summary.time_s.reference = self.source.times.reference

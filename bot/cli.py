@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from pydantic import ValidationError
@@ -21,13 +21,26 @@ from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import ReferenceError, run_reference
 from backends.results import RunResult
 from backends.spec import BackendSpecError, parse_backend
+from bot.bisect import BisectError
+from bot.bisect_cli import bisect_command
 from bot.bundle import BundleError, load_bundle, write_bundle
-from bot.campaign import Campaign, op_signature
-from bot.config import ConfigError, TestFault, load_config, parse_duration
+from bot.campaign import Campaign, SideSetup
+from bot.case_source import Shard
+from bot.config import ConfigError, FuzzConfig, TestFault, load_config, parse_duration
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
+from bot.merge import MergeError
+from bot.merge_cli import SchemaError, config_schema_command, merge_command
+from bot.reduce_cli import ReduceError, reduce_command
+from bot.side_builds import CannotCompare, prepare_sides
+from bot.store import StoreError
+from bot.summary import SideRecord, Summary, write_summary
+from bot.workspace import WorkspaceError
 from generator.api import GenConfig, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
+from oracles.rules import RulesError
+from oracles.signature import op_signature
+from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict, judge
 
 app = typer.Typer(
@@ -51,7 +64,8 @@ def _fault(text: str | None) -> dict[str, Any] | None:
     try:
         return TestFault(kind=kind, every=int(every or 1)).model_dump()
     except ValueError as e:
-        raise UserError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in segv, abort, hang, perturb") from e
+        kinds = ", ".join(get_args(TestFault.model_fields["kind"].annotation))
+        raise UserError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e
 
 
 @app.command()
@@ -65,11 +79,18 @@ def fuzz(
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str | None, typer.Option(help="per-test limit [10s]")] = None,
     max_tests: Annotated[int | None, typer.Option(help="stop after N tests")] = None,
+    jobs: Annotated[int | None, typer.Option(help="parallel lanes, each with a worker per side [1]")] = None,
+    shard: Annotated[str | None, typer.Option(help="I/N: run the I-th of N disjoint seed partitions")] = None,
     probe: Annotated[bool | None, typer.Option("--probe/--no-probe", help="probe op x dtype support first")] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="support-matrix cache [.fuzzbot-cache]")] = None,
+    rules: Annotated[Path | None, typer.Option(help="your known-false-positive rules (YAML), besides ours")] = None,
+    keep_filtered: Annotated[
+        bool | None, typer.Option("--keep-filtered/--no-keep-filtered", help="save bundles of filtered cases too")
+    ] = None,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Fuzz a backend against the reference and keep every finding as a bundle."""
+    oracles = {k: v for k, v in {"rules": rules, "keep_filtered": keep_filtered}.items() if v is not None}
     overrides = {
         "budget": budget,
         "out": out,
@@ -79,19 +100,39 @@ def fuzz(
         "python": python,
         "timeout": timeout,
         "max_tests": max_tests,
+        "jobs": jobs,
         "probe": probe,
         "cache_dir": cache_dir,
         "test_fault": _fault(test_fault),
+        "oracles": oracles or None,
     }
     cfg = load_config(config, overrides)
-    console = Console(stderr=True)
-    campaign = Campaign(cfg)
+    summary = _campaign(cfg, _shard(shard), Console(stderr=True))
+    if cfg.compiler is not None:  # a PR check fails on what head broke, not on old bugs
+        raise typer.Exit(EXIT_FINDINGS if summary.new_regressions else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)
+
+
+def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary:
+    setups: list[SideSetup] | None = None
+    records: dict[str, SideRecord] = {}
+    if cfg.compiler is not None:
+        setups, records = prepare_sides(cfg, lambda name, r: console.print(_built(r), markup=False))
+    campaign = Campaign(cfg, setups, shard)
+    campaign.summary.sides = records
     campaign.on_probe_failure = lambda f: console.print(
         f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}", markup=False
     )
     with probe_progress(console) as on_progress:
         campaign.on_probe_progress = on_progress
-        campaign.start()
+        try:
+            campaign.start()
+        except BackendUnavailable as e:
+            if cfg.compiler is None:
+                raise
+            reason = f"cannot compare: {e}"
+            write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
+            raise CannotCompare(reason) from e
     if campaign.summary.support is not None:
         s = campaign.summary.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")
@@ -99,7 +140,7 @@ def fuzz(
         summary = campaign.run(on_test)
     console.print(summary_table(summary))
     console.print(f"summary: {cfg.out / 'summary.json'}")
-    raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)
+    return summary
 
 
 @app.command()
@@ -181,7 +222,8 @@ def run(
                 raise
             rows.append(_unavailable_row(str(spec), str(e)))
             continue
-        rows.append(_run_row(label, result, judge(result, reference, op_signature(bundle.model))))
+        bounds = ToleranceConfig().for_outputs(bundle.model, result.backend.name if result.backend else None)
+        rows.append(_run_row(label, result, judge(result, reference, op_signature(bundle.model), per_output=bounds)))
     if json_output:
         typer.echo(json.dumps({"target": str(target), "results": rows}, indent=2))
     else:
@@ -226,6 +268,21 @@ def _unavailable_row(backend: str, reason: str) -> dict[str, Any]:
     return {**row, "message": reason, "fingerprint": ""}
 
 
+def _built(r: SideRecord) -> str:
+    how = "cached" if r.cached else f"built in {r.build_s:.0f}s"
+    sha = f"{r.commit[:12]}, " if r.commit and r.commit[:12] not in r.label else ""
+    return f"{r.label} ({sha}{how})"
+
+
+def _shard(text: str | None) -> Shard | None:
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as e:
+        raise UserError(f"--shard: {e}") from e
+
+
 def _duration(text: str, flag: str) -> float:
     try:
         return parse_duration(text)
@@ -260,7 +317,27 @@ def _print_runs(rows: list[dict[str, Any]]) -> None:
             console.print(f"{r['backend']}: {first}", markup=False, highlight=False)
 
 
-_USER_ERRORS = (UserError, ConfigError, BackendSpecError, BackendUnavailable, BundleError, ReferenceError)
+app.command("reduce")(reduce_command)
+app.command("bisect")(bisect_command)
+app.command("merge")(merge_command)
+app.command("config-schema")(config_schema_command)
+
+_USER_ERRORS = (
+    UserError,
+    ConfigError,
+    BackendSpecError,
+    BackendUnavailable,
+    BundleError,
+    ReferenceError,
+    ReduceError,
+    RulesError,
+    CannotCompare,
+    WorkspaceError,
+    MergeError,
+    SchemaError,
+    StoreError,
+    BisectError,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

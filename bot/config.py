@@ -10,8 +10,10 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from backends.spec import BackendSpecError, parse_backend
+from bot.sides_config import CompilerConfig
 from generator.api import GenConfig
-from oracles.tolerances import Tolerance
+from oracles.config import OracleConfig
+from oracles.tolerances import ToleranceConfig
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -42,8 +44,19 @@ class TestFault(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["segv", "abort", "hang", "perturb"]
+    kind: Literal["segv", "abort", "hang", "perturb", "slow", "flaky"]
     every: int = Field(1, ge=1)
+
+
+class ReduceSettings(BaseModel):
+    """The `reduce:` section: what a campaign does with its new findings after the budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="reduce each new finding after the fuzzing budget")
+    budget: Duration = Field(60.0, description="time limit per finding, e.g. 60s")
+    max_tests: int = Field(300, ge=1, description="test limit per finding")
+    max_findings: int = Field(10, ge=0, description="findings reduced per campaign (in the order found)")
 
 
 class FuzzConfig(BaseModel):
@@ -53,12 +66,21 @@ class FuzzConfig(BaseModel):
     seed: int = Field(0, ge=0, description="first seed; test i uses seed + i")
     out: Path = Field(Path("fuzzbot-out"), description="output folder")
     backend: str = Field("onnxruntime:all", description="backend spec NAME[:LEVEL]")
+    compiler: CompilerConfig | None = Field(
+        None, description="two builds to compare (base and head); without it, one build is fuzzed"
+    )
     python: str | None = Field(None, description="interpreter the backend worker runs under; default: this one")
     timeout: Duration = Field(10.0, description="per-test limit before a run counts as a hang")
     max_tests: int | None = Field(None, ge=1, description="stop after this many tests even if budget remains")
     keep_per_fingerprint: int = Field(1, ge=1, description="bundles kept for each distinct fingerprint")
+    jobs: int = Field(1, ge=1, le=64, description="parallel lanes, each with its own worker per side")
     generator: GenConfig = Field(default_factory=GenConfig)
-    tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="per-dtype overrides")
+    tolerances: ToleranceConfig = Field(
+        default_factory=ToleranceConfig, description="comparison bounds: per dtype, per backend, per op type"
+    )
+    oracles: OracleConfig = Field(default_factory=OracleConfig, description="how candidate findings are questioned")
+    reduce: ReduceSettings = Field(default_factory=ReduceSettings, description="automatic reduction of new findings")
+    bisect: bool = Field(False, description="bisect each new regression between the base and head refs")
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")
     test_fault: TestFault | None = Field(None, description="test-only fault injection")
@@ -100,6 +122,8 @@ def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
             continue
         if key == "nodes":
             gen["nodes"] = value
+        elif key == "oracles":  # flags refine the file's section, they do not replace it
+            data["oracles"] = {**(data.get("oracles") or {}), **value}
         else:
             data[key] = value
     if gen:

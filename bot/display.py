@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bot.campaign import Summary
+from bot.summary import Summary
 from generator.coverage import Coverage
 
 

@@ -8,13 +8,15 @@ exits 1 while the bug is present, so it can serve as a bisection or CI check.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from backends.adapters.base import adapter_snippet
 from backends.spec import BackendSpec, adapter_class
-from oracles.tolerances import tolerance_for
+from oracles.tolerances import Tolerance, tolerance_for
 
 
 def _array(a: np.ndarray) -> str:
@@ -94,9 +96,15 @@ def render_repro(
     expected: dict[str, np.ndarray],
     spec: BackendSpec,
     title: str,
+    bounds: Mapping[str, Tolerance] | None = None,
 ) -> str:
-    snippet = adapter_class(spec.adapter).repro_snippet(spec.level)
-    tols = {name: tolerance_for(a.dtype) for name, a in expected.items()}
+    """`bounds`: the per-output tolerances the oracle judged with (default: by dtype)."""
+    if spec.plugin:
+        module, _, qualname = spec.adapter.partition(":")
+        snippet = adapter_snippet(module, qualname, spec.level)
+    else:
+        snippet = adapter_class(spec.adapter).repro_snippet(spec.level)
+    tols = {name: (bounds or {}).get(name) or tolerance_for(a.dtype) for name, a in expected.items()}
     opsets = ", ".join(f"helper.make_opsetid({o.domain!r}, {o.version})" for o in model.opset_import)
     head = f'''#!/usr/bin/env python3
 """fuzzbot repro: {title}

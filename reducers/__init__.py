@@ -1,1 +1,7 @@
-"""Delta-debugging reduction of failing models (to come: generic ddmin and ONNX passes)."""
+"""Delta-debugging reduction of failing ONNX models.
+
+`ddmin.py` and `tester.py` are generic (items, a predicate, a cache, bounds, jobs);
+`case.py`, `edit.py` and `passes.py` are the ONNX side; `driver.reduce_case` runs the
+passes to a fixpoint. Only onnx, numpy and pydantic are imported: the predicate, and
+how tensor values are computed, come from the caller (bot/reduce.py for findings).
+"""

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from backends.results import BackendInfo, RunResult, Status
 from bot.bundle import Finding
-from bot.campaign import UNSTABLE, Campaign, Prepared, Summary
+from bot.campaign import Campaign, Prepared, Summary
 from bot.config import FuzzConfig, load_config
+from bot.config import TestFault as Fault
 from generator.api import GenConfig
 from tests.conftest import CliResult
 
@@ -68,9 +68,12 @@ def test_perturbed_outputs_are_caught_as_wrong_results(cli: Cli, tmp_path: Path,
         "reference.npz",
         "finding.json",
         "repro.py",
+        "reduced",
     }
     finding = Finding.model_validate_json((bundle / "finding.json").read_text())
     assert finding.comparison is not None and not finding.comparison.ok
+    # Reduced after the budget: every model is wrong on a perturbing worker, so one node is left.
+    assert s.findings[0].reduced_nodes == 1 and (bundle / "reduced" / "model.txt").is_file()
     assert finding.backend.version and finding.seed == s.findings[0].seed
     # The fault lives in the worker only: the real onnxruntime is correct, so the
     # standalone repro and `fuzzbot run` both see a pass on the same bundle.
@@ -242,22 +245,26 @@ def _sqrt_case(x: np.ndarray) -> Prepared:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     reference = {"y": np.sqrt(x)}
     return Prepared(0, model, model.SerializeToString(), {"x": x}, reference)
 
 
 def test_a_difference_on_an_operand_inside_its_margin_is_filtered_not_reported(tmp_path: Path) -> None:
-    """The same wrong output is a finding when Sqrt's operand is well inside its domain,
-    and only counted as unstable when the operand sits within the margin of zero."""
-    campaign = Campaign(FuzzConfig(out=tmp_path, probe=False))
-    for x in (np.full((4,), 2.0, np.float32), np.array([2.0, 1e-7, 2.0, 2.0], np.float32)):
-        case = _sqrt_case(x)
-        wrong = {"y": case.reference["y"] + np.float32(1.0)}
-        campaign.record(case, RunResult(status=Status.ok, outputs=wrong, backend=BACKEND))
-    assert campaign.counts == {"wrong_result": 1, UNSTABLE: 1}
+    """The same real wrong output (a perturbing worker) is a finding when Sqrt's operand is
+    well inside its domain, and only counted as unstable when an operand sits within the
+    margin of zero."""
+    campaign = Campaign(FuzzConfig(out=tmp_path, probe=False, test_fault=Fault(kind="perturb")))
+    try:
+        for x in (np.full((4,), 2.0, np.float32), np.array([2.0, 1e-7, 2.0, 2.0], np.float32)):
+            case = _sqrt_case(x)
+            campaign.record(case, [campaign.client.run(case.model_bytes, case.inputs)])
+    finally:
+        campaign.close()
+    assert campaign.counts == {"wrong_result": 1, "filtered:unstable-margin": 1}
     assert len(campaign.summary.findings) == 1 and campaign.summary.finding_count == 1
-    campaign.client.close()
+    finding = Finding.model_validate_json((Path(campaign.summary.findings[0].path) / "finding.json").read_text())
+    assert finding.runs == ["wrong_result"] * 3 and finding.across == "persistent"
+    assert finding.localization is not None and finding.localization.level == "disable"
+    assert not finding.localization.depends_on_optimization  # the fault perturbs every level alike
 
-
-BACKEND = BackendInfo(name="onnxruntime", level="all", version="test")

@@ -87,4 +87,21 @@ def test_same_bug_same_fingerprint_different_bug_different_fingerprint() -> None
 
 def test_normalize_keeps_the_meaningful_first_line() -> None:
     text = "Traceback (most recent call last):\n  File x\nRuntimeError: shape (1, 2) at 0xdeadbeef in '/tmp/a'"
-    assert normalize(text) == "RuntimeError: shape (<n>, <n>) at <addr> in <name>"
+    # A shape of any rank is one placeholder: the same bug shows up at rank 2 and rank 4.
+    assert normalize(text) == "RuntimeError: shape (<n>) at <addr> in <name>"
+    assert normalize(text.replace("(1, 2)", "(4, 3, 2, 1)").replace("/tmp/a", "/tmp/b")) == normalize(text)
+
+
+def test_normalize_skips_source_locations_and_keeps_the_exception_type() -> None:
+    ov = (
+        "RuntimeError: Exception from src/inference/src/cpp/core.cpp:112:\n"
+        "Exception from src/plugins/intel_cpu/src/node.cpp:{line}:\n"
+        "[CPU] Reduce node with name {name} has unsupported rank {rank}"
+    )
+    a = normalize(ov.format(line=401, name="'n7'", rank=0))
+    b = normalize(ov.format(line=433, name="'n12'", rank=5))
+    assert a == b == "RuntimeError: [CPU] Reduce node with name <name> has unsupported rank <n>"
+    ort = "Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Add node. Name:'n3'"
+    assert normalize(ort) != normalize(ort.replace("Add node", "Mul node"))
+    # onnxruntime's status class and code change between releases; the message does not.
+    assert normalize(ort).startswith("ONNXRuntimeError: Non-zero status code")

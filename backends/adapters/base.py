@@ -12,7 +12,7 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 `import` stage and `compile` receives its result instead of the bytes), `warmup(compiled,
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
-limitation rather than a bug), `opsets` and `level_help`.
+limitation rather than a bug), `opsets`, `level_help` and `lowest_level`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ class Adapter:
     levels: ClassVar[tuple[str, ...]]
     default_level: ClassVar[str]
     level_help: ClassVar[str] = ""
+    lowest_level: ClassVar[str | None] = None
+    """The least optimizing level, where the oracles re-run a bad case to learn whether the
+    bug needs the optimizer; None means the first of `levels` (list them lowest first)."""
     """How a level maps onto the system's own optimization knobs, for `--help` and the README."""
     opsets: ClassVar[tuple[int, int]] = (7, 21)
     """The lowest and highest default-domain opset the system accepts."""
@@ -67,12 +70,18 @@ class Adapter:
         """Source of `run(model_bytes, inputs)` for standalone repro scripts. This default
         drives the adapter class itself; built-in adapters override it with plain calls
         to the system, so their repro needs nothing of fuzzbot."""
-        return f"""def run(model_bytes, inputs):
-    from {cls.__module__} import {cls.__qualname__} as Adapter
+        return adapter_snippet(cls.__module__, cls.__qualname__, level)
+
+
+def adapter_snippet(module: str, qualname: str, level: str) -> str:
+    """`run(model_bytes, inputs)` through an adapter class by name: how a plugin's repro
+    runs, since the bot process never imports a plugin (its system is not installed here)."""
+    return f"""def run(model_bytes, inputs):
+    from {module} import {qualname} as Adapter
 
     adapter = Adapter({{}})
     model = adapter.convert(model_bytes) if hasattr(adapter, "convert") else model_bytes
-    compiled = adapter.compile(model, {level!r})
+    compiled = adapter.compile(model, {level!r} or Adapter.default_level)
     return adapter.run(compiled, inputs)
 """
 

@@ -22,6 +22,7 @@ class OpenVinoAdapter(Adapter):
     level_modes = {"performance": "PERFORMANCE", "accuracy": "ACCURACY"}
     levels = tuple(level_modes)
     default_level = "performance"
+    lowest_level = "accuracy"
     level_help = "CPU EXECUTION_MODE_HINT: PERFORMANCE (default) or ACCURACY"
     opsets = (7, 22)
     lossy_dtypes = {

@@ -1,0 +1,62 @@
+"""`fuzzbot merge` and `fuzzbot config-schema`: the command-line faces of bot/merge.py
+and of the config model, registered by bot/cli.py.
+
+Kept apart from cli.py so that merge's wording lives with merge; every mistake a user
+can make is a `MergeError` (or `SchemaError`), which cli.py prints as one `error:` line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.config import FuzzConfig
+from bot.merge import MergeError, merge_outputs
+from bot.summary_md import SUMMARY_MD
+
+EXIT_FINDINGS = 2
+"""As for `fuzzbot fuzz`: a merged output with findings exits 2 (bot.cli.EXIT_FINDINGS)."""
+
+
+class SchemaError(Exception):
+    """`fuzzbot config-schema --out FILE` could not write FILE; one line."""
+
+
+def merge_command(
+    shards: Annotated[
+        list[Path], typer.Argument(metavar="DIR...", help="shard output folders (each with summary.json)")
+    ],
+    out: Annotated[Path, typer.Option(help="merged output folder (new, empty, or an earlier merge)")],
+) -> None:
+    """Merge shard outputs into one: counts add up, findings are deduplicated by fingerprint."""
+    summary, report = merge_outputs(shards, out)
+    skipped = f" (skipped {len(report.skipped)} already merged)" if report.skipped else ""
+    typer.echo(
+        f"merged {len(report.merged)} output(s) into {out}{skipped}: "
+        f"{summary.tests} tests, {report.findings} distinct finding(s); see {out / SUMMARY_MD}",
+        err=True,
+    )
+    for path in report.missing_bundles:
+        typer.echo(f"warning: bundle {path} is missing; its finding is counted without a bundle", err=True)
+    if summary.finding_count:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def config_schema_command(
+    out: Annotated[Path | None, typer.Option(help="write the schema to FILE instead of stdout")] = None,
+) -> None:
+    """Print the JSON schema of fuzzbot.yml, for editors and CI validation."""
+    text = json.dumps(FuzzConfig.model_json_schema(), indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as e:
+        raise SchemaError(f"--out {out}: cannot write: {e.strerror or e}") from e
+
+
+__all__ = ["MergeError", "SchemaError", "config_schema_command", "merge_command"]

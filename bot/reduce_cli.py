@@ -1,0 +1,130 @@
+"""`fuzzbot reduce`: the command-line face of bot/reduce.py, registered by bot/cli.py.
+
+Kept apart from cli.py so the reducer's options, progress bar and error wording live
+with the reducer; every user mistake becomes a `ReduceError`, which cli.py prints as
+one `error:` line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bot.config import TestFault, parse_duration
+from bot.reduce import reduce_bundle, reduce_model_file
+from reducers.driver import NotInteresting
+from reducers.driver import Progress as ReduceProgress
+
+
+class ReduceError(Exception):
+    """A bad `fuzzbot reduce` invocation, reported in one line."""
+
+
+@contextmanager
+def reduce_progress(console: Console, budget_s: float) -> Iterator[Callable[[ReduceProgress], None]]:
+    """A bar over the time budget, with the tests run and the current node count."""
+    progress = Progress(
+        TextColumn("[bold]reducing"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("tests {task.fields[tests]}  nodes {task.fields[nodes]}  {task.fields[pass_name]}"),
+        console=console,
+        transient=True,
+    )
+    start = time.monotonic()
+    task = progress.add_task("reduce", total=budget_s, tests=0, nodes="?", pass_name="")
+
+    def update(p: ReduceProgress) -> None:
+        elapsed = min(time.monotonic() - start, budget_s)
+        progress.update(task, completed=elapsed, tests=p.tests, nodes=p.nodes, pass_name=p.pass_name)
+
+    with progress:
+        yield update
+
+
+def _seconds(text: str, flag: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise ReduceError(f"{flag}: {e}") from e
+
+
+def _fault(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    kind, _, every = text.partition(":")
+    try:
+        return TestFault(kind=kind, every=int(every or 1)).model_dump()
+    except (ValueError, ValidationError) as e:
+        raise ReduceError(f"--test-fault {text!r}: expected KIND[:EVERY]") from e
+
+
+def reduce_command(
+    target: Annotated[Path, typer.Argument(help="a finding bundle folder, or an .onnx file with --check")],
+    jobs: Annotated[int, typer.Option(min=1, max=64, help="candidates tested at once")] = 1,
+    max_tests: Annotated[int | None, typer.Option(min=1, help="stop after N tests")] = None,
+    budget: Annotated[str, typer.Option(help="time limit, e.g. 90s, 5m")] = "5m",
+    out: Annotated[
+        Path | None, typer.Option(help="reduced bundle folder [BUNDLE/reduced]; with --check, OUT.onnx")
+    ] = None,
+    check: Annotated[
+        str | None, typer.Option(help="shell command with {model}; non-zero exit = still failing = keep")
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="override the finding's NAME[:LEVEL]")] = None,
+    python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
+    timeout: Annotated[str, typer.Option(help="per-test limit")] = "10s",
+    test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Shrink a failing model to a minimal one that fails the same way, with a repro."""
+    budget_s = _seconds(budget, "--budget")
+    console = Console(stderr=True)
+    if check is not None:
+        _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests)
+        return
+    if target.is_file():
+        raise ReduceError(f'{target}: a bare model needs --check "CMD {{model}}" (or give a finding bundle folder)')
+    with reduce_progress(console, budget_s) as on_progress:
+        dest = reduce_bundle(
+            target,
+            budget_s,
+            jobs,
+            max_tests,
+            out,
+            backend=backend,
+            python=python or sys.executable,
+            timeout_s=_seconds(timeout, "--timeout"),
+            fault=_fault(test_fault),
+            on_progress=on_progress,
+        )
+    console.print(f"reduced bundle: {dest} (run {dest / 'repro.py'})", markup=False, highlight=False)
+
+
+def _reduce_with_check(
+    console: Console, target: Path, check: str, out: Path | None, budget_s: float, jobs: int, max_tests: int | None
+) -> None:
+    if "{model}" not in check:
+        raise ReduceError("--check: the command must contain {model}, the candidate's path")
+    dest = out or target.with_name(target.stem + ".reduced.onnx")
+    try:
+        with reduce_progress(console, budget_s) as on_progress:
+            result = reduce_model_file(target, check, dest, budget_s, jobs, max_tests, on_progress)
+    except NotInteresting as e:
+        raise ReduceError(
+            "--check: the command exits 0 on the original model, so it is not failing and there is nothing to reduce"
+        ) from e
+    stats = result.stats
+    console.print(
+        f"reduced {result.nodes_before} -> {result.nodes_after} nodes in {stats.tests} checks "
+        f"({stats.cache_hits} cached, {stats.elapsed_s:.1f}s): {dest}",
+        markup=False,
+        highlight=False,
+    )

@@ -1,0 +1,50 @@
+"""Turning the `compiler:` section into two runnable sides, or into "cannot compare".
+
+A side that fails to build must never look like a regression: the campaign does not
+start, summary.json says why, and the exit status is an error, not a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from backends.spec import parse_backend
+from bot.campaign import SideSetup
+from bot.config import FuzzConfig
+from bot.summary import SideRecord, Summary, write_summary
+from bot.workspace import Workspace, WorkspaceError
+
+
+class CannotCompare(Exception):
+    """One side could not be built or prepared; the message is one line and names the log."""
+
+
+def prepare_sides(
+    cfg: FuzzConfig, on_side: Callable[[str, SideRecord], None] = lambda name, rec: None
+) -> tuple[list[SideSetup], dict[str, SideRecord]]:
+    """Build (or reuse) base and head. On failure, summary.json records why before raising."""
+    assert cfg.compiler is not None
+    workspace = Workspace(cfg.compiler, Path(cfg.cache_dir) / "sides")
+    spec = parse_backend(cfg.backend)
+    setups: list[SideSetup] = []
+    records: dict[str, SideRecord] = {}
+    for which in ("base", "head"):
+        try:
+            side = workspace.prepare_side(which)
+        except WorkspaceError as e:
+            reason = f"cannot compare: {e}"  # the workspace's message names the side
+            write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
+            raise CannotCompare(reason) from e
+        record = SideRecord(
+            label=side.label,
+            commit=side.commit,
+            python=str(side.python),
+            build_log=str(side.log) if side.log else None,
+            build_s=side.seconds,
+            cached=side.cached,
+        )
+        records[which] = record
+        on_side(which, record)
+        setups.append(SideSetup(which, spec, str(side.python)))
+    return setups, records

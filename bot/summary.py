@@ -1,0 +1,121 @@
+"""summary.json: what a campaign did, counted, so CI logs, merges and reports agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from backends.results import BackendInfo
+from bot.probe import ProbeFailure
+from generator.coverage import CoverageStats
+from oracles.perf import PerfJudgement
+from oracles.sides import CrossVerdict
+from oracles.verdict import Verdict
+
+REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.persistent.value}
+"""Count keys of a two-build campaign that are bugs (fixed is good news, flaky is listed apart)."""
+
+
+def is_bug_key(count_key: str) -> bool:
+    if count_key in REPORTED:
+        return True
+    try:
+        return Verdict(count_key).is_bug
+    except ValueError:  # pass-through keys: filtered:<rule>, flaky, fixed, perf_regression
+        return False
+
+
+class FindingRef(BaseModel):
+    path: str
+    verdict: Verdict
+    """The culprit side's own verdict (crash, wrong_result, timeout)."""
+    across: str = ""
+    """The verdict across sides: persistent, new_regression or fixed."""
+    fingerprint: str
+    seed: int
+    signature: str
+    depends_on_optimization: bool | None = None
+    reduced_path: str | None = None
+    reduced_nodes: int | None = None
+    culprit: str | None = None
+    """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
+
+
+class PerfFinding(BaseModel):
+    path: str
+    seed: int
+    judgements: list[PerfJudgement]
+
+
+class Timings(BaseModel):
+    generation: float = 0.0
+    reference: float = 0.0
+    backend: float = 0.0
+    """Wall time of backend requests, from submit to answer (overlaps generation)."""
+    backend_compute: float = 0.0
+    """Time the worker reported inside compile and run."""
+    reduction: float = 0.0
+
+
+class SupportSummary(BaseModel):
+    supported: int
+    unsupported: int
+    unexpected: list[ProbeFailure] = Field(default_factory=list)
+    """Probes that failed for another reason than "unsupported": shown, kept in generation."""
+
+
+class SideRecord(BaseModel):
+    """Where a side of a two-build campaign came from."""
+
+    label: str
+    commit: str | None = None
+    python: str
+    build_log: str | None = None
+    build_s: float = 0.0
+    cached: bool = False
+
+
+class Summary(BaseModel):
+    tests: int = 0
+    cannot_compare: str | None = None
+    """Why a two-build campaign ran no test: a side that failed to build or start."""
+    sides: dict[str, SideRecord] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    findings: list[FindingRef] = Field(default_factory=list)
+    perf: list[PerfFinding] = Field(default_factory=list)
+    occurrences: dict[str, int] = Field(default_factory=dict)
+    wall_s: float = 0.0
+    time_s: Timings = Field(default_factory=Timings)
+    backend: BackendInfo | None = None
+    """The head side (the only side of a one-build campaign)."""
+    base: BackendInfo | None = None
+    """The base side of a two-build campaign."""
+    shard: str | None = None
+    """`i/N` when this campaign is one shard of a bigger one."""
+    merged_from: list[str] = Field(default_factory=list)
+    """The shard ids (`i/N@seed`) a merged output covers; empty for a campaign."""
+    seed_first: int = 0
+    seed_last: int | None = None
+    budget_s: float = 0.0
+    worker_restarts: int = 0
+    support: SupportSummary | None = None
+    coverage: CoverageStats = Field(default_factory=CoverageStats)
+
+    @property
+    def finding_count(self) -> int:
+        return sum(n for v, n in self.counts.items() if is_bug_key(v))
+
+    @property
+    def new_regressions(self) -> int:
+        return self.counts.get(CrossVerdict.new_regression.value, 0)
+
+
+def write_summary(summary: Summary, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,20 @@
+"""The `oracles:` section of fuzzbot.yml: how hard a candidate finding is questioned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from oracles.perf import PerfConfig
+
+
+class OracleConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reruns: int = Field(3, ge=1, le=20, description="runs of a candidate finding on every side (k); 1 = no re-runs")
+    localize: bool = Field(True, description="re-run a bad case at its build's lowest level")
+    second_reference: bool = Field(True, description="confirm wrong results with onnx.reference")
+    rules: Path | None = Field(None, description="your own known-false-positive rules, read after the shipped ones")
+    keep_filtered: bool = Field(False, description="also save bundles of filtered cases, under filtered/")
+    perf: PerfConfig = Field(default_factory=PerfConfig, description="performance comparison of head against base")

@@ -1,0 +1,118 @@
+"""Every intermediate tensor of one case, and the value conditions the rules ask about.
+
+The values come from the value search's own interpreter (generator.values.interp) run
+once with the reference semantics; the same walk yields the margin check's unsafe ops, so
+a case that needs both (a tie, then the margin) costs one evaluation. The reference decides
+the values because it is the side every backend is compared with: a near-tie there is what
+lets two correct backends pick different winners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import torch
+
+from generator.ops.base import node_attrs
+from generator.values import MARGIN, UnsupportedModel
+from generator.values.interp import Failure, Program
+from oracles.patterns import TIE_OPS, NodeRef
+
+TIE_WIDTH = {np.dtype(str(t).removeprefix("torch.")): rel for t, rel in MARGIN.items()}
+"""Relative tie width per float type: δ of the margin check (2^-10 float32, 2^-5 float16,
+2^-20 float64). Values that close are a few roundings apart upstream, so which of them
+wins depends on the backend's rounding, not on its semantics."""
+
+
+@dataclass(frozen=True)
+class MarginFailure:
+    """One unsafe op of the case (see oracles.margin), identified by node index."""
+
+    index: int
+    text: str
+
+
+class CaseValues:
+    """One evaluation of a case: the tensors it computed, or why there are none."""
+
+    def __init__(self, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> None:
+        self.env: dict[str, np.ndarray] = {}
+        self.failures: list[MarginFailure] = []
+        self.error: str | None = None
+        try:
+            program = Program(model, inputs, free=())
+        except UnsupportedModel as e:
+            self.error = str(e)
+            return
+        env = program.env({})
+        with torch.no_grad():
+            self.failures = [_failure(f) for f in program.walk(env, every=True)]
+        self.env = {name: _numpy(t) for name, t in env.items()}
+
+    def value(self, tensor: str) -> np.ndarray | None:
+        return self.env.get(tensor) if tensor else None
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """numpy has no bfloat16: widening to float32 keeps every value and every tie."""
+    t = t.detach()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def _failure(f: Failure) -> MarginFailure:
+    what = f.error or (f.predicate.name if f.predicate else "non-finite output")
+    name = repr(f.node.name) if f.node.name else f"#{f.node.index}"
+    return MarginFailure(f.node.index, f"{f.node.op_type} node {name}: {what}")
+
+
+def nan_inputs(ref: NodeRef, values: CaseValues) -> str | None:
+    """Which input of the node holds NaN at run time, described; None if none does."""
+    for slot, name in enumerate(ref.node.input):
+        x = values.value(name)
+        if x is not None and x.dtype.kind == "f" and bool(np.isnan(x).any()):
+            count = int(np.isnan(x).sum())
+            return f"{ref.label} input {slot} ({name!r}) holds NaN in {count} of {x.size} elements"
+    return None
+
+
+def tie(ref: NodeRef, values: CaseValues) -> str | None:
+    """The first slice along the reduced axis whose winners tie, described; None if none.
+
+    A tie: two of the deciding elements (the best two for ArgMax/ArgMin/Hardmax, the best
+    k + 1 for TopK) are equal, or within the relative width of TIE_WIDTH."""
+    op = ref.node.op_type
+    x = values.value(ref.node.input[0]) if ref.node.input else None
+    if op not in TIE_OPS or x is None or x.ndim == 0:
+        return None
+    attrs = node_attrs(ref.node)
+    default_axis, largest = TIE_OPS[op]
+    axis = int(attrs.get("axis", default_axis)) % x.ndim
+    largest = bool(attrs.get("largest", 1)) if op == "TopK" else largest
+    count = 2
+    if op == "TopK":
+        k = values.value(ref.node.input[1]) if len(ref.node.input) > 1 else None
+        if k is None or k.size == 0:
+            return None
+        count = int(k.reshape(-1)[0]) + 1
+    rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]).astype(np.float64)
+    count = min(count, rows.shape[1])
+    if count < 2:
+        return None
+    order = np.argsort(-rows if largest else rows, axis=1, kind="stable")[:, :count]
+    best = np.take_along_axis(rows, order, axis=1)
+    rel = TIE_WIDTH.get(x.dtype, 0.0)
+    hi, lo = best[:, :-1], best[:, 1:]
+    tied = np.abs(hi - lo) <= rel * np.maximum(np.abs(hi), np.abs(lo))
+    hits = np.argwhere(tied)
+    if hits.size == 0:
+        return None
+    row, j = (int(v) for v in hits[0])
+    a, b = int(order[row, j]), int(order[row, j + 1])
+    kind = "exact tie" if best[row, j] == best[row, j + 1] else "near-tie"
+    return (
+        f"{ref.label} input has a {kind} along axis {axis} in slice {row}: "
+        f"positions {a} and {b} ({best[row, j]:.9g} vs {best[row, j + 1]:.9g})"
+    )

@@ -1,0 +1,144 @@
+"""The schema of a known-false-positive rules file (oracles/known_false_positives.yml and
+the user's own), as strict pydantic models: a typo in a key, an op name or a regex is an
+error when the file is loaded, never a rule that silently matches nothing (or everything).
+
+Matcher semantics, which every rule file relies on:
+  - the kinds of matcher of one rule (`message`, `ops`, `margin`) are ANDed: each kind given
+    narrows the rule;
+  - the entries of one list (several regexes, several op patterns, several op types in
+    `op` or `after`) are ORed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import onnx.defs
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from backends.spec import ADAPTERS
+from oracles.patterns import ANY_PRODUCER, TIE_OPS
+
+RuleVerdict = Literal["crash", "wrong_result", "timeout"]
+DtypeClass = Literal["float", "int", "bool"]
+ValueCondition = Literal["ties", "nan"]
+ANY_BACKEND = "*"
+
+
+def _known_ops(names: list[str], allow_any: bool = False) -> list[str]:
+    for name in names:
+        if not (allow_any and name == ANY_PRODUCER) and not onnx.defs.has(name):
+            raise ValueError(f"unknown ONNX op type {name!r}")
+    return names
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Scope(Strict):
+    """Where a rule may apply at all: checked before any matcher runs."""
+
+    backends: list[str] = Field(default_factory=lambda: [ANY_BACKEND], min_length=1)
+    """Backend names (as in a backend spec: onnxruntime, tvm, openvino, torch.compile,
+    tensorrt, or a plugin's module:Class), or `*` for every backend."""
+    verdicts: list[RuleVerdict] = Field(min_length=1)
+    ops: list[str] = Field(default_factory=list)
+    """The model must contain one of these op types; empty: any model."""
+
+    @field_validator("backends")
+    @classmethod
+    def _backends(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name != ANY_BACKEND and name not in ADAPTERS and ":" not in name:
+                raise ValueError(f"unknown backend {name!r} (known: {', '.join(sorted(ADAPTERS))}, or *)")
+        return names
+
+    @field_validator("ops")
+    @classmethod
+    def _ops(cls, names: list[str]) -> list[str]:
+        return _known_ops(names)
+
+
+class OpPattern(Strict):
+    """A node of one of the `op` types, optionally fed by an `after` op (looking through
+    data movement such as Reshape or Transpose; `*`: any op that computes, as opposed to a
+    graph input or a constant), optionally with input/output element type classes, and
+    optionally a condition on its input values at run time (`ties`, `nan`).
+
+    For a wrong result, the node must lie in the ancestor cone of an output that mismatched,
+    so a rule never hides a bug in an unrelated output."""
+
+    op: list[str] = Field(min_length=1)
+    after: list[str] = Field(default_factory=list)
+    input_dtype: DtypeClass | None = None
+    """Of the node's first input."""
+    output_dtype: DtypeClass | None = None
+    """Of the node's first output."""
+    values: ValueCondition | None = None
+    """`ties`: the deciding elements of ArgMax/ArgMin/Hardmax/TopK tie (equal, or within a
+    relative 2^-10 in float32, 2^-5 in float16, 2^-20 in float64). `nan`: an input holds NaN."""
+
+    @field_validator("op")
+    @classmethod
+    def _op(cls, names: list[str]) -> list[str]:
+        return _known_ops(names)
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, names: list[str]) -> list[str]:
+        return _known_ops(names, allow_any=True)
+
+    @model_validator(mode="after")
+    def _ties_need_arg_ops(self) -> OpPattern:
+        if self.values == "ties" and not set(self.op) <= set(TIE_OPS):
+            raise ValueError(f"values: ties applies to {', '.join(TIE_OPS)} only")
+        return self
+
+
+class Matchers(Strict):
+    message: list[str] = Field(default_factory=list)
+    """Regular expressions searched for in the judgement's message (the backend's error for
+    a crash or timeout, the comparison summary for a wrong result)."""
+    ops: list[OpPattern] = Field(default_factory=list)
+    margin: bool = False
+    """The numeric-margin check (oracles.margin): an operand of an unsafe op within δ of
+    its invalid domain. With `ops`, the unsafe op must be one the patterns matched; for a
+    wrong result, it must lie in the cone of a mismatching output."""
+
+    @field_validator("message")
+    @classmethod
+    def _regexes(cls, patterns: list[str]) -> list[str]:
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"bad regex {p!r}: {e}") from e
+        return patterns
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Matchers:
+        if not (self.message or self.ops or self.margin):
+            raise ValueError("a rule needs at least one matcher (message, ops or margin)")
+        return self
+
+
+class Rule(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    """Why a hit is not a bug in the system under test: what a maintainer reads."""
+    overrides: bool = False
+    """In a user file: replace the shipped rule of the same id (otherwise a clash is an error)."""
+    scope: Scope
+    match: Matchers
+
+    @property
+    def count_key(self) -> str:
+        """The campaign's counter for cases this rule filtered."""
+        return f"filtered:{self.id}"
+
+
+class RulesFile(Strict):
+    rules: list[Rule]

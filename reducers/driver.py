@@ -1,0 +1,150 @@
+"""The fixpoint driver: run the passes in order until a whole round changes nothing.
+
+One `Tester` serves every pass, so the cache, the test bound and the time bound
+cover the whole reduction, and the result records each accepted step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from reducers.case import Case, TensorValues
+from reducers.passes import POLISH_PASSES, STRUCTURAL_PASSES, Context, Pass
+from reducers.tester import BudgetExhausted, ReduceConfig, Tester, TesterStats
+
+
+class NotInteresting(ValueError):
+    """The starting case does not pass the predicate: there is nothing to reduce."""
+
+
+class Step(BaseModel):
+    pass_name: str
+    nodes_before: int
+    nodes_after: int
+    bytes_before: int
+    bytes_after: int
+    tests: int
+    """Tests run so far, when this step was accepted."""
+
+
+class ReductionResult(BaseModel):
+    config: ReduceConfig
+    nodes_before: int
+    nodes_after: int
+    bytes_before: int
+    bytes_after: int
+    rounds: int = 0
+    steps: list[Step] = Field(default_factory=list)
+    stats: TesterStats = Field(default_factory=TesterStats)
+
+
+class Progress(BaseModel):
+    """What a progress bar shows after each batch of tests."""
+
+    tests: int
+    nodes: int
+    pass_name: str
+
+
+MAX_ROUNDS = 20
+"""A safety net: every pass only shrinks, so a fixpoint comes long before this."""
+
+
+def _nbytes(case: Case) -> int:
+    return int(case.model.ByteSize()) + sum(int(a.nbytes) for a in case.inputs.values())
+
+
+def reduce_case(
+    case: Case,
+    predicate: Callable[[Case], bool],
+    config: ReduceConfig | None = None,
+    values: TensorValues | None = None,
+    phases: Sequence[Sequence[tuple[str, Pass]]] = (STRUCTURAL_PASSES, POLISH_PASSES),
+    on_progress: Callable[[Progress], None] | None = None,
+) -> tuple[Case, ReductionResult]:
+    """The smallest case found that still passes `predicate`, and how it was found.
+
+    Raises NotInteresting when `case` itself does not pass.
+    """
+    cfg = config or ReduceConfig()
+    tester: Tester[Case] = Tester(predicate, Case.shape_key, cfg)
+    result = ReductionResult(
+        config=cfg, nodes_before=case.size, nodes_after=case.size, bytes_before=_nbytes(case), bytes_after=_nbytes(case)
+    )
+    where = Progress(tests=0, nodes=case.size, pass_name="check")
+
+    def report(stats: TesterStats) -> None:
+        where.tests = stats.tests
+        if on_progress is not None:
+            on_progress(where.model_copy())
+
+    tester.on_test = report
+    started = time.monotonic()
+    current = case
+    try:
+        if tester.first_success([case]) != 0:
+            raise NotInteresting("the starting model does not pass the check")
+        current = _fixpoint(case, Context(tester, values), phases, result, where)
+    except BudgetExhausted:
+        pass  # only the first check can get here; every pass keeps its own progress
+    finally:
+        tester.close()
+    result.stats = tester.stats
+    result.stats.elapsed_s = time.monotonic() - started
+    result.nodes_after, result.bytes_after = current.size, _nbytes(current)
+    return current, result
+
+
+def _fixpoint(
+    case: Case,
+    ctx: Context,
+    phases: Sequence[Sequence[tuple[str, Pass]]],
+    result: ReductionResult,
+    where: Progress,
+) -> Case:
+    """Each phase to its own fixpoint, in order; the sweep repeats while a later phase
+    changed anything an earlier one might now exploit. Node removal (the first phase)
+    thus finishes before the polish passes spend tests on nodes that will go anyway."""
+    for _ in range(MAX_ROUNDS):
+        result.rounds += 1
+        changed_late = False
+        for k, phase in enumerate(phases):
+            case, changed = _run_phase(case, ctx, phase, result, where)
+            if ctx.tester.stats.stopped:
+                return case
+            changed_late = changed if k > 0 else changed_late
+        if not changed_late or len(phases) < 2:
+            break
+    return case
+
+
+def _run_phase(
+    case: Case, ctx: Context, passes: Sequence[tuple[str, Pass]], result: ReductionResult, where: Progress
+) -> tuple[Case, bool]:
+    any_change = False
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for name, run in passes:
+            where.pass_name, where.nodes = name, case.size
+            smaller = run(case, ctx)
+            if smaller is not None:
+                result.steps.append(
+                    Step(
+                        pass_name=name,
+                        nodes_before=case.size,
+                        nodes_after=smaller.size,
+                        bytes_before=_nbytes(case),
+                        bytes_after=_nbytes(smaller),
+                        tests=ctx.tester.stats.tests,
+                    )
+                )
+                case, changed = smaller, True
+            if ctx.tester.stats.stopped:
+                return case, True
+        any_change = any_change or changed
+        if not changed:
+            break
+    return case, any_change

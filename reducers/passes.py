@@ -1,0 +1,186 @@
+"""The named reduction passes. Each takes the current case and returns a smaller one
+that still passes the predicate, or None when it found nothing; the driver runs them
+in order until none finds anything.
+
+Passes that try one edit at a time (bypass, initializers, attributes, shapes) list
+every candidate edit in a fixed order and take the first success, then start over
+on the smaller case: the batch keeps N jobs busy, the fixed order keeps the result
+independent of N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from reducers import edit
+from reducers.case import Case, TensorValues, tensor_types
+from reducers.ddmin import ddmin
+from reducers.tester import BudgetExhausted, Tester
+
+
+@dataclass
+class Context:
+    tester: Tester[Case]
+    values: TensorValues | None = None
+    """Where cut tensors get their values; None leaves them to the check (external mode)."""
+    _memo: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def values_for(self, case: Case) -> dict[str, np.ndarray] | None:
+        """Every tensor's value in `case`, computed once per distinct model; empty when
+        the reference cannot run it (cut tensors then become inputs without values)."""
+        if self.values is None:
+            return None
+        key = case.key()
+        if key not in self._memo:
+            self._memo.clear()  # only the current case is ever asked for twice
+            try:
+                self._memo[key] = self.values(case.model, case.inputs)
+            except Exception:  # noqa: BLE001 - a reference that cannot run this model gives no values
+                self._memo[key] = {}
+        return self._memo[key]
+
+
+Pass = Callable[[Case, Context], Case | None]
+
+
+def _first_of(ctx: Context, case: Case, candidates: Callable[[Case], Iterator[Case | None]]) -> Case | None:
+    """Apply the first accepted candidate again and again; the last accepted case, if any."""
+    best: Case | None = None
+    try:
+        while True:
+            cands = list(candidates(best or case))
+            hit = ctx.tester.first_success(cands)
+            if hit is None:
+                return best
+            best = cands[hit]
+    except BudgetExhausted:
+        return best
+
+
+def drop_outputs(case: Case, ctx: Context) -> Case | None:
+    """Graph outputs the failure does not need (and the nodes only they needed)."""
+    names = [o.name for o in case.model.graph.output]
+    if len(names) < 2:
+        return None
+    kept = ddmin(names, lambda s: edit.keep_outputs(case, s), ctx.tester)
+    return edit.keep_outputs(case, kept) if len(kept) < len(names) else None
+
+
+def drop_nodes(case: Case, ctx: Context) -> Case | None:
+    """ddmin over the node set; cut tensors become graph inputs carrying their values."""
+    n = case.size
+    if n < 2:
+        return None
+    values = ctx.values_for(case)
+    types = tensor_types(case.model)
+    kept = ddmin(list(range(n)), lambda s: edit.keep_nodes(case, s, values, types), ctx.tester)
+    return edit.keep_nodes(case, kept, values, types) if len(kept) < n else None
+
+
+def _bypasses(case: Case) -> Iterator[Case | None]:
+    types = tensor_types(case.model)
+    for i, node in enumerate(case.model.graph.node):
+        outs = [o for o in node.output if o]
+        if len(outs) != 1 or outs[0] not in types:
+            continue
+        for src in dict.fromkeys(x for x in node.input if x):
+            if types.get(src) == types[outs[0]]:
+                yield edit.bypass(case, i, src)
+
+
+def bypass_nodes(case: Case, ctx: Context) -> Case | None:
+    """A node replaced by one of its inputs of the same type and shape."""
+    return _first_of(ctx, case, _bypasses)
+
+
+def _initializer_edits(case: Case) -> Iterator[Case | None]:
+    for t in case.model.graph.initializer:
+        value = numpy_helper.to_array(t)
+        if value.dtype.kind not in "biuf":
+            continue
+        if value.size and ((value == 0).all() or (value == 1).all()):
+            continue  # a constant is as simple as it gets; moving it out would hide it
+        yield edit.replace_initializer(case, t.name, "zeros")
+        yield edit.replace_initializer(case, t.name, "ones")
+        yield edit.replace_initializer(case, t.name, "input")
+
+
+def simplify_initializers(case: Case, ctx: Context) -> Case | None:
+    """Weights turned into zeros or ones, or else into plain graph inputs."""
+    return _first_of(ctx, case, _initializer_edits)
+
+
+def _schema_attr(node: onnx.NodeProto, opset: int, name: str) -> onnx.defs.OpSchema.Attribute | None:
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except onnx.defs.SchemaError:
+        return None
+    return schema.attributes.get(name)
+
+
+def _attribute_edits(case: Case) -> Iterator[Case | None]:
+    opset = {o.domain: o.version for o in case.model.opset_import}
+    for i, node in enumerate(case.model.graph.node):
+        for a in node.attribute:
+            spec = _schema_attr(node, opset.get(node.domain, opset.get("ai.onnx", 1)), a.name)
+            if spec is None or spec.required:
+                continue
+            yield edit.drop_attribute(case, i, a.name)
+
+
+def default_attributes(case: Case, ctx: Context) -> Case | None:
+    """Optional attributes removed, so they take their schema default."""
+    return _first_of(ctx, case, _attribute_edits)
+
+
+def _shape_edits(case: Case) -> Iterator[Case | None]:
+    inits = {t.name for t in case.model.graph.initializer}
+    for vi in case.model.graph.input:
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in vi.type.tensor_type.shape.dim]
+        if vi.name in inits or not dims or 0 in dims or max(dims) <= 1:
+            continue
+        ones = [1] * len(dims)
+        halves = [max(1, (d + 1) // 2) for d in dims]
+        yield edit.reshape_input(case, vi.name, ones)
+        if halves != ones:
+            yield edit.reshape_input(case, vi.name, halves)
+
+
+def shrink_shapes(case: Case, ctx: Context) -> Case | None:
+    """Graph inputs made smaller, where shape inference and the checker still agree."""
+    return _first_of(ctx, case, _shape_edits)
+
+
+def tidy(case: Case, ctx: Context) -> Case | None:
+    """Dead code out (rebuild does it) and short names in: one test."""
+    renamed = edit.short_names(case)
+    if renamed is None:
+        return None
+    try:
+        return renamed if ctx.tester.first_success([renamed]) == 0 else None
+    except BudgetExhausted:
+        return None
+
+
+STRUCTURAL_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("drop_nodes", drop_nodes),
+    ("drop_outputs", drop_outputs),
+    ("bypass_nodes", bypass_nodes),
+)
+"""Passes that remove nodes. drop_nodes comes first: cutting nodes also drops the
+outputs they made, which on generated models is cheaper than ddmin over outputs first."""
+
+POLISH_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("simplify_initializers", simplify_initializers),
+    ("default_attributes", default_attributes),
+    ("shrink_shapes", shrink_shapes),
+    ("tidy", tidy),
+)
+"""Passes that keep the node count and make what is left simpler to read."""
+
+DEFAULT_PASSES = STRUCTURAL_PASSES + POLISH_PASSES

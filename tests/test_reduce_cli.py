@@ -1,0 +1,158 @@
+"""`fuzzbot reduce` end to end: an external --check command, bad input, and the reduction
+of a real onnxruntime wrong-result finding to a bundle whose repro still fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import pytest
+
+from backends.client import WorkerClient
+from backends.reference import ReferenceError, run_reference
+from backends.spec import parse_backend
+from bench.reduce import plant
+from bot.bundle import Finding, load_bundle, write_bundle
+from bot.repro import render_repro
+from generator.api import GenConfig, generate
+from oracles.margin import is_unstable
+from oracles.signature import op_signature
+from oracles.tolerances import ToleranceConfig
+from oracles.verdict import Verdict, judge
+from tests.conftest import CliResult
+
+Cli = Callable[..., CliResult]
+
+PAIR_CHECK = """
+import sys
+import onnx
+m = onnx.load(sys.argv[1])
+made = {o: n.op_type for n in m.graph.node for o in n.output}
+sys.exit(1 if any(n.op_type == "Softsign" and made.get(i) == "Sigmoid" for n in m.graph.node for i in n.input) else 0)
+"""
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    for seed in range(19, 60):
+        m = plant(generate(seed, GenConfig(nodes=12, values="none")).model, "pair")
+        if m is not None:
+            path = tmp_path / "model.onnx"
+            onnx.save(m, str(path))
+            return path
+    raise AssertionError("no model took the trigger")
+
+
+def _check(tmp_path: Path) -> str:
+    script = tmp_path / "check.py"
+    script.write_text(PAIR_CHECK)
+    return f"{sys.executable} {script} {{model}}"
+
+
+def test_external_check_reduces_to_the_op_pair(cli: Cli, tmp_path: Path, planted: Path) -> None:
+    out = tmp_path / "out.onnx"
+    r = cli("reduce", str(planted), "--check", _check(tmp_path), "--out", str(out), "--jobs", "2")
+    assert r.code == 0, r.err
+    reduced = onnx.load(str(out))
+    assert [n.op_type for n in reduced.graph.node] == ["Sigmoid", "Softsign"]
+    assert "Softsign" in out.with_suffix(".txt").read_text()
+    assert f"reduced {len(onnx.load(str(planted)).graph.node)} -> 2 nodes" in r.err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["missing.onnx", "--check", "false {model}"], "no such file"),
+        (["corrupt.onnx", "--check", "false {model}"], "not a readable ONNX model"),
+        (["model.onnx", "--check", "false {model}", "--budget", "soon"], "--budget"),
+        (["model.onnx", "--check", "true {model}"], "exits 0 on the original model"),
+        (["model.onnx", "--check", "false"], "must contain {model}"),
+        (["model.onnx"], "needs --check"),
+        (["nowhere"], "no such file or folder"),
+        (["bare"], "not a finding bundle"),
+    ],
+)
+def test_bad_input_is_one_error_line(cli: Cli, tmp_path: Path, planted: Path, args: list[str], expected: str) -> None:
+    (tmp_path / "corrupt.onnx").write_bytes(b"\x08\x07garbage")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "model.onnx").write_bytes(planted.read_bytes())
+    args = [str(tmp_path / a) if a.endswith(".onnx") or a in ("nowhere", "bare") else a for a in args]
+    r = cli("reduce", *args)
+    assert r.code == 1
+    assert len(r.err_lines) == 1 and r.err_lines[0].startswith("error:"), r.err
+    assert expected in r.err
+    assert "Traceback" not in r.err
+
+
+def _wrong_result_bundle(dest: Path) -> Path:
+    """A real onnxruntime wrong result, from the first seed that gives one."""
+    spec = parse_backend("onnxruntime:all")
+    with WorkerClient(spec) as client:
+        for seed in (78, 267, 290, 356, *range(400, 600)):
+            case = generate(seed, GenConfig(nodes=8))
+            try:
+                reference = run_reference(case.model, case.inputs)
+            except ReferenceError:
+                continue
+            result = client.run(case.model.SerializeToString(), case.inputs)
+            bounds = ToleranceConfig().for_outputs(case.model, "onnxruntime")
+            j = judge(result, reference, op_signature(case.model), per_output=bounds)
+            if (
+                j.verdict is Verdict.wrong_result
+                and result.backend is not None
+                and not is_unstable(case.model, case.inputs)
+            ):
+                finding = Finding(**dict(j), backend=result.backend, seed=seed)
+                repro = render_repro(case.model, case.inputs, reference, spec, j.signature)
+                return write_bundle(dest, case.model, case.inputs, reference, finding, repro)
+    raise AssertionError("no seed gave a wrong result on onnxruntime")
+
+
+def test_real_wrong_result_reduces_to_a_failing_repro(cli: Cli, tmp_path: Path) -> None:
+    bundle = _wrong_result_bundle(tmp_path / "finding")
+    before = len(load_bundle(bundle).model.graph.node)
+    r = cli("reduce", str(bundle), "--jobs", "2", "--budget", "60s")
+    assert r.code == 0, r.err
+    reduced = bundle / "reduced"
+    small = load_bundle(reduced)
+    assert len(small.model.graph.node) <= max(3, before // 2)
+    assert small.finding is not None and small.finding.verdict is Verdict.wrong_result
+    result = json.loads((reduced / "reduction.json").read_text())
+    assert result["nodes_before"] == before and result["stats"]["tests"] > 0 and result["steps"]
+    assert (reduced / "model.txt").read_text().strip()
+    repro = subprocess.run([sys.executable, str(reduced / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert repro.returncode == 1, repro.stdout + repro.stderr
+    assert "BUG:" in repro.stdout
+
+
+def test_injected_segfault_reduces_to_one_node(cli: Cli, tmp_path: Path) -> None:
+    case = generate(3, GenConfig(nodes=4))
+    spec = parse_backend("onnxruntime:all")
+    fault = {"kind": "segv", "every": 1}
+    with WorkerClient(spec, fault=fault) as client:
+        result = client.run(case.model.SerializeToString(), case.inputs)
+    reference = run_reference(case.model, case.inputs)
+    j = judge(result, reference, op_signature(case.model))
+    assert j.verdict is Verdict.crash and result.backend is not None
+    bundle = write_bundle(
+        tmp_path / "crash", case.model, case.inputs, reference, Finding(**dict(j), backend=result.backend)
+    )
+    r = cli("reduce", str(bundle), "--test-fault", "segv", "--budget", "60s", "--out", str(tmp_path / "small"))
+    assert r.code == 0, r.err
+    small = load_bundle(tmp_path / "small")
+    assert len(small.model.graph.node) == 1
+    assert small.finding is not None and small.finding.symptom == j.symptom
+
+
+def test_crash_messages_match_by_normalized_similarity() -> None:
+    from bot.reduce import similar_messages
+
+    a = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n3_Conv) Op (Conv) kernel 3 mismatch at /tmp/y.cc:12"
+    same_bug = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n0) Op (Conv) kernel 5 mismatch at /src/y.cc:99"
+    other = "ValueError: cannot reshape array of size 6 into shape (4,)"
+    assert similar_messages(a, same_bug)
+    assert not similar_messages(a, other)

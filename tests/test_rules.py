@@ -1,0 +1,354 @@
+"""Known-false-positive rules on real runs: small models run on the real onnxruntime in a
+worker, judged against the torch reference, then matched against the shipped rules.
+
+The disagreements are real ones found by probing: onnxruntime's vectorised Sigmoid differs
+from torch's by an ulp, which flips near-ties, comparisons and square roots of near-zero
+differences, and its Clip ignores a NaN bound that torch propagates.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import oracles
+from backends.client import WorkerClient
+from backends.reference import run_reference
+from backends.results import Status
+from backends.spec import parse_backend
+from oracles.intermediates import CaseValues, tie
+from oracles.patterns import GraphView
+from oracles.rules import SHIPPED_RULES, CaseView, RulesError, RuleSet, load_rules, read_rules_file
+from oracles.verdict import Judgement, Verdict, judge
+
+F32 = TensorProto.FLOAT
+SIGMOID_FLIPS = (np.float32(-1.7805507), np.float32(-1.7805506))
+"""a < b, and onnxruntime's Sigmoid(a) >= Sigmoid(b) although torch's is 1.5e-8 smaller."""
+
+
+@pytest.fixture(scope="module")
+def ort() -> Iterator[WorkerClient]:
+    with WorkerClient(parse_backend("onnxruntime:all"), timeout_s=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def rules() -> RuleSet:
+    return load_rules()
+
+
+def model(
+    nodes: list[onnx.NodeProto],
+    inputs: Mapping[str, tuple[int, list[int]]],
+    outputs: Mapping[str, tuple[int, list[int] | None]],
+    initializers: list[onnx.TensorProto] | None = None,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "rules",
+        [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+        [helper.make_tensor_value_info(n, t, s) for n, (t, s) in outputs.items()],
+        initializer=initializers or [],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def run_case(client: WorkerClient, m: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> CaseView:
+    result = client.run(m.SerializeToString(), inputs)
+    expected = run_reference(m, inputs) if result.status is Status.ok else {}  # failures need no reference
+    j = judge(result, expected, "+".join(n.op_type for n in m.graph.node))
+    return CaseView(backend="onnxruntime", model=m, inputs=inputs, judgement=j)
+
+
+def sigmoid_argmax() -> onnx.ModelProto:
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("ArgMax", ["s"], ["y"], axis=1, name="am")]
+    return model(nodes, {"x": (F32, [1, 2])}, {"y": (TensorProto.INT64, [1, 1])})
+
+
+def sigmoid_less(a: str, b: str, out: str, tag: str) -> list[onnx.NodeProto]:
+    return [
+        helper.make_node("Sigmoid", [a], [f"s{a}"]),
+        helper.make_node("Sigmoid", [b], [f"s{b}"]),
+        helper.make_node("Less", [f"s{a}", f"s{b}"], [out], name=tag),
+    ]
+
+
+def test_shipped_rules_are_package_data_with_reasons(rules: RuleSet) -> None:
+    assert SHIPPED_RULES.parent == Path(oracles.__file__).resolve().parent
+    pyproject = tomllib.loads((Path(oracles.__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert SHIPPED_RULES.name in pyproject["tool"]["setuptools"]["package-data"]["oracles"]
+    want = {"unstable-margin", "rounding-discontinuity", "float-comparison", "arg-ties", "nan-max-min-clip"}
+    assert want | {"resource-exhaustion"} <= set(rules.ids)
+    assert rules.ids[-1] == "unstable-margin", "the catch-all margin rule must come after the specific ones"
+    assert all(len(r.reason) > 40 for r in rules.rules)
+    assert rules.rules[0].count_key == f"filtered:{rules.ids[0]}"
+
+
+def test_argmax_near_tie_is_filtered_and_clear_winner_is_not(ort: WorkerClient, rules: RuleSet) -> None:
+    m = sigmoid_argmax()
+    tied = run_case(ort, m, {"x": np.array([SIGMOID_FLIPS], np.float32)})
+    assert tied.judgement.verdict is Verdict.wrong_result, tied.judgement
+    hit = rules.match(tied)
+    assert hit is not None and hit.rule_id == "arg-ties", hit
+    assert hit.count_key == "filtered:arg-ties"
+    assert "'am'" in hit.explanation and "near-tie" in hit.explanation
+    clear = run_case(ort, m, {"x": np.array([[0.0, 2.0]], np.float32)})
+    assert clear.judgement.verdict is Verdict.pass_
+    assert rules.match(clear) is None
+    # The same wrong verdict on values with a clear winner: the rule reads the values.
+    counterfactual = CaseView("onnxruntime", m, clear.inputs, tied.judgement)
+    assert rules.match(counterfactual) is None
+
+
+def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
+    """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
+    follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,
+    would be a real bug: the rule only covers computed operands."""
+    repeats = helper.make_tensor("repeats", TensorProto.INT64, [2], [1, 2])
+    nodes = [
+        helper.make_node("Tile", ["x", "repeats"], ["t"]),
+        helper.make_node("ArgMax", ["t"], ["y"], axis=1, select_last_index=1, name="am"),
+    ]
+    m = model(nodes, {"x": (F32, [1, 2])}, {"y": (TensorProto.INT64, [1, 1])}, [repeats])
+    x = {"x": np.array([[5.0, 5.0]], np.float32)}
+    assert run_case(ort, m, x).judgement.verdict is Verdict.pass_
+    tied = run_case(ort, sigmoid_argmax(), {"x": np.array([SIGMOID_FLIPS], np.float32)})
+    assert tied.judgement.verdict is Verdict.wrong_result
+    assert rules.match(CaseView("onnxruntime", m, x, tied.judgement)) is None
+    computed = [helper.make_node("Sigmoid", ["x"], ["s"]), *nodes]
+    computed[1].input[0] = "s"
+    m2 = model(computed, {"x": (F32, [1, 2])}, {"y": (TensorProto.INT64, [1, 1])}, [repeats])
+    hit = rules.match(CaseView("onnxruntime", m2, x, tied.judgement))
+    assert hit is not None and hit.rule_id == "arg-ties", hit
+    assert "exact tie" in hit.explanation and "fed by Sigmoid" in hit.explanation
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tied"), [(np.float16, True), (np.float32, False)], ids=["float16-2^-5", "float32-2^-10"]
+)
+def test_tie_width_follows_the_dtype(dtype: type[np.floating], tied: bool) -> None:
+    """1.0 against 1.02 is 2^-5.6 apart: a tie in float16, a clear winner in float32."""
+    t = TensorProto.FLOAT16 if dtype is np.float16 else F32
+    m = model([helper.make_node("ArgMax", ["x"], ["y"], axis=1)], {"x": (t, [1, 3])}, {"y": (TensorProto.INT64, None)})
+    values = CaseValues(m, {"x": np.array([[1.0, 1.02, -3.0]], dtype)})
+    found = tie(GraphView(m).nodes[0], values)
+    assert (found is not None) == tied, found
+    exact = CaseValues(m, {"x": np.array([[-3.0, 5.0, 5.0]], dtype)})
+    assert "exact tie" in (tie(GraphView(m).nodes[0], exact) or "") and "positions 1 and 2" in (
+        tie(GraphView(m).nodes[0], exact) or ""
+    )
+
+
+def test_nan_bound_of_clip_is_filtered(ort: WorkerClient, rules: RuleSet) -> None:
+    """onnxruntime ignores a NaN bound of Clip, torch propagates it: ONNX leaves it open."""
+    x = np.array([-2.0, 0.25, 0.5, 3.0], np.float32)
+
+    def clip(lo: float) -> onnx.ModelProto:
+        bounds = [helper.make_tensor("lo", F32, [], [lo]), helper.make_tensor("hi", F32, [], [1.0])]
+        node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")
+        return model([node], {"x": (F32, [4])}, {"y": (F32, [4])}, bounds)
+
+    nan = run_case(ort, clip(float("nan")), {"x": x})
+    assert nan.judgement.verdict is Verdict.wrong_result
+    assert nan.judgement.comparison is not None and "nonfinite" in nan.judgement.message
+    hit = rules.match(nan)
+    assert hit is not None and hit.rule_id == "nan-max-min-clip", hit
+    assert "input 1 ('lo') holds NaN" in hit.explanation
+    assert run_case(ort, clip(0.0), {"x": x}).judgement.verdict is Verdict.pass_
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_propagate_nan_in_both_runtimes(ort: WorkerClient, op: str) -> None:
+    """Recorded behaviour: onnxruntime's CPU Max/Min propagate NaN like torch, so the NaN
+    rule has nothing to hide for them on this backend (it does for Clip)."""
+    m = model([helper.make_node(op, ["a", "b"], ["y"])], {"a": (F32, [3]), "b": (F32, [3])}, {"y": (F32, [3])})
+    nan = np.float32("nan")
+    case = run_case(ort, m, {"a": np.array([nan, 1, nan], np.float32), "b": np.array([0, nan, nan], np.float32)})
+    assert case.judgement.verdict is Verdict.pass_
+
+
+def test_less_on_computed_floats_is_filtered(ort: WorkerClient, rules: RuleSet) -> None:
+    m = model(sigmoid_less("a", "b", "y", "lt"), {"a": (F32, [1]), "b": (F32, [1])}, {"y": (TensorProto.BOOL, [1])})
+    a, b = SIGMOID_FLIPS
+    case = run_case(ort, m, {"a": np.array([a], np.float32), "b": np.array([b], np.float32)})
+    assert case.judgement.verdict is Verdict.wrong_result
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "float-comparison", hit
+    assert "Less node 'lt' on float inputs, fed by Sigmoid" in hit.explanation
+
+
+def test_pattern_on_a_matching_output_does_not_hide_another_output(ort: WorkerClient, rules: RuleSet) -> None:
+    """Two outputs: a Less whose operands are far apart (agrees) and an ArgMax on a
+    near-tie (mismatches). The Less lies outside the mismatching output's cone."""
+    nodes = [
+        *sigmoid_less("a", "b", "lt_out", "lt"),
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("ArgMax", ["s"], ["am_out"], axis=1, name="am"),
+    ]
+    ins = {"a": (F32, [1]), "b": (F32, [1]), "x": (F32, [1, 2])}
+    m = model(nodes, ins, {"lt_out": (TensorProto.BOOL, [1]), "am_out": (TensorProto.INT64, [1, 1])})
+    inputs = {"a": np.array([-3.0], np.float32), "b": np.array([3.0], np.float32)}
+    case = run_case(ort, m, {**inputs, "x": np.array([SIGMOID_FLIPS], np.float32)})
+    assert case.judgement.comparison is not None
+    assert [o.name for o in case.judgement.comparison.outputs if o.mismatch] == ["am_out"]
+    comparison_only = RuleSet([r for r in rules.rules if r.id == "float-comparison"])
+    assert comparison_only.match(case) is None
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "arg-ties"
+
+
+def test_margin_rule_sqrt_near_zero(ort: WorkerClient, rules: RuleSet) -> None:
+    """sqrt(sigmoid(b) - sigmoid(a)): 1.5e-8 under torch, below zero (NaN) in onnxruntime."""
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["sa"]),
+        helper.make_node("Sigmoid", ["b"], ["sb"]),
+        helper.make_node("Sub", ["sb", "sa"], ["d"]),
+        helper.make_node("Sqrt", ["d"], ["y"], name="root"),
+    ]
+    m = model(nodes, {"a": (F32, [1]), "b": (F32, [1])}, {"y": (F32, [1])})
+    a, b = SIGMOID_FLIPS
+    near = run_case(ort, m, {"a": np.array([a], np.float32), "b": np.array([b], np.float32)})
+    assert near.judgement.verdict is Verdict.wrong_result
+    hit = rules.match(near)
+    assert hit is not None and hit.rule_id == "unstable-margin", hit
+    assert "'root'" in hit.explanation or "root (Sqrt)" in hit.explanation
+    far = {"a": np.array([-3.0], np.float32), "b": np.array([3.0], np.float32)}  # sqrt(0.9)
+    assert run_case(ort, m, far).judgement.verdict is Verdict.pass_
+    assert rules.match(CaseView("onnxruntime", m, far, near.judgement)) is None
+
+
+@pytest.mark.parametrize("step", ["Floor", "Cast"])
+def test_sigmoid_near_the_step_through_a_reshape(ort: WorkerClient, rules: RuleSet, step: str) -> None:
+    """Sigmoid saturates onto 1.0 in one runtime and stays at 0.99999994 in the other; the
+    Reshape between them copies the rounding, so the pattern looks through it."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [16, 16])
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("Reshape", ["s", "shape"], ["r"]),
+        helper.make_node(step, ["r"], ["y"], name="step"),
+    ]
+    if step == "Cast":
+        nodes[-1].attribute.append(helper.make_attribute("to", TensorProto.INT32))
+    out = TensorProto.INT32 if step == "Cast" else F32
+    m = model(nodes, {"x": (F32, [256])}, {"y": (out, [16, 16])}, [shape])
+    case = run_case(ort, m, {"x": np.linspace(16.0, 16.5, 256, dtype=np.float32)})
+    assert case.judgement.verdict is Verdict.wrong_result
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "rounding-discontinuity", hit
+    assert f"{step} node 'step'" in hit.explanation and "fed by Sigmoid" in hit.explanation
+    assert "numeric margin" in hit.explanation
+
+
+def huge_expand() -> onnx.ModelProto:
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [100_000, 100_000])
+    return model([helper.make_node("Expand", ["x", "shape"], ["y"])], {"x": (F32, [1])}, {"y": (F32, None)}, [shape])
+
+
+def bad_reshape() -> onnx.ModelProto:
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [7])
+    return model([helper.make_node("Reshape", ["x", "shape"], ["y"])], {"x": (F32, [4])}, {"y": (F32, None)}, [shape])
+
+
+def test_crash_messages_by_regex(rules: RuleSet, tmp_path: Path) -> None:
+    """A real allocation failure under the worker's memory cap is filtered; a real shape
+    error is not, until a user rule names its message."""
+    with WorkerClient(parse_backend("onnxruntime:all"), timeout_s=30, memory_mb=2000) as capped:
+        oom = run_case(capped, huge_expand(), {"x": np.ones(1, np.float32)})
+        reshape = run_case(capped, bad_reshape(), {"x": np.ones(4, np.float32)})
+    assert oom.judgement.verdict is Verdict.crash and "Failed to allocate memory" in oom.judgement.message
+    hit = rules.match(oom)
+    assert hit is not None and hit.rule_id == "resource-exhaustion"
+    assert reshape.judgement.verdict is Verdict.crash
+    assert rules.match(reshape) is None
+    user = tmp_path / "mine.yml"
+    user.write_text(
+        "rules:\n"
+        "  - id: reshape-size\n"
+        "    description: a Reshape to a size the input does not have\n"
+        "    reason: our generator's known bad shapes\n"
+        "    scope: {backends: [onnxruntime], verdicts: [crash], ops: [Reshape]}\n"
+        "    match: {message: ['[Rr]eshape']}\n"
+    )
+    extended = load_rules(user)
+    assert extended.ids == [*rules.ids, "reshape-size"]
+    found = extended.match(reshape)
+    assert found is not None and found.count_key == "filtered:reshape-size"
+    on_tvm = CaseView("tvm", reshape.model, reshape.inputs, reshape.judgement)
+    assert extended.match(on_tvm) is None, "scoped to onnxruntime"
+
+
+def override_file(tmp_path: Path, overrides: bool, rule_id: str = "unstable-margin") -> Path:
+    path = tmp_path / "override.yml"
+    flag = "    overrides: true\n" if overrides else ""
+    path.write_text(
+        f"rules:\n  - id: {rule_id}\n    description: margin, for tvm only\n    reason: we trust the others\n"
+        f"{flag}    scope: {{backends: [tvm], verdicts: [wrong_result]}}\n    match: {{margin: true}}\n"
+    )
+    return path
+
+
+def test_user_rule_overrides_a_shipped_one_only_when_it_says_so(tmp_path: Path, rules: RuleSet) -> None:
+    replaced = load_rules(override_file(tmp_path, overrides=True))
+    assert replaced.ids == rules.ids
+    assert replaced.rules[-1].scope.backends == ["tvm"]
+    with pytest.raises(RulesError, match=r"override\.yml: rule 'unstable-margin' \(#0\): id already used"):
+        load_rules(override_file(tmp_path, overrides=False))
+    with pytest.raises(RulesError, match="no shipped rule has this id"):
+        load_rules(override_file(tmp_path, overrides=True, rule_id="no-such-rule"))
+
+
+RULE = "  - id: {id}\n    description: d\n    reason: r\n    scope: {{verdicts: [crash]}}\n    match: {match}\n"
+BROKEN = {
+    "yaml": ("rules: [\n  - id: x\n", "invalid YAML at line"),
+    "unknown-key": (
+        RULE.format(id="a", match="{message: [x]}") + "    colour: red\n",
+        "rule 'a' (#0): unknown key 'colour'",
+    ),
+    "bad-regex": (RULE.format(id="b", match="{message: ['(unclosed']}"), "rule 'b' (#0): match.message: bad regex"),
+    "unknown-matcher": (RULE.format(id="c", match="{stack: [x]}"), "rule 'c' (#0): match: unknown key 'stack'"),
+    "no-matcher": (RULE.format(id="d", match="{}"), "rule 'd' (#0): match: a rule needs at least one matcher"),
+    "unknown-op": (RULE.format(id="e", match="{ops: [{op: [Argmax]}]}"), "unknown ONNX op type 'Argmax'"),
+    "ties-on-add": (RULE.format(id="f", match="{ops: [{op: [Add], values: ties}]}"), "values: ties applies to"),
+    "duplicate": (RULE.format(id="g", match="{margin: true}") * 2, "rule 'g' (#1): duplicate id"),
+    "no-id": ("rules:\n  - description: d\n", "rule #0: id: Field required"),
+    "unknown-backend": (
+        RULE.format(id="h", match="{margin: true}").replace(
+            "{verdicts: [crash]}", "{backends: [ort], verdicts: [crash]}"
+        ),
+        "rule 'h' (#0): scope.backends: unknown backend 'ort'",
+    ),
+    "bad-verdict": (
+        RULE.format(id="i", match="{margin: true}").replace("crash", "pass"),
+        "rule 'i' (#0): scope.verdicts.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_broken_rules_file_is_one_line_error(tmp_path: Path, kind: str) -> None:
+    text, expected = BROKEN[kind]
+    path = tmp_path / f"{kind}.yml"
+    path.write_text(text if text.startswith("rules:") else "rules:\n" + text)
+    with pytest.raises(RulesError) as info:
+        read_rules_file(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert expected in message, message
+
+
+def test_missing_user_file_is_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(RulesError, match=r"missing\.yml: cannot read: No such file"):
+        load_rules(tmp_path / "missing.yml")
+
+
+def test_passes_are_never_filtered(rules: RuleSet) -> None:
+    m = sigmoid_argmax()
+    judgement = Judgement(verdict=Verdict.pass_)
+    assert rules.match(CaseView("onnxruntime", m, {"x": np.ones((1, 2), np.float32)}, judgement)) is None

@@ -1,0 +1,292 @@
+"""Verdicts across sides, re-runs, localization, provenance-aware bounds and the
+performance oracle, on real onnxruntime workers (faults injected in the worker are
+real wrong outputs, flaky outputs and slow runs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from backends.client import WorkerClient
+from backends.reference import run_reference
+from backends.spec import parse_backend
+from bot.bundle import Finding
+from bot.config import FuzzConfig, load_config
+from bot.perf_check import compare_perf
+from bot.triage import Side, TieBreaker, Triage
+from oracles.config import OracleConfig
+from oracles.perf import Metric, PerfConfig, judge_perf
+from oracles.rules import load_rules
+from oracles.sides import CrossVerdict, SideRuns, combine
+from oracles.tolerances import DEFAULTS, Tolerance, ToleranceConfig
+from oracles.verdict import Judgement, Verdict
+from tests.conftest import CliResult
+
+ORT = parse_backend("onnxruntime:all")
+
+
+def _model(
+    nodes: list[onnx.NodeProto], inputs: dict[str, int], outputs: dict[str, int], shape: list[int]
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, t, shape) for n, t in inputs.items()],
+        [helper.make_tensor_value_info(n, t, shape) for n, t in outputs.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+class _Case:
+    def __init__(self, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> None:
+        self.model, self.inputs = model, inputs
+        self.model_bytes = model.SerializeToString()
+        self.reference = run_reference(model, inputs)
+
+
+def _tanh_case(scale: float = 1.0) -> _Case:
+    model = _model([helper.make_node("Tanh", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [8])
+    return _Case(model, {"x": np.linspace(-2, 2, 8, dtype=np.float32) * np.float32(scale)})
+
+
+@pytest.fixture
+def triage() -> Triage:
+    return Triage(OracleConfig(), ToleranceConfig(), load_rules())
+
+
+def _side(name: str, fault: str | None = None, spec: str = "onnxruntime:all", python: str = sys.executable) -> Side:
+    f = {"kind": fault, "every": 1} if fault else None
+    return Side(name, WorkerClient(parse_backend(spec), python, 30, fault=f))
+
+
+@pytest.fixture
+def sides() -> Iterator[Callable[..., Side]]:
+    made: list[Side] = []
+
+    def make(*args: str) -> Side:
+        made.append(_side(*args))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.client.close()
+        s.close()
+
+
+def _first(case: _Case, *sides: Side) -> list:  # type: ignore[type-arg]
+    return [s.client.run(case.model_bytes, case.inputs) for s in sides]
+
+
+# --- the table, on real runs ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base_fault", "head_fault", "verdict"),
+    [
+        (None, None, CrossVerdict.pass_),
+        (None, "perturb", CrossVerdict.new_regression),
+        ("perturb", None, CrossVerdict.fixed),
+        ("perturb", "perturb", CrossVerdict.persistent),
+        (None, "flaky", CrossVerdict.flaky),
+        ("flaky", None, CrossVerdict.flaky),
+    ],
+)
+def test_base_and_head_combine_into_the_table_verdict(
+    triage: Triage, sides: Callable[..., Side], base_fault: str | None, head_fault: str | None, verdict: CrossVerdict
+) -> None:
+    case = _tanh_case()
+    base, head = sides("base", base_fault), sides("head", head_fault)
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.verdict is verdict, cross.note
+    bad_runs = [len(s.runs) for s in (cross.base, cross.head) if s is not None]
+    # Candidates are re-run k=3 times on every side; a clean pass is never re-run.
+    assert bad_runs == ([1, 1] if verdict is CrossVerdict.pass_ else [3, 3])
+
+
+def test_a_flaky_side_is_never_a_regression_even_when_its_first_run_was_bad(
+    triage: Triage, sides: Callable[..., Side]
+) -> None:
+    case = _tanh_case(0.5)
+    base, head = sides("base"), sides("head", "flaky")
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.head.first.verdict is Verdict.wrong_result
+    assert [j.verdict for j in cross.head.runs] == [Verdict.wrong_result, Verdict.pass_, Verdict.wrong_result]
+    assert cross.verdict is CrossVerdict.flaky and not cross.verdict.is_reported
+
+
+def test_localization_reruns_at_the_lowest_level_of_the_same_build(triage: Triage, sides: Callable[..., Side]) -> None:
+    case = _tanh_case()
+    head = sides("head", "perturb", "onnxruntime:extended")
+    cross = triage.triage(case, [head], _first(case, head))
+    assert cross.verdict is CrossVerdict.persistent
+    local = cross.head.localization
+    assert local is not None and local.level == "disable"
+    assert local.verdict is Verdict.wrong_result and local.same_signature and not local.depends_on_optimization
+    # At the lowest level already: nothing to localize against.
+    low = sides("low", "perturb", "onnxruntime:disable")
+    assert triage.triage(case, [low], _first(case, low)).head.localization is None
+
+
+def test_a_filtered_side_counts_as_ok_and_a_wholly_filtered_case_names_its_rule(
+    triage: Triage, sides: Callable[..., Side]
+) -> None:
+    """Sqrt with an operand a hair above zero: a real perturbed output there is unstable."""
+    x = np.array([2.0, 1e-7, 2.0, 2.0], np.float32)
+    model = _model([helper.make_node("Sqrt", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [4])
+    case = _Case(model, {"x": x})
+    base, head = sides("base"), sides("head", "perturb")
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.verdict is CrossVerdict.filtered and cross.key == "filtered:unstable-margin"
+    assert len(cross.head.runs) == 1  # a filtered case is not worth re-running
+
+
+def test_the_table_itself_for_unsupported_and_changed_signatures() -> None:
+    def runs(side: str, verdict: Verdict, signature: str = "") -> SideRuns:
+        return SideRuns(side=side, runs=[Judgement(verdict=verdict, signature=signature)] * 3)
+
+    unsupported = runs("base", Verdict.unsupported)
+    assert combine(runs("head", Verdict.crash, "a"), unsupported).verdict is CrossVerdict.new_regression
+    assert combine(runs("head", Verdict.unsupported), runs("base", Verdict.pass_)).verdict is CrossVerdict.unsupported
+    changed = combine(runs("head", Verdict.crash, "b"), runs("base", Verdict.crash, "a"))
+    assert changed.verdict is CrossVerdict.persistent and "signature changed" in changed.note
+    assert combine(runs("head", Verdict.timeout, "hang")).verdict is CrossVerdict.persistent
+
+
+# --- tolerances ------------------------------------------------------------------------
+
+
+def _cast_model() -> onnx.ModelProto:
+    """float16 -> Sqrt -> Cast(float64): the float64 output carries float16 rounding."""
+    nodes = [helper.make_node("Sqrt", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=TensorProto.DOUBLE)]
+    return _model(nodes, {"x": TensorProto.FLOAT16}, {"y": TensorProto.DOUBLE}, [4])
+
+
+def test_an_output_is_judged_at_the_precision_of_its_least_precise_ancestor() -> None:
+    bounds = ToleranceConfig().for_outputs(_cast_model(), "onnxruntime")
+    assert bounds == {"y": DEFAULTS["float16"]}
+    plain = _model([helper.make_node("Sqrt", ["x"], ["y"])], {"x": TensorProto.DOUBLE}, {"y": TensorProto.DOUBLE}, [4])
+    assert ToleranceConfig().for_outputs(plain, None) == {"y": DEFAULTS["float64"]}
+
+
+def test_backend_and_op_overrides_resolve_in_order() -> None:
+    cfg = ToleranceConfig.model_validate(
+        {
+            "dtypes": {"float16": {"atol": 0.02, "rtol": 0.02}},
+            "backends": {"tvm": {"float16": {"atol": 0.05, "rtol": 0.01}}},
+            "ops": {"Sqrt": {"float16": {"atol": 0.001, "rtol": 0.1}}},
+        }
+    )
+    model = _cast_model()
+    # Global dtype override, then the op override loosens only what it names.
+    assert cfg.for_outputs(model, "onnxruntime")["y"] == Tolerance(atol=0.02, rtol=0.1)
+    assert cfg.for_outputs(model, "tvm")["y"] == Tolerance(atol=0.05, rtol=0.1)
+    relu = _model([helper.make_node("Relu", ["x"], ["y"])], {"x": TensorProto.FLOAT16}, {"y": TensorProto.FLOAT16}, [4])
+    assert cfg.for_outputs(relu, "onnxruntime")["y"] == Tolerance(atol=0.02, rtol=0.02)
+
+
+def test_the_flat_tolerance_form_of_older_configs_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "fuzzbot.yml"
+    path.write_text("tolerances:\n  float32: {atol: 0.1, rtol: 0.2}\noracles:\n  reruns: 5\n")
+    cfg = load_config(path, {})
+    assert cfg.tolerances.dtypes["float32"] == Tolerance(atol=0.1, rtol=0.2)
+    assert cfg.oracles.reruns == 5
+
+
+def test_a_broken_oracles_section_is_one_line(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    path = tmp_path / "fuzzbot.yml"
+    path.write_text("oracles:\n  reruns: 0\n")
+    r = cli("fuzz", "--config", str(path))
+    assert r.code == 1 and len(r.err_lines) == 1 and "oracles.reruns" in r.err
+
+
+# --- the campaign ------------------------------------------------------------------------
+
+
+def test_a_flaky_backend_yields_no_findings_only_flaky_bundles(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    out = tmp_path / "out"
+    r = cli("fuzz", "--out", str(out), "--max-tests", "4", "--budget", "60s", "--no-probe", "--test-fault", "flaky")
+    assert r.code == 0, r.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"].get("flaky", 0) >= 1 and summary["findings"] == []
+    flaky = sorted((out / "flaky").iterdir())
+    assert len(flaky) == summary["counts"]["flaky"]
+    finding = Finding.model_validate_json((flaky[0] / "finding.json").read_text())
+    assert finding.across == "flaky" and len(set(finding.runs)) == 2
+
+
+def test_findings_record_their_runs_and_localization(tmp_path: Path) -> None:
+    from bot.campaign import Campaign
+
+    cfg = FuzzConfig(out=tmp_path, probe=False, max_tests=3, budget=60, test_fault={"kind": "perturb"})
+    summary = Campaign(cfg).run()
+    assert summary.findings and all(f.depends_on_optimization is False for f in summary.findings)
+    finding = Finding.model_validate_json((Path(summary.findings[0].path) / "finding.json").read_text())
+    assert finding.runs == [finding.verdict] * 3 and finding.localization is not None
+
+
+# --- performance -----------------------------------------------------------------------
+
+
+def test_perf_judgement_needs_both_the_ratio_and_the_absolute_floor() -> None:
+    cfg = PerfConfig()
+    assert judge_perf(Metric.run, [0.010] * 5, [0.030] * 5, cfg).regression
+    # 3x slower but only 2 microseconds: noise, not a regression.
+    assert not judge_perf(Metric.run, [1e-6] * 5, [3e-6] * 5, cfg).regression
+    # 20 ms slower but only 1.1x: within the machine's variance for a slow compile.
+    assert not judge_perf(Metric.run, [0.200] * 5, [0.220] * 5, cfg).regression
+    # Medians, not means: one outlier on head does not make a regression.
+    assert not judge_perf(Metric.run, [0.01] * 5, [0.01, 0.01, 0.01, 0.01, 5.0], cfg).regression
+    assert judge_perf(Metric.run, [0.030] * 5, [0.010] * 5, cfg).improvement
+
+
+def test_a_really_slower_head_is_a_perf_regression_and_the_reverse_an_improvement(
+    sides: Callable[..., Side],
+) -> None:
+    case = _tanh_case()
+    fast, slow = sides("base").client, sides("head", "slow").client
+    cfg = PerfConfig(repeats=3)
+    run = {j.metric: j for j in compare_perf(fast, slow, case.model_bytes, case.inputs, cfg)}
+    assert run[Metric.run].regression and run[Metric.run].head_median_s >= 0.05
+    assert not run[Metric.compile].regression
+    back = {j.metric: j for j in compare_perf(slow, fast, case.model_bytes, case.inputs, cfg)}
+    assert back[Metric.run].improvement and not back[Metric.run].regression
+
+
+# --- the second reference -----------------------------------------------------------------
+
+
+def _lrn_case() -> _Case:
+    """LRN, where onnx.reference normalises across the batch instead of the channels."""
+    node = helper.make_node("LRN", ["x"], ["y"], size=3, alpha=1.0)
+    model = _model([node], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [2, 3, 2, 2])
+    x = np.random.default_rng(0).uniform(-2, 2, (2, 3, 2, 2)).astype(np.float32)
+    return _Case(model, {"x": x})
+
+
+def test_references_that_disagree_set_the_wrong_result_aside(sides: Callable[..., Side]) -> None:
+    case = _lrn_case()
+    alone = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    head = sides("head", "perturb")
+    cross = alone.triage(case, [head], _first(case, head))
+    assert cross.key == "filtered:reference-disagreement"
+    assert cross.head.rule_detail.startswith("onnx.reference:")
+
+
+def test_plain_onnxruntime_breaks_the_tie_in_favour_of_the_torch_reference(sides: Callable[..., Side]) -> None:
+    case = _lrn_case()
+    tiebreak = TieBreaker()
+    try:
+        triage = Triage(OracleConfig(), ToleranceConfig(), load_rules(), tiebreak)
+        head = sides("head", "perturb")
+        cross = triage.triage(case, [head], _first(case, head))
+    finally:
+        tiebreak.close()
+    assert cross.verdict is CrossVerdict.persistent
+    assert "onnxruntime:disable agrees with the torch reference" in cross.head.rule_detail

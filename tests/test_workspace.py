@@ -1,0 +1,141 @@
+"""Workspaces for real: git worktrees of the toy compiler's history, venvs built by the
+recipe, and the toy adapter answering from each build in its own worker process."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from backends.client import WorkerClient
+from backends.results import Status
+from backends.spec import parse_backend
+from bot.sides_config import CompilerConfig
+from bot.workspace import BuildFailed, PreparedSide, Workspace, WorkspaceError, commits_between, prepare_side
+from oracles.verdict import Verdict, judge
+from tests.toy_repo import (
+    BACKEND,
+    ToyCase,
+    ToyRepo,
+    build_cache,
+    plain_case,
+    toy_compiler_config,
+    toy_repo,
+    trigger_case,
+)
+
+__all__ = ["build_cache", "toy_repo"]  # session fixtures shared with test_bisect: each commit is built once
+
+
+@pytest.fixture(scope="module")
+def sides(toy_repo: ToyRepo, build_cache: Path) -> tuple[PreparedSide, PreparedSide]:
+    workspace = Workspace(toy_compiler_config(toy_repo, base="fusion", head="docs"), build_cache)
+    return workspace.prepare_side("base"), workspace.prepare_side("head")
+
+
+def _verdict(python: Path, case: ToyCase, level: str = "O1") -> Verdict:
+    spec = parse_backend(BACKEND.rsplit(":", 1)[0] + f":{level}")
+    with WorkerClient(spec, str(python)) as client:
+        result = client.run(case.model.SerializeToString(), case.inputs)
+    assert result.status in (Status.ok, Status.error), result.message
+    return judge(result, case.expected, "toy").verdict
+
+
+def test_two_refs_build_into_two_venvs_where_only_head_has_the_bug(
+    sides: tuple[PreparedSide, PreparedSide], toy_repo: ToyRepo
+) -> None:
+    base, head = sides
+    assert (base.commit, head.commit) == (toy_repo.sha("fusion"), toy_repo.sha("docs"))
+    assert base.python != head.python and base.python.is_file() and head.python.is_file()
+    assert base.label.startswith("base ") and head.label.startswith("head ")
+    assert _verdict(base.python, trigger_case()) is Verdict.pass_
+    assert _verdict(head.python, trigger_case()) is Verdict.wrong_result
+    assert _verdict(head.python, trigger_case(), level="O0") is Verdict.pass_  # the bug needs the fusion pass
+    assert _verdict(head.python, plain_case()) is Verdict.pass_  # Mul feeding Add is still fused right
+
+
+def test_a_second_prepare_comes_from_the_cache_without_rerunning_the_recipe(
+    sides: tuple[PreparedSide, PreparedSide], toy_repo: ToyRepo, build_cache: Path
+) -> None:
+    _, head = sides
+    assert head.log is not None
+    before = head.log.stat().st_mtime_ns
+    start = time.monotonic()
+    again = prepare_side(toy_compiler_config(toy_repo, head="docs"), "head", build_cache)
+    assert again.cached and time.monotonic() - start < 2.0
+    assert again.python == head.python and again.commit == head.commit
+    assert head.log.stat().st_mtime_ns == before
+
+
+def test_an_interrupted_build_is_redone(toy_repo: ToyRepo, build_cache: Path) -> None:
+    workspace = Workspace(toy_compiler_config(toy_repo), build_cache)
+    first = workspace.prepare_commit(toy_repo.sha("readme"))
+    assert first.log is not None
+    (first.log.parent / ".complete").unlink()  # as if the process had died before the marker
+    second = workspace.prepare_commit(toy_repo.sha("readme"))
+    assert not second.cached and (first.log.parent / ".complete").exists()
+    assert second.log is not None and "$ pip install --no-build-isolation ." in second.log.read_text()
+
+
+def test_two_builders_of_one_commit_build_it_once(toy_repo: ToyRepo, build_cache: Path) -> None:
+    """The lock: a second process (here a thread with its own Workspace) waits, then reuses the build."""
+    sha = toy_repo.sha("div")
+    cfg = toy_compiler_config(toy_repo)
+    with ThreadPoolExecutor(2) as pool:
+        sides = list(pool.map(lambda _: Workspace(cfg, build_cache).prepare_commit(sha), [0, 1]))
+    assert sorted(s.cached for s in sides) == [False, True]
+    assert sides[0].python == sides[1].python
+
+
+def test_a_side_that_fails_to_build_names_the_command_and_the_log(toy_repo: ToyRepo, build_cache: Path) -> None:
+    cfg = toy_compiler_config(toy_repo, head="broken")
+    with pytest.raises(BuildFailed) as e:
+        prepare_side(cfg, "head", build_cache)
+    message, log = str(e.value), e.value.log
+    assert "\n" not in message and log is not None
+    assert message.startswith(f"head {toy_repo.sha('broken')}"[:17])
+    assert "`pip install --no-build-isolation .` exited with code" in message and str(log) in message
+    text = log.read_text()
+    assert "$ pip install --no-build-isolation ." in text and "Unclosed array" in text  # pip's TOML error
+    with pytest.raises(BuildFailed) as again:  # a failure is retried by default...
+        prepare_side(cfg, "head", build_cache)
+    assert not again.value.cached
+    built = log.stat().st_mtime_ns
+    with pytest.raises(BuildFailed) as known:  # ...or, when asked, reported from the record
+        Workspace(cfg, build_cache, retry_failed=False).prepare_side("head")
+    assert known.value.cached and str(known.value) == message and log.stat().st_mtime_ns == built
+
+
+def test_unknown_refs_and_missing_repos_are_one_line(toy_repo: ToyRepo, tmp_path: Path) -> None:
+    recipe = toy_compiler_config(toy_repo).model_dump()
+    cfg = CompilerConfig.model_validate({**recipe, "head": {"ref": "no-such-branch"}})
+    with pytest.raises(WorkspaceError, match=r"^unknown ref 'no-such-branch' in "):
+        prepare_side(cfg, "head", tmp_path)
+    assert Workspace(cfg, tmp_path).resolve("origin/main") == toy_repo.sha("docs")  # as CI names it
+    gone = CompilerConfig.model_validate({**cfg.model_dump(), "repo": str(tmp_path / "nowhere")})
+    with pytest.raises(WorkspaceError, match=r"^cannot clone compiler.repo .*nowhere"):
+        prepare_side(gone, "base", tmp_path)
+
+
+def test_python_and_pip_sides(toy_repo: ToyRepo, build_cache: Path) -> None:
+    cfg = CompilerConfig.model_validate(
+        {**toy_compiler_config(toy_repo).model_dump(), "base": {"python": sys.executable}, "head": {"pip": ["numpy"]}}
+    )
+    base = prepare_side(cfg, "base", build_cache)
+    assert base.python == Path(sys.executable) and base.commit is None and base.log is None
+    head = prepare_side(cfg, "head", build_cache)
+    assert head.commit is None and head.label == "head numpy" and head.python.is_file()
+    assert prepare_side(cfg, "head", build_cache).cached
+
+
+def test_commits_between_lists_the_range_oldest_first(toy_repo: ToyRepo) -> None:
+    commits = commits_between(toy_repo.path, toy_repo.sha("fusion"), toy_repo.sha("docs"))
+    names = ["readme", "div", "broken", "fixbuild", "bug", "docs"]
+    assert [c.sha for c in commits] == [toy_repo.sha(n) for n in names]
+    assert commits[4].subject == "kernels: simplify the fused multiply-add"
+    assert commits[4].author == "Toy Dev <dev@toycc.test>" and commits[4].date.startswith("2026-01-")
+    with pytest.raises(WorkspaceError, match="not an ancestor"):
+        commits_between(toy_repo.path, toy_repo.sha("docs"), toy_repo.sha("wip_fix"))

@@ -1,0 +1,228 @@
+"""A real git history of the toy compiler (tests/toycompiler) with a known culprit.
+
+Main branch, oldest first:
+
+    initial   kernels only, O1 runs no passes
+    fusion    the Mul+Add/Sub fusion pass (correct)
+    readme    unrelated: docs
+    div       unrelated: a Div kernel
+    broken    packaging typo: the build fails (bisect must skip it)
+    fixbuild  packaging fixed
+    bug       the culprit: the fused kernel computes c - a*b for Mul feeding Sub
+    docs      unrelated: docs
+
+Branch `wip` forks at `fixbuild`: `wip_bug` introduces the same bug together with a
+broken build, `wip_fix` repairs the build, so the range fixbuild..wip_fix cannot be
+decided. Every named commit is also tagged with its name. Author and committer dates
+are fixed, so the SHAs are the same on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from bot.sides_config import CompilerConfig
+from bot.workspace import file_lock
+
+SOURCE = Path(__file__).resolve().parent / "toycompiler"
+
+BROKEN_PYPROJECT = ('dependencies = ["numpy", "onnx"]', 'dependencies = ["numpy", "onnx"')
+BUG = ("a * b + c if sign > 0 else a * b - c", "a * b + c if sign > 0 else c - a * b")
+DIV = ('    "Div": np.divide,\n', "")
+NO_PASS_IMPORT = ("from .passes import Pass, fuse_mul_add", "from .passes import Pass")
+NO_PASS_LEVEL = ('"O1": (fuse_mul_add,),', '"O1": (),')
+
+Edit = tuple[str, str]
+
+BACKEND = "toycc.fuzzbot:ToyAdapter:O1"
+
+
+@dataclass(frozen=True)
+class ToyRepo:
+    path: Path
+    commits: dict[str, str]
+    """name -> full SHA, for the names in this module's docstring."""
+
+    def sha(self, name: str) -> str:
+        return self.commits[name]
+
+
+class _Builder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tick = 0
+
+    def git(self, *args: str) -> str:
+        self.tick += 1
+        date = f"2026-01-{1 + self.tick // 24:02d}T{self.tick % 24:02d}:00:00+00:00"
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "Toy Dev",
+            "GIT_AUTHOR_EMAIL": "dev@toycc.test",
+            "GIT_COMMITTER_NAME": "Toy Dev",
+            "GIT_COMMITTER_EMAIL": "dev@toycc.test",
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_DATE": date,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        done = subprocess.run(["git", *args], cwd=self.path, env=env, check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def edit(self, file: str, *edits: Edit) -> None:
+        target = self.path / file
+        text = target.read_text()
+        for old, new in edits:
+            assert old in text, f"fixture edit of {file}: {old!r} not found"
+            text = text.replace(old, new, 1)
+        target.write_text(text)
+
+    def restore(self, file: str) -> None:
+        shutil.copy(SOURCE / file, self.path / file)
+
+    def commit(self, subject: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", subject)
+        return self.git("rev-parse", "HEAD")
+
+
+def _main_branch(b: _Builder) -> dict[str, str]:
+    shas: dict[str, str] = {}
+    steps: list[tuple[str, str, Callable[[], None]]] = [
+        ("initial", "Initial toycc: numpy kernels, levels O0 and O1", lambda: _initial(b)),
+        ("fusion", "passes: fuse Mul feeding Add or Sub into FusedMulAdd", lambda: _fusion(b)),
+        ("readme", "README: describe the levels", lambda: _append(b, "README.md", "Levels: O0, O1.\n")),
+        ("div", "kernels: add Div", lambda: b.restore("toycc/kernels.py")),
+        ("broken", "packaging: tidy the dependency list", lambda: b.edit("pyproject.toml", BROKEN_PYPROJECT)),
+        ("fixbuild", "packaging: fix the dependency list", lambda: b.restore("pyproject.toml")),
+        ("bug", "kernels: simplify the fused multiply-add", lambda: b.edit("toycc/kernels.py", BUG)),
+        ("docs", "README: mention the test suite", lambda: _append(b, "README.md", "Tested by fuzzbot.\n")),
+    ]
+    for name, subject, change in steps:
+        change()
+        shas[name] = b.commit(subject)
+    return shas
+
+
+def _initial(b: _Builder) -> None:
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    shutil.copytree(SOURCE, b.path, dirs_exist_ok=True, ignore=skip)
+    b.edit("toycc/kernels.py", DIV)
+    b.edit("toycc/compiler.py", NO_PASS_IMPORT, NO_PASS_LEVEL)
+    passes = (b.path / "toycc/passes.py").read_text()
+    (b.path / "toycc/passes.py").write_text(passes[: passes.index("\n\ndef fuse_mul_add")] + "\n")
+
+
+def _fusion(b: _Builder) -> None:
+    b.restore("toycc/compiler.py")
+    b.restore("toycc/passes.py")
+
+
+def _append(b: _Builder, file: str, text: str) -> None:
+    with open(b.path / file, "a") as f:
+        f.write("\n" + text)
+
+
+def build_toy_repo(path: Path) -> ToyRepo:
+    """Create the history in `path` (an empty or missing folder)."""
+    path.mkdir(parents=True, exist_ok=True)
+    b = _Builder(path)
+    b.git("init", "-q", "-b", "main")
+    shas = _main_branch(b)
+    b.git("checkout", "-q", "-b", "wip", shas["fixbuild"])
+    b.edit("pyproject.toml", BROKEN_PYPROJECT)
+    b.edit("toycc/kernels.py", BUG)
+    shas["wip_bug"] = b.commit("kernels: rework the fused multiply-add (WIP)")
+    b.restore("pyproject.toml")
+    shas["wip_fix"] = b.commit("packaging: fix the dependency list again")
+    b.git("checkout", "-q", "main")
+    for name, sha in shas.items():
+        b.git("tag", name, sha)
+    return ToyRepo(path, shas)
+
+
+def shared_toy_repo(root: Path) -> ToyRepo:
+    """The history in `root`, built by the first caller; later callers read its SHAs back."""
+    shas = root / "shas.json"
+    with file_lock(root.with_name(root.name + ".lock")):
+        if not shas.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            repo = build_toy_repo(root / "repo")
+            shas.write_text(json.dumps(repo.commits))
+    return ToyRepo(root / "repo", json.loads(shas.read_text()))
+
+
+# Each test module that imports these fixtures gets its own instance of them, so both
+# live in the session's base temp folder: every module sees one repo and one build cache.
+
+
+@pytest.fixture(scope="session")
+def toy_repo(tmp_path_factory: pytest.TempPathFactory) -> ToyRepo:
+    return shared_toy_repo(tmp_path_factory.getbasetemp() / "toycc-history")
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache for the session, so each toy commit is built once."""
+    path = tmp_path_factory.getbasetemp() / "toycc-builds"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def toy_compiler_config(repo: ToyRepo, base: str = "fusion", head: str = "docs") -> CompilerConfig:
+    """The recipe the tests build with: numpy, onnx and setuptools installed once, and each
+    commit installed without build isolation, so a commit builds in about a second."""
+    return CompilerConfig(
+        repo=str(repo.path),
+        packages=["numpy", "onnx", "setuptools", "wheel"],
+        build=["pip install --no-build-isolation ."],
+        base={"ref": repo.sha(base)},
+        head={"ref": repo.sha(head)},
+    )
+
+
+@dataclass(frozen=True)
+class ToyCase:
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+
+
+def _model(nodes: list[onnx.NodeProto], name: str) -> onnx.ModelProto:
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("x", "y", "z", "out")]
+    graph = helper.make_graph(nodes, name, io[:3], io[3:])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {n: rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32) for n in ("x", "y", "z")}
+
+
+def trigger_case() -> ToyCase:
+    """Mul feeding the first operand of Sub: fused at O1, wrong from the `bug` commit on."""
+    nodes = [helper.make_node("Mul", ["x", "y"], ["t"]), helper.make_node("Sub", ["t", "z"], ["out"])]
+    i = _inputs()
+    return ToyCase(_model(nodes, "mul_sub"), i, {"out": i["x"] * i["y"] - i["z"]})
+
+
+def plain_case() -> ToyCase:
+    """Mul feeding Add, then Relu: fused at O1 too, but right at every commit."""
+    nodes = [
+        helper.make_node("Mul", ["x", "y"], ["t"]),
+        helper.make_node("Add", ["t", "z"], ["u"]),
+        helper.make_node("Relu", ["u"], ["out"]),
+    ]
+    i = _inputs()
+    return ToyCase(_model(nodes, "mul_add_relu"), i, {"out": np.maximum(i["x"] * i["y"] + i["z"], 0)})
