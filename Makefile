@@ -21,8 +21,17 @@ fuzz: $(BIN)/fuzzbot
 
 test: $(BIN)/fuzzbot lint typecheck unit
 
+WORKFLOWS := .github/workflows/*.yml examples/workflows/*.yml
+
+# The Action too: workflows (actionlint; shellcheck and pyflakes off, so every machine
+# sees the same), workflows and action.yml against the schemas vendored in
+# check-jsonschema (no download), and the Dockerfile (hadolint).
 lint: $(BIN)/fuzzbot
 	$(BIN)/ruff check .
+	$(BIN)/actionlint -shellcheck= -pyflakes= $(WORKFLOWS)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-actions action.yml
+	$(BIN)/hadolint Dockerfile
 
 typecheck: $(BIN)/fuzzbot
 	$(BIN)/mypy

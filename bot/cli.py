@@ -31,6 +31,7 @@ from bot.display import coverage_table, live_progress, probe_progress, summary_t
 from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
 from bot.reduce_cli import ReduceError, reduce_command
+from bot.report_cli import ReportError, report_command
 from bot.side_builds import CannotCompare, prepare_sides
 from bot.store import StoreError
 from bot.summary import SideRecord, Summary, write_summary
@@ -318,6 +319,7 @@ def _print_runs(rows: list[dict[str, Any]]) -> None:
 
 
 app.command("reduce")(reduce_command)
+app.command("report")(report_command)
 app.command("bisect")(bisect_command)
 app.command("merge")(merge_command)
 app.command("config-schema")(config_schema_command)
@@ -337,6 +339,7 @@ _USER_ERRORS = (
     SchemaError,
     StoreError,
     BisectError,
+    ReportError,
 )
 
 

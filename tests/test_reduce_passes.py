@@ -127,6 +127,21 @@ def test_optional_attributes_go_back_to_their_defaults_required_ones_stay() -> N
     assert [a.name for a in concat.attribute] == ["axis"]
 
 
+def test_polish_at_once_is_one_test_when_the_bug_ignores_attributes_shapes_and_names() -> None:
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3), helper.make_node("Neg", ["a"], ["y"])]
+    case = Case(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})
+    ctx = _ctx(_has("LeakyRelu"))
+    out = passes.polish_at_once(case, ctx)
+    assert out is not None and ctx.tester.stats.tests == 1
+    assert not out.model.graph.node[0].attribute and [v.shape for v in out.inputs.values()] == [(1, 1)]
+    # A bug that needs alpha: the second candidate of the same batch keeps the attributes.
+    needs_alpha = _ctx(lambda c: bool(c.model.graph.node[0].attribute) and _runs(c))
+    kept = passes.polish_at_once(case, needs_alpha)
+    assert kept is not None and needs_alpha.tester.stats.tests == 2
+    assert kept.model.graph.node[0].attribute[0].f == pytest.approx(0.3)
+    assert [v.shape for v in kept.inputs.values()] == [(1, 1)]
+
+
 def test_input_shapes_shrink_and_outputs_follow() -> None:
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     case = Case(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})

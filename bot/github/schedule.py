@@ -1,0 +1,98 @@
+"""Scheduled runs: one issue per fingerprint. A new bug opens an issue; a bug whose issue is
+open gets an occurrence comment (at most daily); a bug whose issue was closed as fixed and
+that is back opens a new issue, `(2)`, `(3)` like syzbot, linking the old one. An issue a
+person closed as not planned stays closed: the bot does not argue with a triage decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bot.github.actions import BOT_LABEL, Action, occurrence_due
+from bot.github.client import IssueInfo, Reader
+from bot.github.findings import Item, Report
+from bot.github.render import head_commit, issue_body, issue_title, occurrence_comment, status_comment
+from bot.github.text import STATUS_MARKER, find_clean_runs, find_fingerprint, find_recurrence, occurrence_marker
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Decisions that write nothing (an issue left closed or open, and why)."""
+
+
+def reportable(report: Report) -> list[Item]:
+    """The bugs of the run, one per fingerprint: fixed findings are good news, not issues."""
+    seen: dict[str, Item] = {}
+    for item in report.items:
+        if item.across != "fixed":
+            seen.setdefault(item.ref.fingerprint, item)
+    return list(seen.values())
+
+
+def latest_by_fingerprint(issues: Iterable[IssueInfo]) -> dict[str, IssueInfo]:
+    latest: dict[str, IssueInfo] = {}
+    for issue in issues:
+        fp = find_fingerprint(issue.body)
+        if fp is None:
+            continue
+        old = latest.get(fp)
+        if old is None or find_recurrence(issue.body) > find_recurrence(old.body):
+            latest[fp] = issue
+    return latest
+
+
+def labels_for(item: Item) -> list[str]:
+    labels = [BOT_LABEL, f"fuzzbot:{item.ref.verdict.value}"]
+    if item.across == "new_regression":
+        labels.append("fuzzbot:regression")
+    return labels
+
+
+def plan_issues(report: Report, reader: Reader, issues: list[IssueInfo]) -> Plan:
+    plan = Plan()
+    latest = latest_by_fingerprint(issues)
+    for item in reportable(report):
+        fp = item.ref.fingerprint
+        issue = latest.get(fp)
+        if issue is None:
+            plan.actions.append(_open(item, report, 1, None))
+        elif issue.state == "open":
+            _seen_open(plan, item, report, reader, issue)
+        elif issue.state_reason == "not_planned":
+            plan.notes.append(f"#{issue.number} ({fp}) was closed as not planned: not reopened")
+        else:
+            plan.actions.append(_open(item, report, find_recurrence(issue.body) + 1, issue.number))
+    return plan
+
+
+def _open(item: Item, report: Report, recurrence: int, previous: int | None) -> Action:
+    return Action(
+        kind="open_issue",
+        key=f"issue-{item.ref.fingerprint}-{recurrence}",
+        title=issue_title(item, recurrence),
+        body=issue_body(item, report, recurrence, previous),
+        labels=labels_for(item),
+        fingerprint=item.ref.fingerprint,
+        recurrence=recurrence,
+    )
+
+
+def _seen_open(plan: Plan, item: Item, report: Report, reader: Reader, issue: IssueInfo) -> None:
+    """Seen again: an occurrence comment when due, and the auto-close count back to zero."""
+    if occurrence_due(reader, issue):
+        plan.actions.append(
+            Action(
+                kind="occurrence",
+                key=f"occurrence-{issue.number}",
+                number=issue.number,
+                body=occurrence_comment(item, report),
+                marker=occurrence_marker(report.run_id),
+            )
+        )
+    status = next((c for c in reader.comments(issue.number) if STATUS_MARKER in c.body), None)
+    if status is not None and find_clean_runs(status.body)[0] > 0:
+        body = status_comment(0, 0, head_commit(report), report.run_id)
+        plan.actions.append(Action(kind="status", key=f"status-{issue.number}", number=issue.number, body=body))

