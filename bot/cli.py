@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -26,7 +26,7 @@ from bot.bisect_cli import bisect_command
 from bot.bundle import BundleError, load_bundle, write_bundle
 from bot.campaign import Campaign, SideSetup
 from bot.case_source import Shard
-from bot.config import ConfigError, FuzzConfig, TestFault, load_config, parse_duration
+from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
@@ -59,14 +59,10 @@ class UserError(Exception):
 
 
 def _fault(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    kind, _, every = text.partition(":")
     try:
-        return TestFault(kind=kind, every=int(every or 1)).model_dump()
+        return parse_test_fault(text)
     except ValueError as e:
-        kinds = ", ".join(get_args(TestFault.model_fields["kind"].annotation))
-        raise UserError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e
+        raise UserError(str(e)) from e
 
 
 @app.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -57,6 +57,18 @@ class ReduceSettings(BaseModel):
     budget: Duration = Field(60.0, description="time limit per finding, e.g. 60s")
     max_tests: int = Field(300, ge=1, description="test limit per finding")
     max_findings: int = Field(10, ge=0, description="findings reduced per campaign (in the order found)")
+
+
+def parse_test_fault(text: str | None) -> dict[str, Any] | None:
+    """`KIND[:EVERY]` from the hidden `--test-fault` flags; ValueError says what is valid."""
+    if not text:
+        return None
+    kind, _, every = text.partition(":")
+    try:
+        return TestFault(kind=kind, every=int(every or 1)).model_dump()
+    except (ValueError, ValidationError) as e:
+        kinds = ", ".join(get_args(TestFault.model_fields["kind"].annotation))
+        raise ValueError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e
 
 
 class FuzzConfig(BaseModel):

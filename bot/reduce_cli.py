@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bot.config import TestFault, parse_duration
+from bot.config import parse_duration, parse_test_fault
 from bot.reduce import reduce_bundle, reduce_model_file
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
@@ -59,13 +58,10 @@ def _seconds(text: str, flag: str) -> float:
 
 
 def _fault(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    kind, _, every = text.partition(":")
     try:
-        return TestFault(kind=kind, every=int(every or 1)).model_dump()
-    except (ValueError, ValidationError) as e:
-        raise ReduceError(f"--test-fault {text!r}: expected KIND[:EVERY]") from e
+        return parse_test_fault(text)
+    except ValueError as e:
+        raise ReduceError(str(e)) from e
 
 
 def reduce_command(

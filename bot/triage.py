@@ -11,6 +11,7 @@ reported.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -79,8 +80,13 @@ class TieBreaker:
     def __init__(self) -> None:
         self.client: WorkerClient | None = None
         self.unavailable = False
+        self._lock = threading.Lock()  # one worker, shared by every lane of a campaign
 
     def agrees(self, case: Case, per_output: dict[str, Tolerance]) -> bool:
+        with self._lock:
+            return self._agrees(case, per_output)
+
+    def _agrees(self, case: Case, per_output: dict[str, Tolerance]) -> bool:
         if self.unavailable:
             return False
         if self.client is None:

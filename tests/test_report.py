@@ -507,3 +507,18 @@ def test_fuzzbot_runs_without_pygithub_and_report_says_what_is_missing(
     monkeypatch.setitem(sys.modules, "github", None)  # as if PyGithub were not installed
     r = report(two_builds, "--mode", "schedule")
     assert r.code == 1 and len(r.err_lines) == 1 and "pip install pygithub==2.10.0" in r.err
+
+
+def test_no_head_interpreter_means_no_issue_is_closed(tmp_path: Path) -> None:
+    """A merge job on a fresh runner has none of the shards' venvs: it must not fall back to
+    its own interpreter, where a repro may pass on another build."""
+    from bot.github.findings import load_report
+    from bot.github.run import _head_python
+
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = {"tests": 0, "sides": {"head": {"label": "head", "python": str(tmp_path / "gone" / "python")}}}
+    (out / "summary.json").write_text(json.dumps(summary))
+    report = load_report(out)
+    assert _head_python(report, None) is None
+    assert _head_python(report, "/usr/bin/python3") == "/usr/bin/python3"

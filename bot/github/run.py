@@ -55,7 +55,10 @@ def run_report(opts: ReportOptions) -> int:
         _step_summary(action.body, secrets)
         code = exit_code(report, opts.fail_on_regression)
     else:
-        runner = ReproRunner(_head_python(report, opts.python), opts.repro_timeout_s)
+        python = _head_python(report, opts.python)
+        if python is None:
+            print("warning: head's interpreter is not here: no issue closed (give --python)", file=sys.stderr)
+        runner = ReproRunner(python, opts.repro_timeout_s) if python else None
         _schedule(report, reader, sink, runner, opts.close_after)
         _step_summary(_outcomes(sink.log), secrets)
     sink.finish()
@@ -83,25 +86,31 @@ def _connect(opts: ReportOptions, policy: RetryPolicy) -> tuple[Reader, DryRunSi
     return RetryingReader(tracker, policy), sink
 
 
-def _head_python(report: Report, flag: str | None) -> str:
-    """The interpreter with head's build: --python, else the campaign's head side."""
+def _head_python(report: Report, flag: str | None) -> str | None:
+    """The interpreter with head's build: --python, else the campaign's head side, when it
+    exists on this machine. Never this process's own interpreter: a repro that passes on
+    another build would close an issue that is not fixed (a merge job on a fresh runner
+    has none of the shards' venvs; it needs --python)."""
     if flag:
         return flag
     head = report.summary.sides.get("head")
-    if head is not None and head.python:
-        return head.python
-    if report.summary.backend is not None and report.summary.backend.executable:
-        return report.summary.backend.executable
-    return sys.executable
+    recorded = [head.python if head is not None else None]
+    recorded.append(report.summary.backend.executable if report.summary.backend is not None else None)
+    for path in recorded:
+        if path and Path(path).is_file():
+            return path
+    return None
 
 
-def _schedule(report: Report, reader: Reader, sink: Sink, runner: ReproRunner, close_after: int) -> None:
+def _schedule(report: Report, reader: Reader, sink: Sink, runner: ReproRunner | None, close_after: int) -> None:
     issues = reader.bot_issues(BOT_LABEL)
     opened = plan_issues(report, reader, issues)
     for note in opened.notes:
         sink.note(note)
     for action in opened.actions:
         sink.send(action)
+    if runner is None:  # no build of head to ask: leave every count as it is
+        return
     seen = {item.ref.fingerprint for item in reportable(report)}
     closing = plan_closes(report, reader, issues, seen, runner, close_after)
     for note in closing.notes:
