@@ -32,9 +32,9 @@ from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
 from bot.reduce_cli import ReduceError, reduce_command
 from bot.report_cli import ReportError, report_command
-from bot.side_builds import CannotCompare, prepare_sides
+from bot.side_builds import CannotCompare, cannot_compare, prepare_sides
 from bot.store import StoreError
-from bot.summary import SideRecord, Summary, write_summary
+from bot.summary import SideRecord, Summary
 from bot.workspace import WorkspaceError
 from generator.api import GenConfig, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
@@ -127,9 +127,7 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
         except BackendUnavailable as e:
             if cfg.compiler is None:
                 raise
-            reason = f"cannot compare: {e}"
-            write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
-            raise CannotCompare(reason) from e
+            raise cannot_compare(cfg, records, e) from e
     if campaign.summary.support is not None:
         s = campaign.summary.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")

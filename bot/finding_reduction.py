@@ -22,8 +22,8 @@ from bot.config import ReduceSettings
 from bot.reduce import ClientPool, StillPasses, reduce_bundle
 from bot.store import FindingStore
 from bot.summary import FindingRef, Summary
-from oracles.signature import canonical_ops, fingerprint
-from oracles.verdict import Verdict
+from oracles.signature import canonical_ops
+from oracles.verdict import Verdict, wrong_result_name
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,12 @@ class SideRun:
     fault: dict[str, object] | None = None
 
 
-def final_name(reduced: Path, finding: Finding) -> tuple[str, str]:
+def final_name(model: onnx.ModelProto, finding: Finding) -> tuple[str, str]:
     """(signature, fingerprint) of a reduced finding: for a wrong result, from the reduced
     model's structure; otherwise what the reducer kept (the same normalized message)."""
     if finding.verdict is not Verdict.wrong_result:
         return finding.signature, finding.fingerprint
-    model = onnx.load(str(reduced / "model.onnx"))
-    signature = f"{finding.symptom} in {canonical_ops(model)}"
-    return signature, fingerprint(finding.backend.name, Verdict.wrong_result.value, signature)
+    return wrong_result_name(finding.backend.name, finding.symptom, canonical_ops(model))
 
 
 def reduce_one(ref: FindingRef, culprit: SideRun, other: SideRun | None, cfg: ReduceSettings) -> Path | None:
@@ -76,9 +74,10 @@ def rename_finding(ref: FindingRef, reduced: Path, summary: Summary, store: Find
     """Give `ref` its final name; False when that name belongs to an earlier finding, whose
     occurrences then absorb this one's."""
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
-    signature, fp = final_name(reduced, finding)
+    model = onnx.load(str(reduced / "model.onnx"))
+    signature, fp = final_name(model, finding)
     ref.reduced_path = str(reduced)
-    ref.reduced_nodes = len(onnx.load(str(reduced / "model.onnx")).graph.node)
+    ref.reduced_nodes = len(model.graph.node)
     old = ref.fingerprint
     if fp != old:
         finding = finding.model_copy(update={"signature": signature, "fingerprint": fp})

@@ -20,6 +20,13 @@ class CannotCompare(Exception):
     """One side could not be built or prepared; the message is one line and names the log."""
 
 
+def cannot_compare(cfg: FuzzConfig, records: dict[str, SideRecord], why: object) -> CannotCompare:
+    """Record in summary.json why no test ran, before the error is shown."""
+    reason = f"cannot compare: {why}"
+    write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
+    return CannotCompare(reason)
+
+
 def prepare_sides(
     cfg: FuzzConfig, on_side: Callable[[str, SideRecord], None] = lambda name, rec: None
 ) -> tuple[list[SideSetup], dict[str, SideRecord]]:
@@ -32,10 +39,8 @@ def prepare_sides(
     for which in ("base", "head"):
         try:
             side = workspace.prepare_side(which)
-        except WorkspaceError as e:
-            reason = f"cannot compare: {e}"  # the workspace's message names the side
-            write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
-            raise CannotCompare(reason) from e
+        except WorkspaceError as e:  # its message names the side, the command and the log
+            raise cannot_compare(cfg, records, e) from e
         record = SideRecord(
             label=side.label,
             commit=side.commit,

@@ -72,14 +72,21 @@ def judge(
     comparison = compare(expected, result.outputs, tolerances, per_output)
     if comparison.ok:
         return Judgement(verdict=Verdict.pass_, stage=stage, comparison=comparison)
-    kinds = sorted({o.mismatch.value for o in comparison.outputs if o.mismatch})
-    signature = f"{'+'.join(kinds)} in {op_signature}"
+    symptom = "+".join(sorted({o.mismatch.value for o in comparison.outputs if o.mismatch}))
+    signature, fp = wrong_result_name(backend, symptom, op_signature)
     return Judgement(
         verdict=Verdict.wrong_result,
         stage="run",
-        symptom="+".join(kinds),
+        symptom=symptom,
         message=comparison.summary(),
         signature=signature,
-        fingerprint=fingerprint(backend, Verdict.wrong_result.value, signature),
+        fingerprint=fp,
         comparison=comparison,
     )
+
+
+def wrong_result_name(backend: str, symptom: str, op_signature: str) -> tuple[str, str]:
+    """(signature, fingerprint) of a wrong result: its kind of mismatch and the ops that
+    produced it; after reduction `op_signature` is the reduced model's canonical form."""
+    signature = f"{symptom} in {op_signature}"
+    return signature, fingerprint(backend, Verdict.wrong_result.value, signature)
