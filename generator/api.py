@@ -16,11 +16,11 @@ from generator.binning import BinChooser
 from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
 from generator.emit import IR_VERSION, draw_values, emit_model
+from generator.feasibility import Feasibility
 from generator.graph import Graph
 from generator.grow import Allowed, Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
-from generator.ranges import Feasibility
 from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 

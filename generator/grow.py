@@ -22,7 +22,7 @@ import z3
 
 from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.graph import GNode, Graph
-from generator.ops.base import OpSpec
+from generator.ops.base import MAX_WORK, OpSpec
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class Grower:
         for o in outs:
             cons += self.valid(o.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], set(), spec.op_type, self.bins)
-        if model is None or not self.feasible(self.graph, op, picked, None):
+        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, picked, None):
             return False
         for o in outs:
             o.shape = _concrete(o.shape, model)
@@ -202,7 +202,7 @@ class Grower:
                 cons += [c for o in outs for c in self.valid(o.shape)]
             except NEEDS_SYMBOLS:
                 return None
-        if not _all_true(cons) or not all(type(d) is int for o in outs for d in o.shape):
+        if not _all_true(cons) or not all(type(d) is int for o in outs for d in o.shape) or _too_much_work(op):
             return None
         return op, outs, self._drawn(spec)
 
@@ -236,7 +236,7 @@ class Grower:
         for t in new:
             cons += self.valid(t.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], pinned, spec.op_type, self.bins)
-        if model is None or not self.feasible(self.graph, op, [], target):
+        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, [], target):
             return False
         for t in new:
             t.shape = _concrete(t.shape, model)
@@ -267,10 +267,18 @@ class Grower:
                 return None
         if len(outs) != 1 or outs[0].ttype != out or list(outs[0].shape) != target or not _all_true(cons):
             return None
+        if _too_much_work(op):
+            return None
         return op, new, self._drawn(spec)
 
     def _binned(self, spec: type[OpSpec], mark: int, sol: Solution) -> list[tuple[str, int]]:
         return [(var_key(spec.op_type, b.var), sol.eval(b.var)) for b in self.sc.binnable[mark:] if b.binned]
+
+
+def _too_much_work(op: OpSpec) -> bool:
+    """A concretely placed op (every term a plain int) over the per-op work cap; the next
+    draw, or the solver, may find a smaller window."""
+    return op.work(Solution(None).eval) > MAX_WORK
 
 
 def _all_true(cons: list[Cond]) -> bool:

@@ -1,10 +1,5 @@
-"""Interval (range) propagation over a growing graph, so infeasible compositions are never built.
-
-The value search can only make an unsafe op safe when its operand *can* reach the op's
-valid domain with a margin; Acosh (x >= 1 + δ) after Sigmoid (<= 1), Asin after Cosh
-(>= 1), Reciprocal of a wide float16 Softmax (its smallest output is at most 1/N) cannot,
-whatever the inputs. The grower asks `feasible` before accepting an insertion and refuses
-those, instead of generating models the search must then drop.
+"""Interval (range) propagation over a growing graph, what `generator.feasibility` reads to
+refuse insertions no values could make safe.
 
 Each tensor gets a `Range`: bounds every element lies within, and `low_cap`, a bound the
 *smallest* element never exceeds (1/N for a Softmax over N), which is what decides whether
@@ -22,7 +17,7 @@ from dataclasses import dataclass
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
-from generator.values.unsafe import NEEDS_OPS, Need, needs
+from generator.values.unsafe import needs
 
 INF = math.inf
 
@@ -39,10 +34,21 @@ class Range:
     zero: bool = False
     """Some element is exactly 0 whatever the inputs (an exclusive CumSum's first): never a
     divisor."""
+    unit_axis: int | None = None
+    """Elements are >= 0 and sum to exactly 1 along this (non-negative) axis (Softmax,
+    Hardmax): a sum over it is a constant whatever the inputs."""
+    integral: bool = False
+    """Every element is an integer (Floor's results, any integer type): Asin of one can only
+    be given a 0."""
 
     @property
     def cap(self) -> float:
         return min(self.hi, self.low_cap)
+
+    @property
+    def point(self) -> bool:
+        """One value whatever the inputs (Softmax over one element, Sub(t, t))."""
+        return self.lo == self.hi
 
 
 FULL = Range()
@@ -53,8 +59,14 @@ _SLACK = 2.0**-10
 The limits at ±inf (Sigmoid's 0 and 1) are not widened: no rounding goes past them."""
 
 
-def _mono(f: Callable[[float], float], lo_end: float = -INF, hi_end: float = INF) -> Rule:
-    """A nondecreasing elementwise op; `lo_end`/`hi_end` are its values at -inf/+inf."""
+def _mono(
+    f: Callable[[float], float], lo_end: float = -INF, hi_end: float = INF, exact: bool = False, integral: bool = False
+) -> Rule:
+    """A nondecreasing elementwise op; `lo_end`/`hi_end` are its values at -inf/+inf (and
+    past the edges of its domain). `exact`: every backend computes its results alike (Relu,
+    Floor), so the bounds are not widened: Floor(Cos(x)) is at most 1, not 1 + 2^-10, which
+    is Acosh's 1 + δ. `integral`: its results are integers."""
+    slack = 0.0 if exact or integral else _SLACK
 
     def at(x: float, side: float) -> float:
         if x == -INF:
@@ -63,15 +75,15 @@ def _mono(f: Callable[[float], float], lo_end: float = -INF, hi_end: float = INF
             return hi_end
         try:
             y = f(x)
-        except OverflowError:
+        except (OverflowError, ValueError):
             return hi_end if x > 0 else lo_end
-        return min(max(y + side * _SLACK * abs(y), lo_end), hi_end)
+        return min(max(y + side * slack * abs(y), lo_end), hi_end)
 
     def rule(op: OpSpec, ins: list[Range]) -> Range:
         a = ins[0]
         cap = at(a.low_cap, 1.0) if a.low_cap < a.hi else INF
         floor = at(a.high_floor, -1.0) if a.high_floor > a.lo else -INF
-        return Range(at(a.lo, -1.0), at(a.hi, 1.0), cap, floor, a.zero and at(0.0, 1.0) == 0.0)
+        return Range(at(a.lo, -1.0), at(a.hi, 1.0), cap, floor, a.zero and at(0.0, 1.0) == 0.0, integral=integral)
 
     return rule
 
@@ -101,7 +113,9 @@ def _products(a: Range, b: Range) -> Range:
 
 
 def _mul(op: OpSpec, ins: list[Range]) -> Range:
-    return _products(ins[0], ins[1])
+    """An exact 0 in either factor stays one (the values are finite)."""
+    r = _products(ins[0], ins[1])
+    return Range(r.lo, r.hi, zero=ins[0].zero or ins[1].zero) if ins[0].zero or ins[1].zero else r
 
 
 def _div(op: OpSpec, ins: list[Range]) -> Range:
@@ -117,12 +131,21 @@ def _abs(op: OpSpec, ins: list[Range]) -> Range:
     if a.lo >= 0:
         return a
     if a.hi <= 0:
-        return Range(-a.hi, -a.lo, zero=a.zero)
-    return Range(0.0, max(-a.lo, a.hi), zero=a.zero)
+        return Range(-a.hi, -a.lo, zero=a.zero, integral=a.integral)
+    return Range(0.0, max(-a.lo, a.hi), zero=a.zero, integral=a.integral)
 
 
 def _neg(op: OpSpec, ins: list[Range]) -> Range:
-    return Range(-ins[0].hi, -ins[0].lo, zero=ins[0].zero)
+    return Range(-ins[0].hi, -ins[0].lo, zero=ins[0].zero, integral=ins[0].integral)
+
+
+def _acos(op: OpSpec, ins: list[Range]) -> Range:
+    """Decreasing on [-1, 1]: Acos(0) is pi/2, not a point a jump could sit on."""
+    a = ins[0]
+    lo, hi = max(a.lo, -1.0), min(a.hi, 1.0)
+    if lo > hi:
+        return Range(0.0, math.pi)
+    return Range(max(0.0, math.acos(hi) * (1 - _SLACK)), min(math.pi, math.acos(lo) * (1 + _SLACK)))
 
 
 def _clip(op: OpSpec, ins: list[Range]) -> Range:
@@ -146,23 +169,26 @@ def _axis_len(op: OpSpec) -> int | None:
     return n if type(n) is int else None
 
 
+def _unit_axis(op: OpSpec) -> int | None:
+    axis = getattr(op, "axis", None)
+    return None if axis is None or not op.inputs else axis % len(op.inputs[0].shape)
+
+
 def _softmax(op: OpSpec, ins: list[Range]) -> Range:
+    """Over one element, exactly 1: exp(x - max) is exp(0)."""
     n = _axis_len(op)
-    return Range(0.0, 1.0, 1.0 / n if n else INF)
+    if n == 1:
+        return Range(1.0, 1.0)
+    return Range(0.0, 1.0, 1.0 / n if n else INF, unit_axis=_unit_axis(op))
 
 
 def _hardmax(op: OpSpec, ins: list[Range]) -> Range:
     """One 1 per slice, the rest 0."""
     n = _axis_len(op)
+    if n == 1:
+        return Range(1.0, 1.0)
     wide = n is not None and n >= 2
-    return Range(0.0, 1.0, 0.0 if wide else INF, 1.0, wide)
-
-
-def _eye_like(op: OpSpec, ins: list[Range]) -> Range:
-    """A 2-D identity (shifted by k) has at most one 1 per row: any two elements include a 0."""
-    dims = op.inputs[0].shape if op.inputs else ()
-    two = all(type(d) is int for d in dims) and math.prod(dims) >= 2
-    return Range(0.0, 1.0, 0.0 if two else INF, zero=two)
+    return Range(0.0, 1.0, 0.0 if wide else INF, 1.0, wide, _unit_axis(op))
 
 
 def _bounded_by(lower: Callable[[float], float], upper: Callable[[float], float]) -> Rule:
@@ -192,12 +218,14 @@ _SELU = _bounded_by(lambda x: 0.5 * x if x >= 0 else 3.0 * _exp_m1(x), lambda x:
 
 
 def _first(op: OpSpec, ins: list[Range]) -> Range:
-    return ins[0]
+    """Same elements; a layout change moves the axis a Softmax summed to 1 over."""
+    a = ins[0]
+    return a if op.op_type == "Identity" else Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
 
 
 def _first_no_cap(op: OpSpec, ins: list[Range]) -> Range:
     """Selection ops keep bounds, but may drop the smallest element."""
-    return Range(ins[0].lo, ins[0].hi)
+    return Range(ins[0].lo, ins[0].hi, integral=ins[0].integral)
 
 
 def _with_zero(op: OpSpec, ins: list[Range]) -> Range:
@@ -225,6 +253,184 @@ def _cum_sum(op: OpSpec, ins: list[Range]) -> Range:
     return Range(min(r.lo, 0.0), max(r.hi, 0.0), min(r.cap, 0.0), zero=True)
 
 
+def _reduced(op: OpSpec) -> tuple[list[int], int | None]:
+    """The axes a Reduce* op sums over (none for noop_with_empty_axes) and how many elements
+    each output reads (None while a dim is symbolic)."""
+    axes = list(getattr(op, "axes", None) or [])
+    dims = [op.inputs[0].shape[a] for a in axes] if op.inputs else []
+    return axes, math.prod(dims) if all(type(d) is int for d in dims) else None
+
+
+def _scaled(r: Range, n: float) -> Range:
+    return Range(r.lo * n if r.lo > -INF else -INF, r.hi * n if r.hi < INF else INF)
+
+
+def _reduce_sum(op: OpSpec, ins: list[Range]) -> Range:
+    """Sums of a Softmax or Hardmax over their axis are constants: every slice adds up to 1."""
+    a = ins[0]
+    axes, n = _reduced(op)
+    if not axes or n == 1:
+        return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero)
+    if n is not None and a.unit_axis in axes:
+        n_axis = op.inputs[0].shape[a.unit_axis]
+        assert type(n_axis) is int
+        return Range(n / n_axis, n / n_axis)
+    return _scaled(a, n) if n is not None else _sign_of_sum(op, ins)
+
+
+def _reduce_mean(op: OpSpec, ins: list[Range]) -> Range:
+    r = _reduce_sum(op, ins)
+    _, n = _reduced(op)
+    return r if n is None or n <= 1 else _scaled(r, 1.0 / n)
+
+
+def _reduce_l1(op: OpSpec, ins: list[Range]) -> Range:
+    """The sum itself for an input that is never negative."""
+    return _reduce_sum(op, ins) if ins[0].lo >= 0 else Range(0.0, INF)
+
+
+def _reduce_extreme(op: OpSpec, ins: list[Range]) -> Range:
+    axes, n = _reduced(op)
+    a = ins[0]
+    return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero) if not axes or n == 1 else Range(a.lo, a.hi)
+
+
+def _log_sum_exp(op: OpSpec, ins: list[Range]) -> Range:
+    """log(n) above the inputs' bounds at most and at least: n equal terms add exactly log(n),
+    so Atanh(ReduceLogSumExp(Tanh(x))) over e.g. 195 elements can never see |x| < 1."""
+    a = ins[0]
+    _, n = _reduced(op)
+    if n is None:
+        return Range(a.lo, INF)
+    shift = math.log(n) if n >= 1 else 0.0
+    lo = a.lo + shift - _SLACK * (abs(a.lo + shift) + 1) if a.lo > -INF else -INF
+    hi = a.hi + shift + _SLACK * (abs(a.hi + shift) + 1) if a.hi < INF else INF
+    return Range(lo, hi)
+
+
+def _one_hot(op: OpSpec, ins: list[Range]) -> Range:
+    """Only the off and on values; with two classes or more every slice holds an off one."""
+    off, on = getattr(op, "off_on", (-INF, INF))
+    depth = getattr(op, "depth", None)
+    if type(depth) is not int or depth < 2:
+        return Range(min(off, on), max(off, on))
+    return Range(min(off, on), max(off, on), off, off, off == 0.0)
+
+
+def _trilu(op: OpSpec, ins: list[Range]) -> Range:
+    """Masked elements are exact 0s; with every element masked, the output is all 0."""
+    rows, cols = op.inputs[0].shape[-2:] if op.inputs else (None, None)
+    k_of = getattr(op, "k", None)
+    if type(rows) is not int or type(cols) is not int or k_of is None:
+        return _with_zero(op, ins)
+    k = k_of(rows, cols)
+    upper = getattr(op, "upper", 1)
+    # Offsets j - i run from 1 - rows to cols - 1; upper keeps those >= k, lower those <= k.
+    none_kept = k > cols - 1 if upper else k < 1 - rows
+    some_masked = k > 1 - rows if upper else k < cols - 1
+    if none_kept:
+        return Range(0.0, 0.0)
+    if not some_masked:
+        return _first(op, ins)
+    r = _with_zero(op, ins)
+    return Range(r.lo, r.hi, r.low_cap, zero=True)
+
+
+def _eye_like(op: OpSpec, ins: list[Range]) -> Range:
+    """A 2-D identity (shifted by k) has at most one 1 per row: any two elements include a 0;
+    shifted past either edge it is all 0."""
+    dims = op.inputs[0].shape if op.inputs else ()
+    if len(dims) == 2 and all(type(d) is int for d in dims):
+        rows, cols = dims
+        if not -rows < getattr(op, "k", 0) < cols:
+            return Range(0.0, 0.0)
+    two = all(type(d) is int for d in dims) and math.prod(dims) >= 2
+    return Range(0.0, 1.0, 0.0 if two else INF, zero=two)
+
+
+def _arg_index(op: OpSpec, ins: list[Range]) -> Range:
+    """An index along an axis of one element is 0."""
+    return Range(0.0, 0.0) if _axis_len(op) == 1 else Range(0.0, INF)
+
+
+def _norm_of(op: OpSpec, ins: list[Range]) -> Range:
+    """Lp norms and sums of squares: never negative, and 0 for an all-0 input."""
+    a = ins[0]
+    return Range(0.0, 0.0) if a.lo == a.hi == 0.0 else Range(0.0, INF)
+
+
+def _reduce_log_sum(op: OpSpec, ins: list[Range]) -> Range:
+    r = _reduce_sum(op, ins)
+    return Range(_log(r.lo), _log(r.hi) if r.hi < INF else INF) if r.lo >= 0 else FULL
+
+
+def _reduce_prod(op: OpSpec, ins: list[Range]) -> Range:
+    """Products of n factors in [lo, hi] with 0 <= lo: within [lo^n, hi^n]; over a Softmax's
+    axis (elements summing to 1), at most m^-m for an axis of m, by AM-GM: a product that
+    underflows in float32 for m of 26 or more."""
+    a = ins[0]
+    axes, n = _reduced(op)
+    if not axes or n == 1:
+        return _reduce_extreme(op, ins)
+    if n is None or a.lo < 0:
+        return FULL
+    hi = _power(a.hi, n)
+    if a.unit_axis in axes:
+        m = op.inputs[0].shape[a.unit_axis]
+        assert type(m) is int
+        hi = min(hi, _power(float(m), -m))
+    return Range(_power(a.lo, n), hi, zero=a.zero)
+
+
+def _power(x: float, n: int) -> float:
+    try:
+        return x**n
+    except OverflowError:
+        return INF
+
+
+def _prelu(op: OpSpec, ins: list[Range]) -> Range:
+    """The identity where x is never negative, whatever the slope."""
+    return ins[0] if ins[0].lo >= 0 else FULL
+
+
+def _dims(op: OpSpec) -> list[int] | None:
+    dims = list(op.inputs[0].shape) if op.inputs else None
+    return dims if dims is not None and all(type(d) is int for d in dims) else None
+
+
+def _shape(op: OpSpec, ins: list[Range]) -> Range:
+    """Static dims: bounded by the smallest and largest (whatever start/end select)."""
+    dims = _dims(op)
+    return Range(float(min(dims)), float(max(dims))) if dims else Range(0.0, INF)
+
+
+def _size(op: OpSpec, ins: list[Range]) -> Range:
+    dims = _dims(op)
+    return Range(float(math.prod(dims)), float(math.prod(dims))) if dims is not None else Range(0.0, INF)
+
+
+def _mvn(op: OpSpec, ins: list[Range]) -> Range:
+    """Centred: each slice's smallest element is at most 0 and its largest at least 0, so no
+    Log or Sqrt can take all of it."""
+    return Range(-INF, INF, 0.0, 0.0)
+
+
+def _log_softmax(op: OpSpec, ins: list[Range]) -> Range:
+    return Range(0.0, 0.0) if _axis_len(op) == 1 else Range(-INF, 0.0)
+
+
+def _scatter(op: OpSpec, ins: list[Range]) -> Range:
+    """Without a reduction every element is a data or an update element; the last update
+    written to each index survives, so some update element is always there."""
+    if getattr(op, "reduction", None) not in ("none", "max", "min") or len(ins) < 2:
+        return FULL
+    d, u = ins[0], ins[1]
+    if getattr(op, "reduction", None) != "none":
+        return Range(min(d.lo, u.lo), max(d.hi, u.hi))
+    return Range(min(d.lo, u.lo), max(d.hi, u.hi), max(d.cap, u.cap), min(d.high_floor, u.high_floor))
+
+
 def _nonneg(op: OpSpec, ins: list[Range]) -> Range:
     return Range(0.0, INF)
 
@@ -236,7 +442,7 @@ def _cast(op: OpSpec, ins: list[Range]) -> Range:
     if to is None or to is DType.bool:
         return FULL
     if to.is_float:
-        return a
+        return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
     return Range(
         float(math.trunc(a.lo)) if math.isfinite(a.lo) else a.lo,
         float(math.trunc(a.hi)) if math.isfinite(a.hi) else a.hi,
@@ -278,16 +484,17 @@ RULES: dict[str, Rule] = {
     "Softplus": _mono(lambda x: math.log1p(math.exp(x)) if x < 30 else x, 0.0, INF),
     "Sqrt": _mono(_sqrt, 0.0, INF),
     "Log": _mono(_log, -INF, INF),
-    "Relu": _mono(lambda x: max(x, 0.0), 0.0, INF),
-    "Sign": _mono(lambda x: float((x > 0) - (x < 0)), -1.0, 1.0),
-    "Floor": _mono(math.floor, -INF, INF),
-    "Ceil": _mono(math.ceil, -INF, INF),
-    "Round": _mono(lambda x: float(round(x)), -INF, INF),
+    "Relu": _mono(lambda x: max(x, 0.0), 0.0, INF, exact=True),
+    "Sign": _mono(lambda x: float((x > 0) - (x < 0)), -1.0, 1.0, integral=True),
+    "Floor": _mono(math.floor, -INF, INF, integral=True),
+    "Ceil": _mono(math.ceil, -INF, INF, integral=True),
+    "Round": _mono(lambda x: float(round(x)), -INF, INF, integral=True),
     "Asinh": _mono(math.asinh, -INF, INF),
     "Sinh": _mono(math.sinh, -INF, INF),
     "Acosh": _const(0.0, INF),
-    "Acos": _const(0.0, math.pi),
-    "Asin": _const(-math.pi / 2, math.pi / 2),
+    "Acos": _acos,
+    "Asin": _mono(math.asin, -math.pi / 2, math.pi / 2),
+    "Atanh": _mono(math.atanh, -INF, INF),
     "Sin": _const(-1.0, 1.0),
     "Cos": _const(-1.0, 1.0),
     "Cosh": _const(1.0, INF),
@@ -295,7 +502,7 @@ RULES: dict[str, Rule] = {
     "HardSwish": _const(-0.375, INF),
     "LpNormalization": _const(-1.0, 1.0),
     "Softmax": _softmax,
-    "LogSoftmax": _const(-INF, 0.0),
+    "LogSoftmax": _log_softmax,
     "Hardmax": _hardmax,
     "EyeLike": _eye_like,
     "LeakyRelu": _LEAKY_RELU,
@@ -317,23 +524,32 @@ RULES: dict[str, Rule] = {
     "Where": _where,
     "Concat": lambda op, ins: _hull(ins),
     "Pad": _pad,
-    "ReduceSum": _sign_of_sum,
+    "ReduceSum": _reduce_sum,
+    "ReduceL1": _reduce_l1,
+    "ReduceLogSumExp": _log_sum_exp,
+    "ScatterND": _scatter,
+    "OneHot": _one_hot,
+    "ScatterElements": _scatter,
+    "CastLike": _cast,
     "CumSum": _cum_sum,
-    "ReduceMean": _first_no_cap,
-    "ReduceMax": _first_no_cap,
-    "ReduceMin": _first_no_cap,
-    "ReduceSumSquare": _nonneg,
-    "ReduceL1": _nonneg,
-    "ReduceL2": _nonneg,
-    "GlobalLpPool": _nonneg,
-    "LpPool": _nonneg,
-    "ArgMax": _nonneg,
-    "ArgMin": _nonneg,
-    "Shape": _nonneg,
-    "Size": _nonneg,
+    "ReduceMean": _reduce_mean,
+    "ReduceMax": _reduce_extreme,
+    "ReduceMin": _reduce_extreme,
+    "ReduceSumSquare": _norm_of,
+    "ReduceLogSum": _reduce_log_sum,
+    "ReduceProd": _reduce_prod,
+    "PRelu": _prelu,
+    "ReduceL2": _norm_of,
+    "GlobalLpPool": _norm_of,
+    "LpPool": _norm_of,
+    "ArgMax": _arg_index,
+    "ArgMin": _arg_index,
+    "Shape": _shape,
+    "Size": _size,
+    "MeanVarianceNormalization": _mvn,
     "AveragePool": _with_zero,
     "GlobalAveragePool": _first_no_cap,
-    "Trilu": _with_zero,
+    "Trilu": _trilu,
     "CenterCropPad": _with_zero,
     **dict.fromkeys(("Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Tile"), _first),
     **dict.fromkeys(
@@ -346,6 +562,14 @@ RULES: dict[str, Rule] = {
 
 SAME_FOR_ALL_OUTPUTS = frozenset({"Split"})
 
+SAME_OPERANDS: dict[str, float] = {
+    **dict.fromkeys(("Sub", "Mod", "Xor", "BitwiseXor", "Greater", "Less"), 0.0),
+    **dict.fromkeys(("Div", "Equal", "GreaterOrEqual", "LessOrEqual"), 1.0),
+}
+"""The value of a binary op applied to one tensor twice (the grower may pick it for both
+operands): Sub(t, t) is an exact 0 everywhere, whatever t is. (Div and Mod of a zero t are
+the divisor's problem, refused on their own.)"""
+
 _DTYPE_BOUNDS: dict[DType, Range] = {DType.bool: Range(0.0, 1.0), DType.uint8: Range(0.0, 255.0)}
 
 
@@ -355,95 +579,47 @@ def output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int = 0)
     r = FULL
     if rule is not None and ins and (index == 0 or op.op_type in SAME_FOR_ALL_OUTPUTS):
         r = rule(op, ins)
+    if not out_dtype.is_float and not r.integral:
+        r = Range(r.lo, r.hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, integral=True)
     bound = _DTYPE_BOUNDS.get(out_dtype)
     if bound is None:
         return r
     lo, hi = max(r.lo, bound.lo), min(r.hi, bound.hi)
-    return Range(lo, hi, r.low_cap, r.high_floor, r.zero) if lo <= hi else bound
+    return Range(lo, hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, True) if lo <= hi else bound
+
+
+def narrowed(op: OpSpec, slot: int, r: Range) -> Range:
+    """The part of operand `slot`'s range the value search leaves it: inside the op's domain
+    with its margin, off the op's jumps. An integer operand of Asin can then only be 0, and
+    Asin of it only 0: Div(Asin(Round(x)), ...) is refused as a zero divisor.
+    """
+    lo, hi = r.lo, r.hi
+    for need in needs(op.op_type, op.ins[0].dtype.value) if op.ins else ():
+        if need.slot == slot and not need.nonzero:
+            lo, hi = max(lo, need.lo), min(hi, need.hi)
+    if r.integral:
+        lo, hi = float(math.ceil(lo)) if math.isfinite(lo) else lo, float(math.floor(hi)) if math.isfinite(hi) else hi
+    elif slot == 0 and op.op_type in ("Floor", "Ceil"):
+        # Integer bounds cannot be reached: the operand keeps off integers.
+        hi = math.nextafter(hi, -INF) if math.isfinite(hi) and hi == math.floor(hi) else hi
+        lo = math.nextafter(lo, INF) if math.isfinite(lo) and lo == math.floor(lo) else lo
+    if (lo, hi) == (r.lo, r.hi) or lo > hi:
+        return r
+    return Range(lo, hi, min(r.low_cap, hi), max(r.high_floor, lo), r.zero and lo <= 0.0 <= hi, r.unit_axis, r.integral)
 
 
 def tensor_ranges(graph: Graph) -> dict[int, Range]:
     """Every tensor's range (placeholders unbounded), in one pass over the nodes."""
     out: dict[int, Range] = {}
     for node in graph.topological():
-        _propagate(graph, node, out)
+        propagate(graph, node, out)
     return out
 
 
-def _propagate(graph: Graph, node: GNode, out: dict[int, Range]) -> None:
-    ins = [out.get(i, FULL) for i in node.inputs]
+def propagate(graph: Graph, node: GNode, out: dict[int, Range]) -> None:
+    """Set the ranges of `node`'s outputs in `out` from those of its inputs."""
+    ins = [narrowed(node.op, k, out.get(i, FULL)) for k, i in enumerate(node.inputs)]
+    same = len(node.inputs) >= 2 and len(set(node.inputs)) == 1
     for k, o in enumerate(node.outputs):
-        out[o] = output_range(node.op, ins, graph.tensors[o].dtype, k)
-
-
-def _meets(op: OpSpec, operands: Sequence[Range]) -> bool:
-    """Whether operands in these ranges can all clear `op`'s domain with its margin."""
-    return all(
-        need.slot >= len(operands) or _need_met(need, operands[need.slot])
-        for need in needs(op.op_type, op.ins[0].dtype.value)
-    )
-
-
-def _need_met(need: Need, r: Range) -> bool:
-    """Whether an operand in range `r` can meet `need` (an exact 0 is an element like any)."""
-    if need.nonzero:
-        return not (r.zero or (r.hi <= need.lo and r.lo >= -need.lo) or (r.lo >= 0 and r.cap < need.lo))
-    if r.hi < need.lo or r.lo > need.hi:
-        return False
-    if not need.every:
-        return True
-    return not (r.cap < need.lo or r.high_floor > need.hi or (r.zero and not need.lo <= 0.0 <= need.hi))
-
-
-@dataclass
-class Feasibility:
-    """The grower's `feasible` hook: ranges cached per graph state, recomputed after a
-    backward insertion changes what a placeholder is."""
-
-    key: tuple[int, ...] = ()
-    ranges: dict[int, Range] | None = None
-    order: list[GNode] | None = None
-    """The graph's nodes in topological order, for the same state as `ranges`."""
-
-    def _ranges(self, graph: Graph) -> dict[int, Range]:
-        key = (len(graph.nodes), *graph.placeholders)
-        if self.ranges is None or key != self.key:
-            self.order = graph.topological()
-            self.ranges, self.key = {}, key
-            for node in self.order:
-                _propagate(graph, node, self.ranges)
-        return self.ranges
-
-    def __call__(self, graph: Graph, op: OpSpec, inputs: Sequence[int], target: int | None) -> bool:
-        """Forward (`target` None): can `op`'s operands `inputs` meet its domain? Backward:
-        can `op`'s output, from fresh unbounded inputs, meet the domains of `target`'s consumers?"""
-        if target is None:
-            if op.op_type not in NEEDS_OPS:
-                return True
-            ranges = self._ranges(graph)
-            return _meets(op, [ranges.get(i, FULL) for i in inputs])
-        if not any(n.op.op_type in NEEDS_OPS for n in graph.nodes):
-            return True
-        made = output_range(op, [FULL] * max(1, len(op.ins)), graph.tensors[target].dtype)
-        if made == FULL:
-            return True
-        ranges = self._ranges(graph)
-        assert self.order is not None
-        return _downstream_meets(graph, self.order, target, made, ranges)
-
-
-def _downstream_meets(graph: Graph, order: list[GNode], target: int, made: Range, ranges: dict[int, Range]) -> bool:
-    """Whether every unsafe op downstream of `target` can still meet its domain once `target`
-    has range `made`: not only its direct consumers, since Acosh(Mean(x)) with Sign inserted
-    backward as x is as infeasible as Acosh(Sign(x))."""
-    env = dict(ranges)
-    env[target] = made
-    changed = {target}
-    for node in order:
-        if not changed.intersection(node.inputs):
-            continue
-        if node.op.op_type in NEEDS_OPS and not _meets(node.op, [env.get(i, FULL) for i in node.inputs]):
-            return False
-        _propagate(graph, node, env)
-        changed.update(o for o in node.outputs if env[o] != ranges.get(o, FULL))
-    return True
+        fixed = SAME_OPERANDS.get(node.op.op_type) if same and k == 0 else None
+        out[o] = Range(fixed, fixed) if fixed is not None else output_range(node.op, ins, graph.tensors[o].dtype, k)

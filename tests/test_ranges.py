@@ -10,10 +10,11 @@ import pytest
 from generator.api import GenConfig, generate
 from generator.binning import Solution
 from generator.dtypes import DType
+from generator.feasibility import Feasibility
 from generator.graph import GNode, Graph
 from generator.ops import registry
 from generator.ops.base import OpSpec
-from generator.ranges import FULL, Feasibility, Range, output_range, tensor_ranges
+from generator.ranges import FULL, Range, output_range, tensor_ranges
 from generator.symbolic import AbsTensor, SymCtx, TType
 
 
@@ -140,13 +141,16 @@ def test_elu_family_keeps_positive_values_and_bounds_negative_ones() -> None:
 
 def test_eye_like_holds_a_zero_so_it_is_never_a_divisor() -> None:
     shape = (DType.float32, [3, 4])
-    r = output_range(_op("EyeLike", shape), [FULL], DType.float32)
-    assert (r.lo, r.hi, r.cap) == (0.0, 1.0, 0.0)
+    eye = _op("EyeLike", shape)
+    for k, ones in ((0, True), (3, True), (-2, True), (4, False), (-3, False)):
+        eye.k = k  # type: ignore[attr-defined]
+        r = output_range(eye, [FULL], DType.float32)
+        assert (r.lo, r.hi, r.cap) == ((0.0, 1.0, 0.0) if ones else (0.0, 0.0, 0.0)), k
     graph = Graph()
     x = graph.add_tensor(AbsTensor(DType.float32, [3, 4]))
     y = graph.add_tensor(AbsTensor(DType.float32, [3, 4]))
     graph.placeholders.append(x)
-    graph.add_node(GNode(_op("EyeLike", shape), [x], [y], Solution(None)))
+    graph.add_node(GNode(eye, [x], [y], Solution(None)))
     assert not Feasibility()(graph, _op("Reciprocal", shape), [y], None)
     assert Feasibility()(graph, _op("Reciprocal", shape), [x], None)
 

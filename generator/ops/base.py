@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -25,6 +25,14 @@ from generator.dtypes import FLOATS, DType
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 Attrs = dict[str, Any]
+
+MAX_WORK = 1 << 20
+"""Cap on one op's work, in multiply-accumulates or window cells visited (`OpSpec.work`),
+next to the element cap of every tensor (SymCtx.max_elements, 4096 by default). Small tensors
+alone do not bound it: a Conv or pool with a 50x90x130 window over heavily padded input does
+hundreds of millions of steps to make a few hundred outputs, which costs the value search's
+reference evaluations (hundreds per model) and every backend's naive kernels alike, and is no
+better a test than a window a thousand times smaller."""
 _ONNX_NAME = {"float32": "float", "float64": "double"}
 
 
@@ -123,6 +131,12 @@ class OpSpec(ABC):
         name them without the solver (shape-preserving and broadcasting ops). None means
         the inputs get fresh symbolic dims and the solver finds them."""
         return None
+
+    def work(self, val: Callable[[Dim], int]) -> int:
+        """Multiply-accumulates (or window cells) one evaluation takes, read once the insertion
+        is solved: `val` gives a dim or attribute term its value. The grower refuses an op whose
+        work exceeds MAX_WORK. Ops whose work the element cap already bounds return 0."""
+        return 0
 
     @abstractmethod
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:

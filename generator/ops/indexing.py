@@ -16,7 +16,7 @@ import torch
 
 from generator.dtypes import DType
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
-from generator.ops.shape import ANY, INDEX_TYPES, scalar_value
+from generator.ops.shape import ANY, INDEX_TYPES
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 NUMERIC: tuple[DType, ...] = tuple(d for d in DType if d is not DType.bool)
@@ -374,6 +374,20 @@ def _one_hot_types(indices: DType) -> list[tuple[DType, DType]]:
     return ONE_HOT_ORT.get(indices) or [(depth, value) for depth in (DType.int64, indices) for value in ANY]
 
 
+def _off_on(dtype: DType, rng: random.Random) -> tuple[float, float]:
+    """Two different values of `dtype`, in the ranges of the generated inputs."""
+    if dtype is DType.bool:
+        off = float(rng.random() < 0.5)
+        return off, 1.0 - off
+    if dtype.is_float:
+        # Two decimals: distinct in float16 too.
+        off, on = round(rng.uniform(-1.0, 1.0), 2), round(rng.uniform(-1.0, 1.0), 2)
+        return off, on if on != off else off + 1.0
+    lo = 0 if dtype is DType.uint8 else -8
+    off, on = rng.randint(lo, 8), rng.randint(lo, 8)
+    return float(off), float(on if on != off else (off + 1 if off < 8 else off - 1))
+
+
 @register
 class OneHot(OpSpec):
     """Indices come from the graph (a fractional or out-of-range one gives an all-off
@@ -392,6 +406,9 @@ class OneHot(OpSpec):
         self.depth = sc.var("depth")
         self.depth_rank = self.rng.choice((0, 1))
         self.write_axis = self.axis != -1 or self.rng.random() < 0.5
+        # Drawn here, not at emission, so that the generator's range check knows them: a
+        # Log of a OneHot whose off value is 0 is refused instead of built and dropped.
+        self.off_on = _off_on(self.types[1], self.rng) if self.types else (0.0, 1.0)
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
@@ -413,10 +430,7 @@ class OneHot(OpSpec):
         assert self.types is not None
         depth_type, value_type = self.types
         depth = np.asarray(em.ival(self.depth), dtype=depth_type.numpy).reshape([1] * self.depth_rank)
-        off, on = scalar_value(em, value_type), scalar_value(em, value_type)
-        if off == on:
-            on = np.logical_not(off) if value_type is DType.bool else (off + 1).astype(value_type.numpy)
-        values = np.stack([off, on])
+        values = np.asarray(self.off_on, dtype=value_type.numpy)
         attrs = {"axis": self.axis} if self.write_axis else {}
         em.node("OneHot", [ins[0], em.const(depth), em.const(values)], outs, **attrs)
 
@@ -530,13 +544,21 @@ class Trilu(SameShapeOp):
         self.upper = self.rng.choice((0, 1))
         self.write_upper = self.upper == 0 or self.rng.random() < 0.5
         self.k_input = self.rng.random() < 0.7
+        # Where k falls, drawn now so the generator's range check knows what the mask keeps.
+        self.k_pick = self.rng.random()
+
+    def k(self, rows: int, cols: int) -> int:
+        """The diagonal offset: up to one past either edge, beyond which the mask is all-on
+        or all-off."""
+        if not self.k_input:
+            return 0
+        return -rows - 1 + min(int(self.k_pick * (rows + cols + 3)), rows + cols + 2)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         rows, cols = (em.ival(d) for d in self.inputs[0].shape[-2:])
         operands = [ins[0]]
         if self.k_input:
-            # Up to one past either edge: beyond it the mask is all-on or all-off.
-            operands.append(em.const(np.array(em.values.integers(-rows - 1, cols + 2), dtype=np.int64)))
+            operands.append(em.const(np.array(self.k(rows, cols), dtype=np.int64)))
         em.node("Trilu", operands, outs, **({"upper": self.upper} if self.write_upper else {}))
 
     @staticmethod

@@ -41,7 +41,9 @@ class ReduceOp(OpSpec):
     """First opset whose schema takes bool (ReduceMax/ReduceMin from 20)."""
     max_reduced: ClassVar[dict[DType, int]] = {}
     """Per dtype, the most elements one output may reduce: keeps integer products of the
-    generator's small values (|v| <= 8) inside the type, where overflow is undefined."""
+    generator's small values (|v| <= 8) inside the type, where overflow is undefined, and
+    float products of values around 1 away from underflow and overflow (a product of 150
+    factors is 0 or Inf for almost every input, which no value search can repair)."""
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -167,7 +169,7 @@ _reduce("ReduceSumSquare", lambda x, axes, keep: (_sum_like(x) ** 2).sum(dim=axe
 _reduce(
     "ReduceProd",
     lambda x, axes, keep: _prod(_sum_like(x), axes, keep),
-    max_reduced={DType.int32: 10, DType.int64: 20},
+    max_reduced={DType.int32: 10, DType.int64: 20, DType.float16: 8, DType.float32: 16, DType.float64: 32},
 )
 # Integer inputs are left out: Log is not defined on them (ONNX dropped them from the schema in
 # opset 28), the ONNX reference evaluator refuses them, and onnxruntime's integer LogSumExp

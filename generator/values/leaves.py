@@ -17,7 +17,7 @@ import torch
 from generator.values.interp import as_tensor
 
 PARTIAL = 0.25
-"""Share of a leaf's elements redrawn when the unsafe positions cannot be traced to it."""
+"""Share of a float leaf's elements redrawn when the unsafe positions cannot be traced to it."""
 
 INT_RANGE = (-8, 8)
 """Where integer leaves are redrawn from, as the generator draws them."""
@@ -89,20 +89,25 @@ class Leaves:
                 _refill(view, self._marks(where, s.shape, rng), rng, values, s.scale)
             elif name in self.ints:
                 t = self.ints[name].clone()
-                _refill(t, self._marks(where, tuple(t.shape), rng), rng, values, None)
+                _refill(t, self._marks(where, tuple(t.shape), rng, whole=True), rng, values, None)
                 self.ints[name] = t
             elif name in self.fixed and values is not None:
                 # A boolean behind a divisor (Cast(b) as divisor): a nonzero value is True.
                 b = self.fixed[name].clone()
-                _refill(b, self._marks(where, tuple(b.shape), rng), rng, values, None)
+                _refill(b, self._marks(where, tuple(b.shape), rng, whole=True), rng, values, None)
                 self.fixed[name] = b
         self.theta = theta
 
     @staticmethod
-    def _marks(where: torch.Tensor | None, shape: tuple[int, ...], rng: np.random.Generator) -> torch.Tensor | None:
-        """The elements to redraw: `where` folded onto the leaf; a random quarter of them when
-        it does not fold (a reduction lies between), so that what already works mostly
-        survives; every element when no `where` is given."""
+    def _marks(
+        where: torch.Tensor | None, shape: tuple[int, ...], rng: np.random.Generator, whole: bool = False
+    ) -> torch.Tensor | None:
+        """The elements to redraw: `where` folded onto the leaf; when it does not fold (a
+        reduction or a Gather lies between), a random quarter of them for a float leaf, so
+        that what already works mostly survives, and all of them for a discrete (`whole`)
+        leaf: a value set like {0} that an Asin of a sum needs has to reach every element
+        at once, which quarters drawn from a fresh set each round almost never do. Every
+        element when no `where` is given."""
         if where is None:
             return None
         folded = fold(where, shape)
@@ -112,7 +117,7 @@ class Leaves:
             # Same element count: most often a Reshape, Flatten or Squeeze lies between,
             # which keep the elements' order, so the unsafe positions map one to one.
             return where.reshape(shape).clone()
-        return torch.from_numpy(rng.random(size=shape) < PARTIAL)
+        return None if whole else torch.from_numpy(rng.random(size=shape) < PARTIAL)
 
     def sample(self, rng: np.random.Generator, ranges: list[tuple[float, float]]) -> None:
         """Every leaf anew; floats from one of `ranges` (in units of the leaf's scale) each."""

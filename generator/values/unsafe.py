@@ -149,8 +149,10 @@ def _x(ops: Operands, i: int = 0) -> torch.Tensor:
 
 
 def _abs_nz(x: torch.Tensor) -> torch.Tensor:
-    """|x| whose derivative at 0 is +1 instead of torch's 0, so a zero divisor moves."""
-    sign = torch.where(x < 0, -1.0, 1.0).to(x.dtype).detach()
+    """|x| whose derivative at 0 is ±1 instead of torch's 0, so a zero divisor moves: away
+    from 0 on the side of its sign bit, so a -0.0 (Ceil(-0.3)) is pushed down, where the
+    nonzero values on its side are."""
+    sign = torch.where(torch.signbit(x), -1.0, 1.0).to(x.dtype).detach()
     return x * sign
 
 
@@ -281,9 +283,12 @@ def _lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
 
 
 def _mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation."""
+    """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation. Over one
+    element it is x - x, an exact 0 in every backend whatever the variance: always safe."""
     x = _x(ops)
     axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", [0, 2, 3])]
+    if math.prod(x.shape[a] for a in axes) == 1:
+        return -torch.ones_like(x)
     mean = x.mean(dim=axes, keepdim=True)
     return -((x * x).mean(dim=axes, keepdim=True) - mean * mean)
 
@@ -308,6 +313,15 @@ def _int_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     an integer jump by 1: an operand a few ulps from it lands on either side by backend."""
     x = _x(ops)
     return -_abs_nz(x - torch.round(x).detach()) / _periodic_unit(x)
+
+
+def _trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`_int_gap` for a cast to an integer, which truncates toward zero: continuous at 0
+    (-0.3 and 0.3 both give 0), so only the nonzero integers are jumps."""
+    x = _x(ops)
+    r = torch.round(x).detach()
+    r = torch.where(r == 0, torch.where(x < 0, -1.0, 1.0).to(x.dtype), r)
+    return -_abs_nz(x - r) / _periodic_unit(x)
 
 
 def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
@@ -410,7 +424,10 @@ def _sum_square_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
 
 
 def _small_ints(dtype: torch.dtype) -> list[int]:
-    return [-1, 0, 1, 2] if dtype.is_signed else [0, 1, 2]
+    """What an overflowing product's factors are redrawn from: small, and never 0 or of
+    mixed signs, so a repaired product or sum never becomes a zero divisor downstream (whose
+    own repair would then undo this one, back and forth)."""
+    return [1, 2]
 
 
 def _overflow_check(f: Violation) -> Predicate:
@@ -469,7 +486,7 @@ CAST: tuple[Predicate, ...] = (
         fixed_margin=504.0,
         applies=_to_float16,
     ),
-    _jump("float not near an integer", _int_gap, applies=lambda ops, a: _int_info(ops, a) is not None),
+    _jump("float not near a nonzero integer", _trunc_gap, applies=lambda ops, a: _int_info(ops, a) is not None),
     _jump("float not near 0", _zero_gap, applies=_to_bool),
 )
 """Cast and CastLike: a float must fit an integer target after truncation, or float16."""
@@ -541,9 +558,11 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
 
 EXACT_RESULT_OPS = frozenset(
     {"Relu", "Sign", "Clip", "Floor", "Ceil", "Round", "Shape", "Size", "ConstantOfShape", "Hardmax", "EyeLike"}
+    | {"ThresholdedRelu", "Trilu"}
 )
 """Ops whose results on a domain's boundary (0, ±1, a clip bound) are exact in every backend
-(Hardmax and EyeLike write literal 0s and 1s, wherever they put them)."""
+(Hardmax and EyeLike write literal 0s and 1s, wherever they put them; ThresholdedRelu and
+Trilu literal 0s where they drop a value)."""
 
 PASSTHROUGH_OPS = frozenset(
     {
@@ -557,7 +576,7 @@ PASSTHROUGH_OPS = frozenset(
 (OneHot selects its off/on constants, at positions its indices decide)."""
 
 
-BOUNDARY_ONLY_OPS = frozenset({"Relu", "Clip"})
+BOUNDARY_ONLY_OPS = frozenset({"Relu", "Clip", "ThresholdedRelu", "Trilu"})
 """Exact on their boundary (0, a clip bound) only: elsewhere they pass their input through."""
 
 CORRECTLY_ROUNDED_OPS = frozenset({"Cast", "CastLike"})

@@ -1,0 +1,278 @@
+"""Insertions the generator refuses because no values could make them safe: constants that
+come out of the graph's structure (a Softmax summed over its own axis, Sub(t, t)), values
+pinned to a discontinuity, and sums over many elements shifted past a domain."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from generator.binning import Solution
+from generator.dtypes import DType
+from generator.feasibility import Feasibility
+from generator.graph import GNode, Graph
+from generator.ops import registry
+from generator.ops.base import OpSpec
+from generator.ranges import FULL, Range, output_range, tensor_ranges
+from generator.symbolic import AbsTensor, SymCtx, TType
+from generator.values import find_values, margin_hits
+from generator.values.find import apply_values
+
+
+def _op(op_type: str, *ins: tuple[DType, list[int]], **fields: object) -> OpSpec:
+    sc = SymCtx(random.Random(0), max_elements=4096, opset=17)
+    op = registry()[op_type](sc, [TType(d, len(s)) for d, s in ins])
+    op.bind([AbsTensor(d, list(s)) for d, s in ins])
+    for k, v in fields.items():
+        setattr(op, k, v)
+    return op
+
+
+class Chain:
+    """A graph grown one node at a time from one float32 placeholder."""
+
+    def __init__(self, shape: list[int], dtype: DType = DType.float32) -> None:
+        self.graph = Graph()
+        self.x = self.graph.add_tensor(AbsTensor(dtype, shape))
+        self.graph.placeholders.append(self.x)
+
+    def add(self, op: OpSpec, inputs: list[int], shape: list[int], dtype: DType = DType.float32) -> int:
+        out = self.graph.add_tensor(AbsTensor(dtype, shape))
+        self.graph.add_node(GNode(op, inputs, [out], Solution(None)))
+        return out
+
+    def accepts(self, op: OpSpec, inputs: list[int]) -> bool:
+        return Feasibility()(self.graph, op, inputs, None)
+
+
+def test_softmax_over_one_element_is_exactly_one_and_pins_every_jump() -> None:
+    c = Chain([4, 1])
+    soft = c.add(_op("Softmax", (DType.float32, [4, 1]), axis=1), [c.x], [4, 1])
+    assert tensor_ranges(c.graph)[soft] == Range(1.0, 1.0)
+    one_col = (DType.float32, [4, 1])
+    assert not c.accepts(_op("Ceil", one_col), [soft])
+    assert not c.accepts(_op("Floor", one_col), [soft])
+    assert c.accepts(_op("Round", one_col), [soft])  # 1 is no half-integer
+    assert not c.accepts(_op("ArgMax", one_col, axis=0), [soft])  # four equal values
+    assert not c.accepts(_op("Asin", one_col), [soft])
+    assert c.accepts(_op("Ceil", one_col), [c.x])
+
+
+def test_a_softmax_summed_over_its_axis_is_a_constant() -> None:
+    shape = [5, 4, 6]
+    c = Chain(shape)
+    soft = c.add(_op("Softmax", (DType.float32, shape), axis=-2), [c.x], shape)
+    total = c.add(_op("ReduceSum", (DType.float32, shape), axes=[0, 1, 2], noop=False), [soft], [1, 1, 1])
+    mean = c.add(_op("ReduceMean", (DType.float32, shape), axes=[1, 2], noop=False), [soft], [5, 1, 1])
+    other = c.add(_op("ReduceSum", (DType.float32, shape), axes=[2], noop=False), [soft], [5, 4, 1])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[total] == Range(30.0, 30.0)  # 5 * 6 slices, each adding up to 1
+    assert ranges[mean] == Range(0.25, 0.25)
+    assert not ranges[other].point and ranges[other].lo == 0.0 and ranges[other].hi == 6.0
+    f32 = (DType.float32, [1, 1, 1])
+    assert not c.accepts(_op("Asin", f32), [total])
+    assert not c.accepts(_op("Floor", f32), [total])
+    assert c.accepts(_op("Asin", (DType.float32, [5, 4, 1])), [other])
+
+
+def test_a_layout_change_forgets_which_axis_sums_to_one() -> None:
+    shape = [3, 4]
+    c = Chain(shape)
+    soft = c.add(_op("Softmax", (DType.float32, shape), axis=1), [c.x], shape)
+    moved = c.add(_op("Transpose", (DType.float32, shape)), [soft], [4, 3])
+    kept = c.add(_op("Identity", (DType.float32, shape)), [soft], shape)
+    ranges = tensor_ranges(c.graph)
+    assert ranges[soft].unit_axis == 1 and ranges[kept].unit_axis == 1
+    assert ranges[moved].unit_axis is None and (ranges[moved].lo, ranges[moved].hi) == (0.0, 1.0)
+
+
+def test_one_tensor_on_both_sides_gives_a_constant() -> None:
+    c = Chain([6])
+    f = (DType.float32, [6])
+    diff = c.add(_op("Sub", f, f), [c.x, c.x], [6])
+    ratio = c.add(_op("Div", f, f), [c.x, c.x], [6])
+    never = c.add(_op("Greater", f, f), [c.x, c.x], [6], DType.bool)
+    ranges = tensor_ranges(c.graph)
+    assert ranges[diff] == Range(0.0, 0.0) and ranges[ratio] == Range(1.0, 1.0) and ranges[never] == Range(0.0, 0.0)
+    assert not c.accepts(_op("Reciprocal", f), [diff])
+    assert not c.accepts(_op("Sign", f), [diff])
+    assert not c.accepts(_op("Acosh", f), [ratio])
+    assert not c.accepts(_op("Cast", f, to=DType.int32), [ratio])
+    assert c.accepts(_op("Cast", f, to=DType.float64), [ratio])
+
+
+def test_log_sum_exp_of_bounded_values_is_shifted_by_log_n() -> None:
+    shape = [15, 13]
+    c = Chain(shape)
+    squashed = c.add(_op("Tanh", (DType.float32, shape)), [c.x], shape)
+    lse = c.add(_op("ReduceLogSumExp", (DType.float32, shape), axes=[0, 1], noop=False), [squashed], [1, 1])
+    r = tensor_ranges(c.graph)[lse]
+    assert math.log(195) - 1 - 1e-2 <= r.lo <= math.log(195) - 1 and math.log(195) + 1 <= r.hi
+    assert not c.accepts(_op("Atanh", (DType.float32, [1, 1])), [lse])
+    small = Chain([2])
+    squashed = small.add(_op("Tanh", (DType.float32, [2])), [small.x], [2])
+    lse = small.add(_op("ReduceLogSumExp", (DType.float32, [2]), axes=[0], noop=False), [squashed], [1])
+    assert small.accepts(_op("Atanh", (DType.float32, [1])), [lse])  # log 2 - 1 < 0 < 1
+
+
+def test_scatter_keeps_the_hardmax_one_so_asin_after_it_is_refused() -> None:
+    shape = [2, 3]
+    c = Chain(shape)
+    f = (DType.float32, shape)
+    hard = c.add(_op("Hardmax", f, axis=1), [c.x], shape)
+    scattered = c.add(_op("ScatterND", f, f, reduction="none"), [hard, hard], shape)
+    summed = c.add(_op("ScatterND", f, f, reduction="add"), [hard, hard], shape)
+    ranges = tensor_ranges(c.graph)
+    assert ranges[scattered].high_floor == 1.0 and ranges[summed] == FULL
+    assert not c.accepts(_op("Asin", f), [scattered])
+    assert c.accepts(_op("Asin", f), [summed])
+
+
+def test_one_hot_values_are_known_when_the_op_is_drawn() -> None:
+    idx = (DType.int64, [4])
+    for off_on, log_ok in (((0.0, 0.5), False), ((0.25, 0.75), True), ((-0.5, 0.5), False)):
+        op = _op("OneHot", idx, off_on=off_on, depth=3)
+        r = output_range(op, [FULL], DType.float32)
+        assert (r.lo, r.hi) == (min(off_on), max(off_on))
+        c = Chain([4], DType.int64)
+        hot = c.add(op, [c.x], [4, 3])
+        assert c.accepts(_op("Log", (DType.float32, [4, 3])), [hot]) is log_ok, off_on
+    # With one class a slice may hold only the on value: nothing is refused for the off one.
+    assert output_range(_op("OneHot", idx, off_on=(0.0, 0.5), depth=1), [FULL], DType.float32).cap == 0.5
+
+
+def test_a_divisor_behind_not_of_a_boolean_input_is_repaired() -> None:
+    """Mod(x, Cast(Not(b))): the divisor is 0 wherever b is True, so the search must set
+    every element of b False, through the Not."""
+    nodes = [
+        helper.make_node("Not", ["b"], ["nb"]),
+        helper.make_node("Cast", ["nb"], ["d"], to=TensorProto.INT32),
+        helper.make_node("Mod", ["x", "d"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT32, [8]),
+            helper.make_tensor_value_info("b", TensorProto.BOOL, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [8])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    inputs = {"x": np.arange(8, dtype=np.int32), "b": np.array([True, False] * 4)}
+    solved = 0
+    for seed in range(10):
+        found = find_values(model, inputs, ["x", "b"], seed)
+        if found.outcome.found:
+            m, ins = apply_values(model, inputs, found.values)
+            assert not ins["b"].any() and not margin_hits(m, ins)
+            solved += 1
+    assert solved == 10
+
+
+def test_trilu_masks_exact_zeros_and_all_of_it_past_the_edge() -> None:
+    shape = [3, 4]
+    f = (DType.float32, shape)
+    cases = ((1, 0.0, "kept"), (1, 0.5, "some"), (1, 0.99, "none"), (0, 0.0, "none"), (0, 0.5, "some"))
+    for upper, pick, expect in cases:
+        c = Chain(shape)
+        pos = c.add(_op("Exp", f), [c.x], shape)
+        tri = _op("Trilu", f, upper=upper, k_input=True, k_pick=pick)
+        out = c.add(tri, [pos], shape)
+        r = tensor_ranges(c.graph)[out]
+        k = tri.k(3, 4)  # type: ignore[attr-defined]
+        assert {"kept": not r.zero and r.lo == 0.0, "some": r.zero and not r.point, "none": r == Range(0.0, 0.0)}[
+            expect
+        ], (upper, k, r)
+        assert c.accepts(_op("Reciprocal", f), [out]) is (expect == "kept"), (upper, k)
+
+
+def test_an_index_along_one_element_is_zero_and_never_an_integer_divisor() -> None:
+    c = Chain([3, 1])
+    idx = c.add(_op("ArgMax", (DType.float32, [3, 1]), axis=1), [c.x], [3, 1], DType.int64)
+    wide = c.add(_op("ArgMax", (DType.float32, [3, 1]), axis=0), [c.x], [1, 1], DType.int64)
+    i64 = (DType.int64, [3, 1])
+    r = tensor_ranges(c.graph)[idx]
+    assert (r.lo, r.hi, r.integral) == (0.0, 0.0, True)
+    assert not c.accepts(_op("Div", i64, i64), [idx, idx])
+    assert c.accepts(_op("Div", i64, i64), [wide, wide])
+
+
+def test_a_product_over_a_wide_softmax_axis_underflows() -> None:
+    for m, ok in ((30, False), (4, True)):
+        shape = [2, m]
+        c = Chain(shape)
+        soft = c.add(_op("Softmax", (DType.float32, shape), axis=1), [c.x], shape)
+        prod = c.add(_op("ReduceProd", (DType.float32, shape), axes=[1], noop=False), [soft], [2, 1])
+        assert tensor_ranges(c.graph)[prod].hi <= float(m) ** -m * (1 + 1e-9)
+        assert c.accepts(_op("Log", (DType.float32, [2, 1])), [prod]) is ok, m
+
+
+def test_integer_valued_results_are_not_widened_and_keep_off_their_jumps() -> None:
+    """Floor(Cos(x)) is an integer at most 1, and 1 only for a Cos a hair from 1, where
+    Floor jumps: so at most 0, and Acosh (x >= 1 + δ) after it is refused."""
+    c = Chain([4])
+    f = (DType.float32, [4])
+    cos = c.add(_op("Cos", f), [c.x], [4])
+    floor = c.add(_op("Floor", f), [cos], [4])
+    r = tensor_ranges(c.graph)[floor]
+    assert (r.lo, r.hi, r.integral) == (-1.0, 0.0, True)
+    assert not c.accepts(_op("Acosh", f), [floor])
+    assert c.accepts(_op("Acosh", f), [c.x])
+
+
+def test_an_integer_in_asin_can_only_be_zero() -> None:
+    """Asin(Round(x)): the only integer inside (-1, 1) is 0, so Asin gives an exact 0, and a
+    divisor made of it is refused; Asin(x) itself stays a fine divisor."""
+    c = Chain([8])
+    f = (DType.float32, [8])
+    rounded = c.add(_op("Round", f), [c.x], [8])
+    asin_int = c.add(_op("Asin", f), [rounded], [8])
+    asin = c.add(_op("Asin", f), [c.x], [8])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[asin_int].point and ranges[asin_int].lo == 0.0
+    assert not c.accepts(_op("Div", f, f), [c.x, asin_int])
+    assert c.accepts(_op("Div", f, f), [c.x, asin])
+    assert ranges[asin].hi < math.pi / 2
+
+
+def test_an_exact_zero_survives_a_product() -> None:
+    c = Chain([3, 3])
+    f = (DType.float32, [3, 3])
+    eye = c.add(_op("EyeLike", f, k=0), [c.x], [3, 3])
+    scaled = c.add(_op("Mul", f, f), [c.x, eye], [3, 3])
+    assert tensor_ranges(c.graph)[scaled].zero
+    assert not c.accepts(_op("Reciprocal", f), [scaled])
+
+
+def _single_op_model(op: str, x: np.ndarray, out_type: int, **attrs: Any) -> onnx.ModelProto:
+    """x -> Sin -> op: the operand is computed, so every margin of `op` is checked."""
+    graph = helper.make_graph(
+        [helper.make_node("Sin", ["x"], ["s"]), helper.make_node(op, ["s"], ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", out_type, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_cast_to_int_has_no_jump_at_zero_but_has_one_at_one() -> None:
+    near_zero = np.array([1e-6, -1e-6], dtype=np.float32)
+    model = _single_op_model("Cast", near_zero, TensorProto.INT32, to=TensorProto.INT32)
+    assert not margin_hits(model, {"x": near_zero})
+    near_one = np.array([math.pi / 2], dtype=np.float32)  # Sin gives 1.0 up to rounding
+    assert margin_hits(model, {"x": near_one})
+
+
+def test_mean_variance_normalization_over_one_element_is_safe() -> None:
+    x = np.array([[0.3], [0.7]], dtype=np.float32)
+    one = _single_op_model("MeanVarianceNormalization", x, TensorProto.FLOAT, axes=[1])
+    assert not margin_hits(one, {"x": x})
+    flat = np.array([[0.3, 0.3]], dtype=np.float32)  # a constant slice of two: x - mean is rounding
+    assert margin_hits(_single_op_model("MeanVarianceNormalization", flat, TensorProto.FLOAT, axes=[1]), {"x": flat})

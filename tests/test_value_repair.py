@@ -1,0 +1,131 @@
+"""The integer/bool repair: value sets for leaves behind a computed operand (value search)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from generator.values import UNSAFE, find_values, margin_hits
+
+
+def _info(name: str, a: np.ndarray) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+
+
+def build(
+    nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None
+) -> onnx.ModelProto:
+    out = helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.UNDEFINED, None)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [_info(k, v) for k, v in inputs.items()],
+        [out],
+        [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def node(op: str, ins: list[str], out: str, **attrs: Any) -> onnx.NodeProto:
+    return helper.make_node(op, ins, [out], **attrs)
+
+
+def solve(model: onnx.ModelProto, inputs: dict[str, np.ndarray], seeds: range = range(4)) -> None:
+    """The model starts unsafe, and the search makes it safe for every one of `seeds`."""
+    assert margin_hits(model, inputs), "the model must start out unsafe"
+    for seed in seeds:
+        found = find_values(model, inputs, set(inputs), seed=seed, budget_ms=60_000)
+        assert found.outcome.found, (seed, found.outcome)
+        assert margin_hits(model, {k: found.values[k] for k in inputs}) == []
+
+
+def test_an_overflowing_product_is_repaired_from_nonzero_values() -> None:
+    safe = UNSAFE["ReduceProd"][0].safe_values
+    assert safe is not None
+    for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        assert safe(dtype) and 0 not in safe(dtype) and min(safe(dtype)) > 0
+
+
+def test_an_index_into_a_one_hot_of_depth_1_can_be_drawn_0() -> None:
+    """Div by OneHot(i, depth 1, {0, 7}) is nonzero only where i == 0: the divisor's own
+    safe set (nonzero) never gets there."""
+    a = np.full((6, 1), 7, np.int64)
+    i = np.array([3, 1, 0, 4, 5, 2], np.uint8)
+    depth, values = np.array(1, np.int64), np.array([0, 7], np.int64)
+    m = build(
+        [node("OneHot", ["i", "depth", "values"], "h", axis=-1), node("Div", ["a", "h"], "y")],
+        {"a": a, "i": i},
+        {"depth": depth, "values": values},
+    )
+    solve(m, {"a": a, "i": i})
+
+
+def test_a_boolean_behind_a_not_can_be_drawn_false() -> None:
+    """Log(Cast(Not(b))) needs b all False; a float predicate redraws booleans too."""
+    b = np.ones((3, 5), bool)
+    m = build(
+        [node("Not", ["b"], "n"), node("Cast", ["n"], "f", to=TensorProto.FLOAT), node("Log", ["f"], "y")], {"b": b}
+    )
+    solve(m, {"b": b})
+
+
+def test_an_integer_mod_feeding_a_divisor_gets_a_divisor_larger_than_its_dividend() -> None:
+    """Div by Relu(fmod(x, y)): every x of a row must be positive and not a multiple of its y."""
+    a = np.full((1, 1), 5, np.int64)
+    x = np.random.default_rng(0).integers(-8, 9, size=(16, 140)).astype(np.int64)
+    yv = np.random.default_rng(1).integers(1, 9, size=(16, 1)).astype(np.int64)
+    m = build(
+        [node("Mod", ["x", "y"], "r", fmod=1), node("Relu", ["r"], "p"), node("Div", ["a", "p"], "z")],
+        {"x": x, "y": yv},
+        {"a": a},
+    )
+    solve(m, {"x": x, "y": yv})
+
+
+def test_untraceable_integer_leaves_are_redrawn_whole_from_one_set() -> None:
+    """Asin(Cast(ReduceSum(x))) needs every x == 0, and a full reduction hides which."""
+    x = np.random.default_rng(2).integers(-8, 9, size=(4, 30)).astype(np.int32)
+    m = build(
+        [
+            node("ReduceSum", ["x"], "s", keepdims=1),
+            node("Cast", ["s"], "f", to=TensorProto.FLOAT),
+            node("Asin", ["f"], "y"),
+        ],
+        {"x": x},
+    )
+    solve(m, {"x": x})
+
+
+def test_the_overflow_repair_keeps_a_product_nonzero() -> None:
+    """Div by ReduceProd(x + y) over 48 sums: the overflow repair must not draw 0 or -1
+    (a sum 0 is a zero divisor, whose own repair then overflows the product again)."""
+    a = np.full((1,), 7, np.int64)
+    x = np.full((48,), 1000, np.int64)
+    yv = np.full((48,), 1000, np.int64)
+    m = build(
+        [node("Add", ["x", "y"], "s"), node("ReduceProd", ["s"], "p", keepdims=1), node("Div", ["a", "p"], "z")],
+        {"x": x, "y": yv},
+        {"a": a},
+    )
+    solve(m, {"x": x, "y": yv})
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_repairs_are_deterministic(seed: int) -> None:
+    x = np.random.default_rng(2).integers(-8, 9, size=(4, 30)).astype(np.int32)
+    m = build(
+        [
+            node("ReduceSum", ["x"], "s", keepdims=1),
+            node("Cast", ["s"], "f", to=TensorProto.FLOAT),
+            node("Asin", ["f"], "y"),
+        ],
+        {"x": x},
+    )
+    runs = [find_values(m, {"x": x}, {"x"}, seed=seed, budget_ms=60_000) for _ in range(2)]
+    assert np.array_equal(runs[0].values["x"], runs[1].values["x"])
+    assert runs[0].outcome.steps == runs[1].outcome.steps
