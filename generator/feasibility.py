@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from generator.binning import Solution
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
@@ -62,9 +63,16 @@ JUMPS: dict[str, Callable[[OpSpec, Range], bool]] = {
 integer cannot be moved off it; a constant slice is all ties)."""
 
 
+ZERO_JUMPS = frozenset({"Floor", "Ceil", "Sign"})
+"""Ops with a jump at 0: an exact 0 in an inexact operand sits on it (a backend may give
+-1e-9), however the other elements move."""
+
+
 def _jump_free(op: OpSpec, operands: Sequence[Range]) -> bool:
     if not operands or not op.ins[0].dtype.is_float:
         return True
+    if operands[0].zero and operands[0].inexact and (op.op_type in ZERO_JUMPS or getattr(op, "to", None) is DType.bool):
+        return False
     if op.op_type in ("Cast", "CastLike"):
         jumps = _cast_jumps(op)
         return jumps is None or not _pinned_near(operands[0], jumps)
@@ -115,9 +123,12 @@ class Feasibility:
                 propagate(graph, node, self.ranges)
         return self.ranges
 
-    def __call__(self, graph: Graph, op: OpSpec, inputs: Sequence[int], target: int | None) -> bool:
+    def __call__(
+        self, graph: Graph, op: OpSpec, inputs: Sequence[int], target: int | None, sol: Solution | None = None
+    ) -> bool:
         """Forward (`target` None): can `op`'s operands `inputs` meet its domain? Backward:
-        can `op`'s output, from fresh unbounded inputs, meet the domains of `target`'s consumers?"""
+        can `op`'s output, from fresh unbounded inputs, meet the domains of `target`'s consumers?
+        `sol`: the op's solution, where the solver placed it (its pads decide a Conv's 0s)."""
         if target is None:
             if op.op_type not in CHECKED_OPS:
                 return True
@@ -125,7 +136,8 @@ class Feasibility:
             return _meets(op, [ranges.get(i, FULL) for i in inputs])
         if not any(n.op.op_type in CHECKED_OPS for n in graph.nodes):
             return True
-        made = output_range(op, [FULL] * max(1, len(op.ins)), graph.tensors[target].dtype)
+        # A concretely placed op's attributes are plain ints: Solution(None) reads them.
+        made = output_range(op, [FULL] * max(1, len(op.ins)), graph.tensors[target].dtype, sol=sol or Solution(None))
         if made == FULL:
             return True
         ranges = self._ranges(graph)

@@ -44,7 +44,7 @@ Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 TensorPicker = Callable[[type[OpSpec], int, list[int]], int]
 """Chooses which candidate tensor feeds an input slot; coverage feedback plugs in here."""
 
-Feasible = Callable[[Graph, OpSpec, list[int], int | None], bool]
+Feasible = Callable[[Graph, OpSpec, list[int], int | None, Solution | None], bool]
 """Whether a placed op may join the graph: forward (its input ids, target None) or backward
 (no inputs yet, the placeholder it will produce); range checks (generator.ranges) plug in here."""
 
@@ -64,7 +64,7 @@ class Grower:
         self.allowed = allowed
         self.bins = bins
         self.pick_tensor = pick_tensor or (lambda spec, slot, cands: self.rng.choice(cands))
-        self.feasible = feasible or (lambda graph, op, inputs, target: True)
+        self.feasible = feasible or (lambda graph, op, inputs, target, sol: True)
         self.graph = Graph()
         self._solver: z3.Solver | None = None
         self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
@@ -158,7 +158,7 @@ class Grower:
             placed = self._place_concretely(spec, sig, ins, small=attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, outs, binned = placed
-                if not self.feasible(self.graph, op, picked, None):
+                if not self.feasible(self.graph, op, picked, None, None):
                     return False
                 out_ids = [self.graph.add_tensor(o) for o in outs]
                 self.graph.add_node(GNode(op, picked, out_ids, Solution(None), binned))
@@ -168,7 +168,7 @@ class Grower:
         for o in outs:
             cons += self.valid(o.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], set(), spec.op_type, self.bins)
-        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, picked, None):
+        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, picked, None, model):
             return False
         for o in outs:
             o.shape = _concrete(o.shape, model)
@@ -221,7 +221,7 @@ class Grower:
             placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape, attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, new, binned = placed
-                if not self.feasible(self.graph, op, [], target):
+                if not self.feasible(self.graph, op, [], target, None):
                     return False
                 self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
                 return True
@@ -236,7 +236,7 @@ class Grower:
         for t in new:
             cons += self.valid(t.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], pinned, spec.op_type, self.bins)
-        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, [], target):
+        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, [], target, model):
             return False
         for t in new:
             t.shape = _concrete(t.shape, model)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from generator.binning import Solution
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
-from generator.values.unsafe import needs
+from generator.values.unsafe import needs, same_bits
 
 INF = math.inf
 
@@ -40,6 +41,11 @@ class Range:
     integral: bool = False
     """Every element is an integer (Floor's results, any integer type): Asin of one can only
     be given a 0."""
+    inexact: bool = field(default=False, compare=False)
+    """Backends may round its elements differently (`same_bits` is false): an exact 0 in it
+    sits on Floor's and Sign's jumps, where only same-bits operands may sit (an exclusive
+    CumSum's first 0 under Ceil). Not compared: equal bounds are the same range to
+    callers that test whether a rule narrowed anything."""
 
     @property
     def cap(self) -> float:
@@ -98,6 +104,12 @@ def _hull(rs: Sequence[Range]) -> Range:
     return Range(min(r.lo for r in rs), max(r.hi for r in rs), max(r.cap for r in rs))
 
 
+def _concat(op: OpSpec, ins: list[Range]) -> Range:
+    """Every element of every input is kept: the smallest and largest of each, an exact 0."""
+    r, cap, floor = _hull(ins), min(x.cap for x in ins), max(x.high_floor for x in ins)
+    return Range(r.lo, r.hi, cap, floor, any(x.zero for x in ins), integral=all(x.integral for x in ins))
+
+
 def _add(op: OpSpec, ins: list[Range]) -> Range:
     return Range(sum(r.lo for r in ins), sum(r.hi for r in ins)) if len(ins) >= 2 else FULL
 
@@ -118,12 +130,20 @@ def _mul(op: OpSpec, ins: list[Range]) -> Range:
     return Range(r.lo, r.hi, zero=ins[0].zero or ins[1].zero) if ins[0].zero or ins[1].zero else r
 
 
+def _inverse(b: Range) -> Range | None:
+    """1/b for a divisor of one sign (a safe one is never 0, so an end at 0 gives ±inf); a
+    correctly rounded division is monotone, so no slack. None where b may take either sign."""
+    if b.lo < 0 < b.hi or b.lo == b.hi == 0.0:
+        return None
+    ends = sorted(1 / x if x not in (0.0, INF, -INF) else (0.0 if x != 0.0 else INF) for x in (b.lo, b.hi))
+    if b.hi <= 0:
+        ends = sorted(-INF if e == INF else e for e in ends)
+    return Range(ends[0], ends[1])
+
+
 def _div(op: OpSpec, ins: list[Range]) -> Range:
-    b = ins[1]
-    if b.lo <= 0 <= b.hi:
-        return FULL
-    inv = Range(1 / b.hi if b.hi != INF else 0.0, 1 / b.lo if b.lo != -INF else 0.0)
-    return _products(ins[0], Range(min(inv.lo, inv.hi), max(inv.lo, inv.hi)))
+    inv = _inverse(ins[1])
+    return FULL if inv is None else _products(ins[0], inv)
 
 
 def _abs(op: OpSpec, ins: list[Range]) -> Range:
@@ -136,7 +156,15 @@ def _abs(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _neg(op: OpSpec, ins: list[Range]) -> Range:
-    return Range(-ins[0].hi, -ins[0].lo, zero=ins[0].zero, integral=ins[0].integral)
+    """Mirrored: the largest element's floor becomes the smallest one's cap (-LogSoftmax)."""
+    a = ins[0]
+    return Range(-a.hi, -a.lo, -a.high_floor, -a.low_cap, a.zero, integral=a.integral)
+
+
+def _reciprocal(op: OpSpec, ins: list[Range]) -> Range:
+    """1/x of a one-signed x: 1/ReduceProd(Softmax) is at least 1, never an Atanh operand."""
+    inv = _inverse(ins[0])
+    return FULL if inv is None else inv
 
 
 def _acos(op: OpSpec, ins: list[Range]) -> Range:
@@ -172,6 +200,13 @@ def _axis_len(op: OpSpec) -> int | None:
 def _unit_axis(op: OpSpec) -> int | None:
     axis = getattr(op, "axis", None)
     return None if axis is None or not op.inputs else axis % len(op.inputs[0].shape)
+
+
+def _lp_normalization(op: OpSpec, ins: list[Range]) -> Range:
+    """L1 over one element is x/|x|: exactly -1, 0 or 1 (Atanh of it can only be given 0s).
+    (L2's sqrt(x*x) is |x| only without overflow, so it keeps the plain bounds.)"""
+    one = _axis_len(op) == 1 and getattr(op, "p", 2) == 1
+    return Range(-1.0, 1.0, integral=one)
 
 
 def _softmax(op: OpSpec, ins: list[Range]) -> Range:
@@ -220,7 +255,11 @@ _SELU = _bounded_by(lambda x: 0.5 * x if x >= 0 else 3.0 * _exp_m1(x), lambda x:
 def _first(op: OpSpec, ins: list[Range]) -> Range:
     """Same elements; a layout change moves the axis a Softmax summed to 1 over."""
     a = ins[0]
-    return a if op.op_type == "Identity" else Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
+    return (
+        a
+        if op.op_type in ("Identity", "Dropout")
+        else Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
+    )
 
 
 def _first_no_cap(op: OpSpec, ins: list[Range]) -> Range:
@@ -234,9 +273,63 @@ def _with_zero(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _pad(op: OpSpec, ins: list[Range]) -> Range:
+    """Without its solution: the constant, if any, joins the bounds (a padded side may be 0)."""
+    a = ins[0]
     if getattr(op, "mode", "constant") != "constant":
         return _first_no_cap(op, ins)
-    return FULL if getattr(op, "value_input", True) else _with_zero(op, ins)
+    v = _pad_constant(op)
+    return FULL if v is None else Range(min(a.lo, v), max(a.hi, v), integral=a.integral and v.is_integer())
+
+
+def _pad_constant(op: OpSpec) -> float | None:
+    """The value a constant Pad writes (0 unless given; drawn with the op, generator.ops.shape)."""
+    if not getattr(op, "value_input", False):
+        return 0.0
+    value = getattr(op, "value", None)
+    return float(value) if value is not None else None
+
+
+def _pad_solved(op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
+    """A constant Pad that grows some side holds its constant: Log(Pad(Exp(x), value -7))
+    is refused. A crop may drop the input's extremes, so only the constant's are kept."""
+    r = _pad(op, ins)
+    v = _pad_constant(op)
+    if getattr(op, "mode", "constant") != "constant" or v is None:
+        return r
+    sides = [(b, sb) for b, (sb, _) in zip(op.begin, op.signs, strict=True)]  # type: ignore[attr-defined]
+    sides += [(e, se) for e, (_, se) in zip(op.end, op.signs, strict=True)]  # type: ignore[attr-defined]
+    if not any(sign > 0 and sol.eval(pad) > 0 for pad, sign in sides):
+        return _first_no_cap(op, ins)
+    return Range(r.lo, r.hi, v, v, v == 0.0, integral=r.integral)
+
+
+def _conv_solved(op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
+    """A Conv without bias whose first or last window (along some spatial axis) lies wholly
+    in the padding writes exact 0s there: Log(Conv(x, w, pads 138)) can never be safe."""
+    if getattr(op, "bias", True) or getattr(op, "auto_pad", "NOTSET") != "NOTSET" or getattr(op, "ceil_mode", False):
+        return FULL
+    n, dims, pads = getattr(op, "n", 0), op.inputs[0].shape, getattr(op, "pads", [])
+    for i in range(n):
+        k, s, d = (sol.eval(getattr(op, f)[i]) for f in ("kernel", "strides", "dilations"))
+        pb, pe, x = sol.eval(pads[i]), sol.eval(pads[i + n]), sol.eval(dims[2 + i])
+        out = (x + pb + pe - d * (k - 1) - 1) // s + 1
+        if d * (k - 1) < pb or (out - 1) * s > pb + x - 1:
+            return Range(zero=True)
+    return FULL
+
+
+SolvedRule = Callable[[OpSpec, Solution, list[Range]], Range]
+SOLVED_RULES: dict[str, SolvedRule] = {"Pad": _pad_solved, "Conv": _conv_solved}
+"""Rules that read the op's solved attribute values (pads, kernels), from its node's solution."""
+
+
+def _average_pool(op: OpSpec, ins: list[Range]) -> Range:
+    """Every window holds a real cell (pads stay below the kernel); counting the padding
+    scales an average toward 0, never past it, and never makes it 0 by itself."""
+    a = ins[0]
+    if not getattr(op, "count_include_pad", 1):
+        return Range(a.lo, a.hi)
+    return Range(min(a.lo, 0.0), max(a.hi, 0.0))
 
 
 def _sign_of_sum(op: OpSpec, ins: list[Range]) -> Range:
@@ -367,13 +460,14 @@ def _reduce_log_sum(op: OpSpec, ins: list[Range]) -> Range:
 def _reduce_prod(op: OpSpec, ins: list[Range]) -> Range:
     """Products of n factors in [lo, hi] with 0 <= lo: within [lo^n, hi^n]; over a Softmax's
     axis (elements summing to 1), at most m^-m for an axis of m, by AM-GM: a product that
-    underflows in float32 for m of 26 or more."""
+    underflows in float32 for m of 26 or more. An exact 0 zeroes its group's product."""
     a = ins[0]
     axes, n = _reduced(op)
     if not axes or n == 1:
         return _reduce_extreme(op, ins)
     if n is None or a.lo < 0:
-        return FULL
+        # The product over the group holding an exact 0 is exactly 0.
+        return Range(zero=True) if a.zero else FULL
     hi = _power(a.hi, n)
     if a.unit_axis in axes:
         m = op.inputs[0].shape[a.unit_axis]
@@ -417,7 +511,19 @@ def _mvn(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _log_softmax(op: OpSpec, ins: list[Range]) -> Range:
-    return Range(0.0, 0.0) if _axis_len(op) == 1 else Range(-INF, 0.0)
+    """Each slice's largest element is at least -log(n) (its Softmax is at least 1/n), so
+    -LogSoftmax over two elements has one at most log 2 < 1, never all Acosh operands."""
+    n = _axis_len(op)
+    if n == 1:
+        return Range(0.0, 0.0)
+    floor = -math.log(n) * (1 + _SLACK) if n else -INF
+    return Range(-INF, 0.0, high_floor=floor)
+
+
+def _contraction(op: OpSpec, ins: list[Range]) -> Range:
+    """MatMul and Einsum sum products with one factor from every operand: an all-0 operand
+    (an EyeLike shifted off its matrix, Sub(t, t)) makes every result an exact 0."""
+    return Range(0.0, 0.0) if any(r.lo == r.hi == 0.0 for r in ins) else FULL
 
 
 def _scatter(op: OpSpec, ins: list[Range]) -> Range:
@@ -500,7 +606,7 @@ RULES: dict[str, Rule] = {
     "Cosh": _const(1.0, INF),
     "HardSigmoid": _const(0.0, 1.0),
     "HardSwish": _const(-0.375, INF),
-    "LpNormalization": _const(-1.0, 1.0),
+    "LpNormalization": _lp_normalization,
     "Softmax": _softmax,
     "LogSoftmax": _log_softmax,
     "Hardmax": _hardmax,
@@ -522,12 +628,14 @@ RULES: dict[str, Rule] = {
     "Min": _minmax(min),
     "Mean": _mean,
     "Where": _where,
-    "Concat": lambda op, ins: _hull(ins),
+    "Concat": _concat,
     "Pad": _pad,
     "ReduceSum": _reduce_sum,
     "ReduceL1": _reduce_l1,
     "ReduceLogSumExp": _log_sum_exp,
     "ScatterND": _scatter,
+    "MatMul": _contraction,
+    "Einsum": _contraction,
     "OneHot": _one_hot,
     "ScatterElements": _scatter,
     "CastLike": _cast,
@@ -545,18 +653,23 @@ RULES: dict[str, Rule] = {
     "ArgMax": _arg_index,
     "ArgMin": _arg_index,
     "Shape": _shape,
+    "Reciprocal": _reciprocal,
     "Size": _size,
     "MeanVarianceNormalization": _mvn,
-    "AveragePool": _with_zero,
+    "AveragePool": _average_pool,
     "GlobalAveragePool": _first_no_cap,
     "Trilu": _trilu,
     "CenterCropPad": _with_zero,
-    **dict.fromkeys(("Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Tile"), _first),
     **dict.fromkeys(
-        ("Slice", "Gather", "GatherElements", "GatherND", "Split", "Compress", "Dropout", "MaxPool", "GlobalMaxPool"),
+        ("Identity", "Dropout", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Tile"), _first
+    ),
+    **dict.fromkeys(
+        ("Slice", "Gather", "GatherElements", "GatherND", "Split", "Compress", "MaxPool", "GlobalMaxPool"),
         _first_no_cap,
     ),
-    **dict.fromkeys(("DepthToSpace", "SpaceToDepth", "ReverseSequence", "TopK"), _first_no_cap),
+    # Permutations: every element stays (an exact 0 too).
+    **dict.fromkeys(("DepthToSpace", "SpaceToDepth", "ReverseSequence"), _first),
+    "TopK": _first_no_cap,
 }
 """Output 0's range from the input ranges, per ONNX op_type; absent ops give FULL."""
 
@@ -570,14 +683,33 @@ SAME_OPERANDS: dict[str, float] = {
 operands): Sub(t, t) is an exact 0 everywhere, whatever t is. (Div and Mod of a zero t are
 the divisor's problem, refused on their own.)"""
 
+ZERO_OF_SAME = frozenset({"Add", "Sum", "Mean", "Max", "Min", "Mul"})
+"""Binary ops that map (0, 0) to 0: applied to one tensor twice they keep its exact 0
+(Sum(t, t) of an exclusive CumSum t still holds its first 0)."""
+
 _DTYPE_BOUNDS: dict[DType, Range] = {DType.bool: Range(0.0, 1.0), DType.uint8: Range(0.0, 255.0)}
 
 
-def output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int = 0) -> Range:
-    """The range of output `index` of `op` given its inputs' (clamped to the dtype's)."""
+def output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int = 0, sol: Solution | None = None) -> Range:
+    """The range of output `index` of `op` given its inputs' (clamped to the dtype's);
+    `sol`, the op's solution, lets rules read its solved attributes."""
+    r = _output_range(op, ins, out_dtype, index, sol)
+    return _with_exactness(op, ins, r)
+
+
+def _with_exactness(op: OpSpec, ins: list[Range], r: Range) -> Range:
+    """Marks `r` inexact as the value search does: per tensor, by `same_bits`."""
+    inexact = not same_bits(op.op_type, [not x.inexact for x in ins])
+    return r if r.inexact == inexact else replace(r, inexact=inexact)
+
+
+def _output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int, sol: Solution | None) -> Range:
     rule = RULES.get(op.op_type)
+    solved = SOLVED_RULES.get(op.op_type) if sol is not None else None
     r = FULL
-    if rule is not None and ins and (index == 0 or op.op_type in SAME_FOR_ALL_OUTPUTS):
+    if solved is not None and sol is not None and ins and index == 0:
+        r = _solved(solved, op, sol, ins)
+    elif rule is not None and ins and (index == 0 or op.op_type in SAME_FOR_ALL_OUTPUTS):
         r = rule(op, ins)
     if not out_dtype.is_float and not r.integral:
         r = Range(r.lo, r.hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, integral=True)
@@ -586,6 +718,15 @@ def output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int = 0)
         return r
     lo, hi = max(r.lo, bound.lo), min(r.hi, bound.hi)
     return Range(lo, hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, True) if lo <= hi else bound
+
+
+def _solved(rule: SolvedRule, op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
+    """A solved rule, or the plain one where some term was never solved."""
+    try:
+        return rule(op, sol, ins)
+    except (ValueError, AttributeError, TypeError):
+        plain = RULES.get(op.op_type)
+        return plain(op, ins) if plain is not None else FULL
 
 
 def narrowed(op: OpSpec, slot: int, r: Range) -> Range:
@@ -605,7 +746,8 @@ def narrowed(op: OpSpec, slot: int, r: Range) -> Range:
         lo = math.nextafter(lo, INF) if math.isfinite(lo) and lo == math.floor(lo) else lo
     if (lo, hi) == (r.lo, r.hi) or lo > hi:
         return r
-    return Range(lo, hi, min(r.low_cap, hi), max(r.high_floor, lo), r.zero and lo <= 0.0 <= hi, r.unit_axis, r.integral)
+    zero = r.zero and lo <= 0.0 <= hi
+    return Range(lo, hi, min(r.low_cap, hi), max(r.high_floor, lo), zero, r.unit_axis, r.integral, r.inexact)
 
 
 def tensor_ranges(graph: Graph) -> dict[int, Range]:
@@ -622,4 +764,9 @@ def propagate(graph: Graph, node: GNode, out: dict[int, Range]) -> None:
     same = len(node.inputs) >= 2 and len(set(node.inputs)) == 1
     for k, o in enumerate(node.outputs):
         fixed = SAME_OPERANDS.get(node.op.op_type) if same and k == 0 else None
-        out[o] = Range(fixed, fixed) if fixed is not None else output_range(node.op, ins, graph.tensors[o].dtype, k)
+        if fixed is not None:
+            out[o] = _with_exactness(node.op, ins, Range(fixed, fixed))
+        else:
+            out[o] = output_range(node.op, ins, graph.tensors[o].dtype, k, node.solution)
+        if same and k == 0 and ins[0].zero and node.op.op_type in ZERO_OF_SAME and not out[o].zero:
+            out[o] = replace(out[o], zero=True)

@@ -85,6 +85,12 @@ class CaseFacts:
     def values(self) -> CaseValues:
         return CaseValues(self.case.model, self.case.inputs)
 
+    @cached_property
+    def tensor_cone(self) -> frozenset[str] | None:
+        """Tensors a mismatching output depends on; None: every tensor counts."""
+        bad = self.bad_outputs
+        return None if bad is None else self.graph.tensor_cone(bad)
+
     def in_cone(self, index: int) -> bool:
         return self.cone is None or index in self.cone
 
@@ -131,9 +137,22 @@ def value_anchor(pattern: OpPattern, anchor: Anchor, facts: CaseFacts) -> Anchor
     """The anchor with its run-time condition described, or None where it does not hold."""
     if pattern.values is None:
         return anchor
+    if pattern.values == "ties" and not _decision_reaches_mismatch(anchor.ref, facts):
+        return None
     check = tie if pattern.values == "ties" else nan_inputs
     found = check(anchor.ref, facts.values)
     return Anchor(anchor.ref, found + anchor.fed, anchor.fed) if found else None
+
+
+TIE_DECIDED_OUTPUT = {"TopK": 1}
+"""The output a tie decides, where it is not output 0: TopK's indices. Its values output
+only trades near-equal values, by less than any tolerance, so a tie never explains it."""
+
+
+def _decision_reaches_mismatch(ref: NodeRef, facts: CaseFacts) -> bool:
+    cone = facts.tensor_cone
+    index = TIE_DECIDED_OUTPUT.get(ref.node.op_type, 0)
+    return cone is None or (index < len(ref.node.output) and ref.node.output[index] in cone)
 
 
 def match_ops(patterns: list[OpPattern], facts: CaseFacts) -> list[Anchor]:

@@ -110,6 +110,13 @@ class GraphView:
         t = self.elem_types.get(ref.node.output[0]) if ref.node.output else None
         return dtype_class(t) if t is not None else None
 
+    def tensor_cone(self, outputs: Iterable[str]) -> frozenset[str]:
+        """The tensors some of these output tensors depend on, themselves included."""
+        found = set(outputs)
+        for i in self.cone(outputs):
+            found.update(x for x in self.nodes[i].node.input if x)
+        return frozenset(found)
+
     def cone(self, outputs: Iterable[str]) -> frozenset[int]:
         """Indices of the nodes some of these output tensors depend on."""
         seen: set[int] = set()

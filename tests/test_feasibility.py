@@ -276,3 +276,138 @@ def test_mean_variance_normalization_over_one_element_is_safe() -> None:
     assert not margin_hits(one, {"x": x})
     flat = np.array([[0.3, 0.3]], dtype=np.float32)  # a constant slice of two: x - mean is rounding
     assert margin_hits(_single_op_model("MeanVarianceNormalization", flat, TensorProto.FLOAT, axes=[1]), {"x": flat})
+
+
+def test_a_reciprocal_of_a_softmax_product_is_at_least_one() -> None:
+    """1/ReduceProd(Softmax(x)) is at least 1 (every factor is at most 1): Atanh refuses it,
+    and a one-signed divisor gives a bounded quotient."""
+    shape = [4, 3]
+    c = Chain(shape)
+    f = (DType.float32, shape)
+    soft = c.add(_op("Softmax", f, axis=1), [c.x], shape)
+    prod = c.add(_op("ReduceProd", f, axes=[0], noop=False), [soft], [1, 3])
+    inv = c.add(_op("Reciprocal", (DType.float32, [1, 3])), [prod], [1, 3])
+    r = tensor_ranges(c.graph)[inv]
+    assert (r.lo, r.hi) == (1.0, math.inf)
+    assert not c.accepts(_op("Atanh", (DType.float32, [1, 3])), [inv])
+    assert c.accepts(_op("Atanh", (DType.float32, [1, 3])), [prod])
+    assert output_range(_op("Div", f, f), [Range(-1.0, 1.0), Range(-4.0, -2.0)], DType.float32) == Range(-0.5, 0.5)
+
+
+def test_minus_log_softmax_over_two_has_an_element_below_log_two() -> None:
+    """The largest LogSoftmax element is at least -log(n); Neg makes that the smallest
+    element's cap, and Acosh (x >= 1 + δ for every element) is refused for n = 2 only."""
+    for n, ok in ((2, False), (3, True)):
+        shape = [5, n]
+        c = Chain(shape)
+        f = (DType.float32, shape)
+        ls = c.add(_op("LogSoftmax", f, axis=1), [c.x], shape)
+        neg = c.add(_op("Neg", f), [ls], shape)
+        assert tensor_ranges(c.graph)[neg].cap <= math.log(n) * 1.01
+        assert c.accepts(_op("Acosh", f), [neg]) is ok, n
+
+
+def test_dropout_is_the_identity_and_keeps_an_exact_zero() -> None:
+    shape = [6, 2]
+    c = Chain(shape)
+    f = (DType.float32, shape)
+    hard = c.add(_op("Hardmax", f, axis=0), [c.x], shape)
+    dropped = c.add(_op("Dropout", f), [hard], shape)
+    assert tensor_ranges(c.graph)[dropped] == tensor_ranges(c.graph)[hard]
+    assert not c.accepts(_op("Log", f), [dropped])
+
+
+def test_a_conv_without_bias_over_a_window_of_padding_writes_zeros() -> None:
+    """Conv's first window along H lies wholly in 5 rows of padding: exact 0s, so Log after
+    it is refused; with a bias, or padding the window reaches into, it is not."""
+    x = (DType.float32, [1, 2, 4, 4])
+    for pad, bias, ok in ((5, False, False), (2, False, True), (5, True, True)):
+        c = Chain([1, 2, 4, 4])
+        fields = {"kernel": [3, 3], "strides": [1, 1], "dilations": [1, 1], "pads": [pad, 0, 0, 0]}
+        conv = _op("Conv", x, (DType.float32, [3, 2, 3, 3]), bias=bias, auto_pad="NOTSET", ceil_mode=False, **fields)
+        out_shape = [1, 3, 4 + pad - 2, 2]
+        y = c.add(conv, [c.x], out_shape)
+        assert tensor_ranges(c.graph)[y].zero is not ok, (pad, bias)
+        assert c.accepts(_op("Log", (DType.float32, out_shape)), [y]) is ok, (pad, bias)
+
+
+def test_a_constant_pad_holds_its_value_once_it_grows_a_side() -> None:
+    """The constant is drawn with the op: Log of a Pad with a negative one that grows a side
+    is refused; cropping only, or a positive constant, is not."""
+    shape = [3, 4]
+    f = (DType.float32, shape)
+    for value_at, begin, ok in ((0.1, [2, 0], False), (0.1, [0, 0], True), (0.9, [2, 0], True)):
+        c = Chain(shape)
+        pos = c.add(_op("Exp", f), [c.x], shape)
+        pad = _op("Pad", f, mode="constant", value_input=True, value_at=value_at, begin=begin, end=[0, 0])
+        pad.signs = [(1, 1), (1, 1)] if begin[0] else [(-1, -1), (1, 1)]  # type: ignore[attr-defined]
+        out_shape = [3 + begin[0], 4]
+        y = c.add(pad, [pos], out_shape)
+        r = tensor_ranges(c.graph)[y]
+        grown = min(0.0, pad.value or 0.0)  # type: ignore[attr-defined]
+        assert r.lo == (grown if begin[0] else 0.0), (value_at, begin)
+        assert c.accepts(_op("Log", (DType.float32, out_shape)), [y]) is ok, (value_at, begin)
+
+
+def test_an_l1_normalization_over_one_element_is_a_sign() -> None:
+    """x/|x| is exactly -1, 0 or 1: Asin of it can only be given 0s, so Asin's result is an
+    exact 0 and never a divisor; over two elements it can be."""
+    for n, ok in ((1, False), (2, True)):
+        shape = [3, n]
+        c = Chain(shape)
+        f = (DType.float32, shape)
+        norm = c.add(_op("LpNormalization", f, axis=1, p=1), [c.x], shape)
+        asin = c.add(_op("Asin", f), [norm], shape)
+        assert c.accepts(_op("Reciprocal", f), [asin]) is ok, n
+
+
+def test_an_exact_zero_survives_a_concat_and_zeroes_a_product() -> None:
+    """Concat keeps every element; a product over the group holding an exact 0 is 0, so an
+    integer Mod by ReduceProd(Concat(EyeLike, x)) is refused, whatever the signs."""
+    c = Chain([3, 3])
+    f = (DType.float32, [3, 3])
+    eye = c.add(_op("EyeLike", f, k=0), [c.x], [3, 3])
+    joined = c.add(_op("Concat", f, f, axis=0), [eye, c.x], [6, 3])
+    prod = c.add(_op("ReduceProd", (DType.float32, [6, 3]), axes=[0], noop=False), [joined], [1, 3])
+    plain = c.add(_op("ReduceProd", (DType.float32, [3, 3]), axes=[0], noop=False), [c.x], [1, 3])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[joined].zero and ranges[prod].zero and not ranges[plain].zero
+    one = (DType.float32, [1, 3])
+    assert not c.accepts(_op("Reciprocal", one), [prod])
+    assert c.accepts(_op("Reciprocal", one), [plain])
+
+
+def test_an_inexact_zero_sits_on_floor_and_sign_jumps() -> None:
+    """An exclusive CumSum's first element is 0, but CumSum's bits may differ between
+    backends, so Ceil or Sign of it is never safe; Hardmax's literal 0s are."""
+    shape = [4, 3]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    cum = c.add(_op("CumSum", f, (DType.int64, []), attrs={"exclusive": 1}), [c.x], shape)
+    hard = c.add(_op("Hardmax", f, axis=1), [c.x], shape)
+    assert tensor_ranges(c.graph)[cum].inexact and not tensor_ranges(c.graph)[hard].inexact
+    for op_type in ("Ceil", "Floor", "Sign"):
+        assert not c.accepts(_op(op_type, f), [cum]), op_type
+        assert c.accepts(_op(op_type, f), [hard]), op_type
+    assert c.accepts(_op("Round", f), [cum])
+
+
+def test_a_sum_of_a_tensor_with_itself_keeps_its_exact_zero() -> None:
+    shape = [4, 3]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    cum = c.add(_op("CumSum", f, (DType.int64, []), attrs={"exclusive": 1}), [c.x], shape)
+    twice = c.add(_op("Sum", f, f), [cum, cum], shape)
+    mixed = c.add(_op("Sum", f, f), [cum, c.x], shape)
+    assert not c.accepts(_op("Ceil", f), [twice])
+    assert c.accepts(_op("Ceil", f), [mixed])
+
+
+def test_a_contraction_with_an_all_zero_operand_is_zero() -> None:
+    c = Chain([3, 1])
+    f = (DType.float32, [3, 1])
+    off = c.add(_op("EyeLike", f, k=1), [c.x], [3, 1])  # k past the one column: all 0
+    row = c.add(_op("Transpose", f), [c.x], [1, 3])
+    prod = c.add(_op("MatMul", f, (DType.float32, [1, 3])), [off, row], [3, 3])
+    assert tensor_ranges(c.graph)[prod] == Range(0.0, 0.0)
+    assert not c.accepts(_op("Reciprocal", (DType.float32, [3, 3])), [prod])

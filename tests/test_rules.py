@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 import oracles
 from backends.client import WorkerClient
 from backends.reference import run_reference
-from backends.results import Status
+from backends.results import RunResult, Status
 from backends.spec import parse_backend
 from oracles.intermediates import CaseValues, tie
 from oracles.patterns import GraphView
@@ -352,3 +352,20 @@ def test_passes_are_never_filtered(rules: RuleSet) -> None:
     m = sigmoid_argmax()
     judgement = Judgement(verdict=Verdict.pass_)
     assert rules.match(CaseView("onnxruntime", m, {"x": np.ones((1, 2), np.float32)}, judgement)) is None
+
+
+def test_a_tie_explains_a_wrong_topk_index_but_not_wrong_topk_values(rules: RuleSet) -> None:
+    """Near-tied elements swap places, so TopK's indices may legitimately differ; its values
+    output then differs by the tie's gap, far below tolerance, so a wrong value is no tie."""
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [1])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("TopK", ["s", "k"], ["v", "i"], axis=1)]
+    m = model(nodes, {"x": (F32, [1, 2])}, {"v": (F32, [1, 1]), "i": (TensorProto.INT64, [1, 1])}, [k])
+    x = {"x": np.array([SIGMOID_FLIPS], np.float32)}
+    expected = run_reference(m, x)
+    for bad, explained in (("i", True), ("v", False)):
+        outputs = dict(expected)
+        outputs[bad] = 1 - expected[bad] if bad == "i" else expected[bad] + np.float32(0.5)
+        j = judge(RunResult(status=Status.ok, outputs=outputs), expected, "Sigmoid+TopK")
+        assert j.verdict is Verdict.wrong_result, j
+        hit = rules.match(CaseView("onnxruntime", m, x, j))
+        assert (hit is not None and hit.rule_id == "arg-ties") is explained, (bad, hit)

@@ -52,11 +52,18 @@ def _huge(index_type: type[np.signedinteger]) -> int:
 
 def scalar_value(em: Emitter, dtype: DType) -> np.ndarray:
     """A 0-d value of `dtype` in the same ranges as the generated inputs."""
+    return scalar_at(float(em.values.random()), dtype)
+
+
+def scalar_at(u: float, dtype: DType) -> np.ndarray:
+    """The 0-d value of `dtype` at quantile `u` in [0, 1) of `scalar_value`'s ranges: an op
+    that draws `u` with itself knows its constant before emission (ranges read it)."""
     if dtype is DType.bool:
-        return np.array(em.values.random() < 0.5)
+        return np.array(u < 0.5)
     if dtype.is_float:
-        return np.array(em.values.uniform(-1.0, 1.0), dtype=dtype.numpy)
-    return np.array(em.values.integers(0 if dtype is DType.uint8 else -8, 9), dtype=dtype.numpy)
+        return np.array(-1.0 + 2.0 * u, dtype=dtype.numpy)
+    lo = 0 if dtype is DType.uint8 else -8
+    return np.array(lo + min(int(u * (9 - lo)), 8 - lo), dtype=dtype.numpy)
 
 
 def factorize(n: int, parts: int, rng: random.Random) -> list[int]:
@@ -800,6 +807,14 @@ class Pad(OpSpec):
         self.axes_input = sc.opset >= 18 and self.rng.random() < 0.4
         self.negative_axes = self.rng.random() < 0.3
         self.write_mode = self.mode != "constant" or self.rng.random() < 0.5
+        self.value_at = self.rng.random()
+        """Where the constant lies in `scalar_value`'s range: drawn here so that
+        generator.ranges knows it (Log of a Pad with -7 is refused at insertion)."""
+
+    @property
+    def value(self) -> float | None:
+        """The constant written (None without a value input, where it is 0)."""
+        return float(scalar_at(self.value_at, self.ins[0].dtype)) if self.value_input else None
 
     def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
         # Backward with drawn pads: the input is the target with the padding taken off.
@@ -832,7 +847,7 @@ class Pad(OpSpec):
         rank = self.ins[0].rank
         begin = [sb * em.ival(b) for b, (sb, _) in zip(self.begin, self.signs, strict=True)]
         end = [se * em.ival(e) for e, (_, se) in zip(self.end, self.signs, strict=True)]
-        value = em.const(scalar_value(em, self.ins[0].dtype)) if self.value_input else ""
+        value = em.const(scalar_at(self.value_at, self.ins[0].dtype)) if self.value_input else ""
         attrs = {"mode": self.mode} if self.write_mode else {}
         if not self.axes_input:
             operands = [ins[0], em.const_i64(begin + end)] + ([value] if value else [])
