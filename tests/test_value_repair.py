@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import onnx
 import pytest
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from generator.values import UNSAFE, find_values, margin_hits
-
-
-def _info(name: str, a: np.ndarray) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
-
-
-def build(
-    nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None
-) -> onnx.ModelProto:
-    out = helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.UNDEFINED, None)
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [_info(k, v) for k, v in inputs.items()],
-        [out],
-        [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def node(op: str, ins: list[str], out: str, **attrs: Any) -> onnx.NodeProto:
-    return helper.make_node(op, ins, [out], **attrs)
+from tests.test_values import build, node
 
 
 def solve(model: onnx.ModelProto, inputs: dict[str, np.ndarray], seeds: range = range(4)) -> None:
@@ -87,17 +64,20 @@ def test_an_integer_mod_feeding_a_divisor_gets_a_divisor_larger_than_its_dividen
     solve(m, {"x": x, "y": yv})
 
 
-def test_untraceable_integer_leaves_are_redrawn_whole_from_one_set() -> None:
-    """Asin(Cast(ReduceSum(x))) needs every x == 0, and a full reduction hides which."""
+def _asin_of_sum() -> tuple[onnx.ModelProto, np.ndarray]:
+    """Asin(Cast(ReduceSum(x))) over integer x: needs every x == 0, and the full reduction
+    hides which elements are wrong."""
     x = np.random.default_rng(2).integers(-8, 9, size=(4, 30)).astype(np.int32)
-    m = build(
-        [
-            node("ReduceSum", ["x"], "s", keepdims=1),
-            node("Cast", ["s"], "f", to=TensorProto.FLOAT),
-            node("Asin", ["f"], "y"),
-        ],
-        {"x": x},
-    )
+    nodes = [
+        node("ReduceSum", ["x"], "s", keepdims=1),
+        node("Cast", ["s"], "f", to=TensorProto.FLOAT),
+        node("Asin", ["f"], "y"),
+    ]
+    return build(nodes, {"x": x}), x
+
+
+def test_untraceable_integer_leaves_are_redrawn_whole_from_one_set() -> None:
+    m, x = _asin_of_sum()
     solve(m, {"x": x})
 
 
@@ -117,15 +97,7 @@ def test_the_overflow_repair_keeps_a_product_nonzero() -> None:
 
 @pytest.mark.parametrize("seed", range(2))
 def test_repairs_are_deterministic(seed: int) -> None:
-    x = np.random.default_rng(2).integers(-8, 9, size=(4, 30)).astype(np.int32)
-    m = build(
-        [
-            node("ReduceSum", ["x"], "s", keepdims=1),
-            node("Cast", ["s"], "f", to=TensorProto.FLOAT),
-            node("Asin", ["f"], "y"),
-        ],
-        {"x": x},
-    )
+    m, x = _asin_of_sum()
     runs = [find_values(m, {"x": x}, {"x"}, seed=seed, budget_ms=60_000) for _ in range(2)]
     assert np.array_equal(runs[0].values["x"], runs[1].values["x"])
     assert runs[0].outcome.steps == runs[1].outcome.steps

@@ -16,7 +16,7 @@ import torch
 
 from generator.dtypes import DType
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
-from generator.ops.shape import ANY, INDEX_TYPES
+from generator.ops.shape import ANY, INDEX_TYPES, scalar_at
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 NUMERIC: tuple[DType, ...] = tuple(d for d in DType if d is not DType.bool)
@@ -375,17 +375,12 @@ def _one_hot_types(indices: DType) -> list[tuple[DType, DType]]:
 
 
 def _off_on(dtype: DType, rng: random.Random) -> tuple[float, float]:
-    """Two different values of `dtype`, in the ranges of the generated inputs."""
-    if dtype is DType.bool:
-        off = float(rng.random() < 0.5)
-        return off, 1.0 - off
-    if dtype.is_float:
-        # Two decimals: distinct in float16 too.
-        off, on = round(rng.uniform(-1.0, 1.0), 2), round(rng.uniform(-1.0, 1.0), 2)
-        return off, on if on != off else off + 1.0
-    lo = 0 if dtype is DType.uint8 else -8
-    off, on = rng.randint(lo, 8), rng.randint(lo, 8)
-    return float(off), float(on if on != off else (off + 1 if off < 8 else off - 1))
+    """Two different values of `dtype`, in the ranges of the generated inputs (as the
+    values themselves are written, so that float16 rounding cannot make them equal)."""
+    off, on = (float(scalar_at(rng.random(), dtype)) for _ in range(2))
+    if on == off:
+        on = 1.0 - off if dtype is DType.bool else (off - 1.0 if off > 0 else off + 1.0)
+    return off, on
 
 
 @register
