@@ -68,10 +68,18 @@ ZERO_JUMPS = frozenset({"Floor", "Ceil", "Sign"})
 -1e-9), however the other elements move."""
 
 
+INT_JUMPS = frozenset({"Floor", "Ceil"})
+"""Ops with a jump at every integer: an inexact operand whose elements are all integers
+(x/|x| of an L1 normalization over one element) sits on one wherever it is."""
+
+
 def _jump_free(op: OpSpec, operands: Sequence[Range]) -> bool:
     if not operands or not op.ins[0].dtype.is_float:
         return True
-    if operands[0].zero and operands[0].inexact and (op.op_type in ZERO_JUMPS or getattr(op, "to", None) is DType.bool):
+    a = operands[0]
+    if a.zero and a.inexact and (op.op_type in ZERO_JUMPS or getattr(op, "to", None) is DType.bool):
+        return False
+    if a.integral and a.inexact and op.op_type in INT_JUMPS:
         return False
     if op.op_type in ("Cast", "CastLike"):
         jumps = _cast_jumps(op)

@@ -252,6 +252,31 @@ _CELU = _bounded_by(lambda x: x if x >= 0 else max(x, -2.0), lambda x: x if x >=
 _SELU = _bounded_by(lambda x: 0.5 * x if x >= 0 else 3.0 * _exp_m1(x), lambda x: 1.5 * x if x >= 0 else 0.0)
 
 
+def _thresholded_relu(op: OpSpec, ins: list[Range]) -> Range:
+    """x where x > alpha, else an exact 0; alpha is drawn in [-0.5, 1] (generator.ops.elementwise),
+    so every element is 0 or an operand element of at least -0.5: ThresholdedRelu of a
+    Hardmax is 0 or 1, never an Acosh operand."""
+    a = ins[0]
+    lo = 0.0 if a.hi <= -0.5 else min(0.0, max(a.lo, -0.5))
+    floor = a.high_floor if a.high_floor > 1.0 else -INF
+    return Range(lo, max(a.hi, 0.0), high_floor=floor, zero=a.zero, integral=a.integral)
+
+
+def _cosh(op: OpSpec, ins: list[Range]) -> Range:
+    """Even, increasing in |x|: Cosh of Ceil's exact 1s is cosh(1), not anything from 1 up."""
+    a = ins[0]
+    far = max(abs(a.lo), abs(a.hi))
+    near = 0.0 if a.lo <= 0.0 <= a.hi else min(abs(a.lo), abs(a.hi))
+
+    def c(x: float) -> float:
+        try:
+            return math.cosh(x)
+        except OverflowError:
+            return INF
+
+    return Range(max(1.0, c(near) * (1 - _SLACK)), c(far) * (1 + _SLACK) if far < INF else INF)
+
+
 def _first(op: OpSpec, ins: list[Range]) -> Range:
     """Same elements; a layout change moves the axis a Softmax summed to 1 over."""
     a = ins[0]
@@ -383,9 +408,15 @@ def _reduce_l1(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _reduce_extreme(op: OpSpec, ins: list[Range]) -> Range:
+    """ReduceMax's largest result is the input's largest element (its floor stays), ReduceMin's
+    smallest the input's smallest (its cap stays): ReduceMax of a Hardmax has a 1."""
     axes, n = _reduced(op)
     a = ins[0]
-    return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero) if not axes or n == 1 else Range(a.lo, a.hi)
+    if not axes or n == 1:
+        return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
+    if op.op_type == "ReduceMax":
+        return Range(a.lo, a.hi, high_floor=a.high_floor, integral=a.integral)
+    return Range(a.lo, a.hi, low_cap=a.low_cap, integral=a.integral)
 
 
 def _log_sum_exp(op: OpSpec, ins: list[Range]) -> Range:
@@ -450,6 +481,37 @@ def _norm_of(op: OpSpec, ins: list[Range]) -> Range:
     """Lp norms and sums of squares: never negative, and 0 for an all-0 input."""
     a = ins[0]
     return Range(0.0, 0.0) if a.lo == a.hi == 0.0 else Range(0.0, INF)
+
+
+def _magnitudes(a: Range) -> tuple[float, float]:
+    """The smallest and largest |x| over the range."""
+    far = max(abs(a.lo), abs(a.hi))
+    return (0.0 if a.lo <= 0.0 <= a.hi else min(abs(a.lo), abs(a.hi))), far
+
+
+def _lp_pool(op: OpSpec, ins: list[Range]) -> Range:
+    """Every window holds a real cell (pads stay below the kernel; not with ceil_mode, whose
+    last window may lie in the padding), and a p-norm is at least its largest term: at
+    least the smallest |x|. Asin(LpPool(Mean(1, cosh 1))) is never safe."""
+    a = ins[0]
+    if a.lo == a.hi == 0.0:
+        return Range(0.0, 0.0)
+    if getattr(op, "ceil_mode", False):
+        return Range(0.0, INF)
+    return Range(_magnitudes(a)[0] * (1 - _SLACK), INF)
+
+
+def _global_lp_pool(op: OpSpec, ins: list[Range]) -> Range:
+    """(sum over K cells of |x|^p)^(1/p): within K^(1/p) times the smallest and largest |x|."""
+    a = ins[0]
+    dims = _dims(op)
+    if a.lo == a.hi == 0.0:
+        return Range(0.0, 0.0)
+    if dims is None or len(dims) < 3:
+        return Range(0.0, INF)
+    scale = math.prod(dims[2:]) ** (1.0 / getattr(op, "p", 2))
+    m, big = _magnitudes(a)
+    return Range(m * scale * (1 - _SLACK), big * scale * (1 + _SLACK) if big < INF else INF)
 
 
 def _reduce_log_sum(op: OpSpec, ins: list[Range]) -> Range:
@@ -603,7 +665,8 @@ RULES: dict[str, Rule] = {
     "Atanh": _mono(math.atanh, -INF, INF),
     "Sin": _const(-1.0, 1.0),
     "Cos": _const(-1.0, 1.0),
-    "Cosh": _const(1.0, INF),
+    "Cosh": _cosh,
+    "ThresholdedRelu": _thresholded_relu,
     "HardSigmoid": _const(0.0, 1.0),
     "HardSwish": _const(-0.375, INF),
     "LpNormalization": _lp_normalization,
@@ -648,8 +711,8 @@ RULES: dict[str, Rule] = {
     "ReduceProd": _reduce_prod,
     "PRelu": _prelu,
     "ReduceL2": _norm_of,
-    "GlobalLpPool": _norm_of,
-    "LpPool": _norm_of,
+    "GlobalLpPool": _global_lp_pool,
+    "LpPool": _lp_pool,
     "ArgMax": _arg_index,
     "ArgMin": _arg_index,
     "Shape": _shape,

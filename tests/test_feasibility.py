@@ -411,3 +411,72 @@ def test_a_contraction_with_an_all_zero_operand_is_zero() -> None:
     prod = c.add(_op("MatMul", f, (DType.float32, [1, 3])), [off, row], [3, 3])
     assert tensor_ranges(c.graph)[prod] == Range(0.0, 0.0)
     assert not c.accepts(_op("Reciprocal", (DType.float32, [3, 3])), [prod])
+
+
+def test_thresholded_relu_of_a_hardmax_is_zero_or_one() -> None:
+    """ThresholdedRelu keeps x > alpha (alpha drawn in [-0.5, 1]) and writes 0 elsewhere:
+    of a Hardmax, never an Acosh operand; of a plain input, it can be."""
+    shape = [4, 3]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    hard = c.add(_op("Hardmax", f, axis=1), [c.x], shape)
+    thr = c.add(_op("ThresholdedRelu", f), [hard], shape)
+    free = c.add(_op("ThresholdedRelu", f), [c.x], shape)
+    assert tensor_ranges(c.graph)[thr].hi == 1.0
+    assert not c.accepts(_op("Acosh", f), [thr])
+    assert c.accepts(_op("Acosh", f), [free])
+
+
+def test_reduce_max_keeps_the_largest_elements_floor() -> None:
+    """Every Hardmax slice holds a 1, so ReduceMax of it over other axes still has one: its
+    Reciprocal is never an Asin operand... but a ReduceMin's largest can be anything."""
+    shape = [4, 3]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    hard = c.add(_op("Hardmax", f, axis=1), [c.x], shape)
+    hi = c.add(_op("ReduceMax", f, (DType.int64, [1]), axes=[0], noop=False), [hard], [1, 3])
+    lo = c.add(_op("ReduceMin", f, (DType.int64, [1]), axes=[0], noop=False), [hard], [1, 3])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[hi].high_floor == 1.0 and ranges[lo].high_floor == -math.inf
+    one = (DType.float32, [1, 3])
+    # Every element below 1 - δ: not with a 1 among them.
+    assert not c.accepts(_op("Atanh", one), [hi])
+    assert c.accepts(_op("Atanh", one), [lo])
+
+
+def test_an_inexact_integer_sits_on_floor_jumps() -> None:
+    """x/|x| over one element is an integer but not same-bits: Floor or Ceil of it is always
+    next to a jump; Round's jumps are at half-integers."""
+    shape = [3, 1]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    norm = c.add(_op("LpNormalization", f, axis=1, p=1), [c.x], shape)
+    assert tensor_ranges(c.graph)[norm].integral and tensor_ranges(c.graph)[norm].inexact
+    assert not c.accepts(_op("Floor", f), [norm])
+    assert not c.accepts(_op("Ceil", f), [norm])
+    assert c.accepts(_op("Round", f), [norm])
+    assert c.accepts(_op("Floor", f), [c.x])
+
+
+def test_cosh_is_even_and_lp_pools_are_at_least_the_smallest_magnitude() -> None:
+    """Cosh of Ceil's exact 1s is cosh(1) (> 1), an LpPool over it at least that: never an
+    Asin operand. Cosh of a free x, and LpPool of it, can be."""
+    shape = [1, 1, 4, 4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    sig = c.add(_op("Sigmoid", f), [c.x], shape)
+    ceil = c.add(_op("Ceil", f), [sig], shape)
+    cosh = c.add(_op("Cosh", f), [ceil], shape)
+    ranges = tensor_ranges(c.graph)
+    assert ranges[ceil] == Range(1.0, 1.0, integral=True)
+    assert ranges[cosh].lo > 1.5 and ranges[cosh].hi < 1.55
+    assert not c.accepts(_op("Asin", f), [cosh])
+    pooled = _op("LpPool", f)
+    out = [1, 1, *pooled.transfer([AbsTensor(DType.float32, shape)])[0].shape[2:]]
+    lp = c.add(pooled, [cosh], out)
+    glp = c.add(_op("GlobalLpPool", f, p=2), [cosh], [1, 1, 1, 1])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[lp].lo > 1.5 and ranges[glp].lo > 4 * 1.5
+    assert not c.accepts(_op("Asin", (DType.float32, out)), [lp])
+    free = c.add(_op("LpPool", f), [c.x], out)
+    assert c.accepts(_op("Asin", (DType.float32, out)), [free])

@@ -167,6 +167,26 @@ def test_clip_proxy_lets_the_loss_through_the_clamped_region() -> None:
     assert float(found.values["x"].min()) >= MARGIN[torch.float32]
 
 
+def test_a_negative_zero_divisor_behind_a_proxy_is_pushed_down() -> None:
+    # Ceil(Clip(x, -2, -0.5)) is -0.0 for x in (-1, -0.5): only x <= -1 gives a nonzero
+    # divisor, upwards the Clip holds it at -0.5. The proxy must keep the -0.0 negative so
+    # that the divisor's loss pushes down, not up into the clamped region.
+    x = uniform(6, (12,), -0.95, -0.55)
+    lo, hi = np.array(-2.0, F32), np.array(-0.5, F32)
+    nodes = [node("Clip", ["x", "lo", "hi"], "c"), node("Ceil", ["c"], "d"), node("Div", ["x", "d"], "y")]
+    m = build(nodes, {"x": x}, {"lo": lo, "hi": hi})
+    found = find_values(m, {"x": x}, {"x"}, seed=0, method="gradient", max_samples=0)
+    assert found.outcome.found and found.outcome.method == "gradient", found.outcome
+    assert float(found.values["x"].max()) <= -1.0
+
+    def ceil(attrs: dict[str, object], ins: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        assert ins[0] is not None
+        return [torch.ceil(ins[0])]
+
+    (y,) = with_proxy("Ceil", ceil)({}, [torch.tensor([-0.3, -0.7], requires_grad=True)])
+    assert bool(torch.signbit(y).all())
+
+
 # --- the search on hand-built models ----------------------------------------------------------
 
 

@@ -5,7 +5,8 @@ them cannot move the values in front of them. Following NNSmith (after Bengio et
 straight-through estimator), the backward pass of these ops uses a surrogate: slope 1
 where the op follows its input, a small positive slope `ALPHA` where it is flat (each op
 here rises overall, so the sign is positive). The forward value is the reference's own,
-untouched: `y + (s - s)` adds an exact zero.
+untouched: `y - (s - s)` subtracts an exact zero, which keeps a -0.0 (Ceil(-0.3)) negative
+where adding it would turn it into +0.0 and point a divisor's margin loss the wrong way.
 """
 
 from __future__ import annotations
@@ -103,6 +104,6 @@ def with_proxy(op_type: str, reference: Reference) -> Reference:
         if x is None or not x.requires_grad or not x.is_floating_point():
             return outs
         s = surrogate(attrs, ins)
-        return [outs[0].detach() + (s - s.detach()), *outs[1:]]
+        return [outs[0].detach() - (s.detach() - s), *outs[1:]]
 
     return run
