@@ -18,7 +18,7 @@ from generator.binning import Solution
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
-from generator.ranges import FULL, Range, output_range, propagate
+from generator.ranges import FULL, RULES, Range, output_range, propagate
 from generator.values.unsafe import NEEDS_OPS, Need, needs
 
 PINNED = 2.0**-8
@@ -95,10 +95,22 @@ CHECKED_OPS = NEEDS_OPS | JUMPS.keys() | {"Cast", "CastLike"}
 def _meets(op: OpSpec, operands: Sequence[Range]) -> bool:
     """Whether operands in these ranges can all clear `op`'s domain with its margin, and
     stay off its jumps."""
-    return _jump_free(op, operands) and all(
-        need.slot >= len(operands) or _need_met(need, operands[need.slot])
-        for need in needs(op.op_type, op.ins[0].dtype.value)
+    return (
+        _jump_free(op, operands)
+        and _sums_positive(op, operands)
+        and all(
+            need.slot >= len(operands) or _need_met(need, operands[need.slot])
+            for need in needs(op.op_type, op.ins[0].dtype.value)
+        )
     )
+
+
+def _sums_positive(op: OpSpec, operands: Sequence[Range]) -> bool:
+    """ReduceLogSum needs every group's sum positive: not one that is an exact 0 (a reduction
+    over axes that miss an exclusive CumSum's all-0 slice)."""
+    if op.op_type != "ReduceLogSum" or not operands:
+        return True
+    return not RULES["ReduceSum"](op, [operands[0]]).zero
 
 
 def _need_met(need: Need, r: Range) -> bool:

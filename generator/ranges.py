@@ -46,6 +46,9 @@ class Range:
     sits on Floor's and Sign's jumps, where only same-bits operands may sit (an exclusive
     CumSum's first 0 under Ceil). Not compared: equal bounds are the same range to
     callers that test whether a rule narrowed anything."""
+    zero_axis: int | None = None
+    """Some index along this (non-negative) axis holds a slice of exact 0s (an exclusive
+    CumSum's first): a reduction over other axes only has an exact 0 in its result."""
 
     @property
     def cap(self) -> float:
@@ -89,7 +92,10 @@ def _mono(
         a = ins[0]
         cap = at(a.low_cap, 1.0) if a.low_cap < a.hi else INF
         floor = at(a.high_floor, -1.0) if a.high_floor > a.lo else -INF
-        return Range(at(a.lo, -1.0), at(a.hi, 1.0), cap, floor, a.zero and at(0.0, 1.0) == 0.0, integral=integral)
+        zero = a.zero and at(0.0, 1.0) == 0.0
+        return Range(
+            at(a.lo, -1.0), at(a.hi, 1.0), cap, floor, zero, integral=integral, zero_axis=a.zero_axis if zero else None
+        )
 
     return rule
 
@@ -146,19 +152,35 @@ def _div(op: OpSpec, ins: list[Range]) -> Range:
     return FULL if inv is None else _products(ins[0], inv)
 
 
+def _mod(op: OpSpec, ins: list[Range]) -> Range:
+    """Smaller in magnitude than the divisor (a rounded float16 fmod reaches it at most), with
+    the dividend's sign (fmod=1, and then no larger than it) or the divisor's (fmod=0):
+    Mod(x, Ceil(Clip(x, 0.5, 1))) is in (-1, 1), never an Acosh operand. Of integers by
+    Sign(y), it is 0."""
+    a, b = ins[0], ins[1]
+    m = max(abs(b.lo), abs(b.hi))
+    if (not op.ins[0].dtype.is_float or (a.integral and b.integral)) and m <= 1.0:
+        # A safe integer divisor of at most 1 in magnitude is ±1, dividing integers exactly.
+        return Range(0.0, 0.0, integral=True)
+    sign = b
+    if getattr(op, "fmod", 1):
+        m, sign = min(m, max(abs(a.lo), abs(a.hi))), a
+    return Range(0.0 if sign.lo >= 0 else -m, 0.0 if sign.hi <= 0 else m)
+
+
 def _abs(op: OpSpec, ins: list[Range]) -> Range:
     a = ins[0]
     if a.lo >= 0:
         return a
     if a.hi <= 0:
-        return Range(-a.hi, -a.lo, zero=a.zero, integral=a.integral)
-    return Range(0.0, max(-a.lo, a.hi), zero=a.zero, integral=a.integral)
+        return Range(-a.hi, -a.lo, zero=a.zero, integral=a.integral, zero_axis=a.zero_axis)
+    return Range(0.0, max(-a.lo, a.hi), zero=a.zero, integral=a.integral, zero_axis=a.zero_axis)
 
 
 def _neg(op: OpSpec, ins: list[Range]) -> Range:
     """Mirrored: the largest element's floor becomes the smallest one's cap (-LogSoftmax)."""
     a = ins[0]
-    return Range(-a.hi, -a.lo, -a.high_floor, -a.low_cap, a.zero, integral=a.integral)
+    return Range(-a.hi, -a.lo, -a.high_floor, -a.low_cap, a.zero, integral=a.integral, zero_axis=a.zero_axis)
 
 
 def _reciprocal(op: OpSpec, ins: list[Range]) -> Range:
@@ -177,8 +199,15 @@ def _acos(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _clip(op: OpSpec, ins: list[Range]) -> Range:
-    """Clip's bounds are drawn at emission from [-1, 1] (floats) or [-4, 4] (ints)."""
+    """Clip's bounds are drawn with the op, from [-1, 1] (floats) or [-4, 4] (ints); it is
+    exact (a min and a max), so Ceil(Clip(x, -1, -0.75)) is 0, never a divisor."""
     a, form = ins[0], getattr(op, "form", None)
+    bounds = getattr(op, "value_bounds", None)
+    if bounds is not None and form in ("both", "min", "max"):
+        lo_b, hi_b = bounds()
+        lo_b, hi_b = (lo_b if form != "max" else -INF), (hi_b if form != "min" else INF)
+        lo, hi = min(max(a.lo, lo_b), hi_b), min(max(a.hi, lo_b), hi_b)
+        return Range(lo, hi, integral=a.integral and all(math.isinf(v) or v.is_integer() for v in (lo_b, hi_b)))
     b = 1.0 if op.ins[0].dtype.is_float else 4.0
     if form == "both":
         return Range(-b, b)
@@ -280,11 +309,11 @@ def _cosh(op: OpSpec, ins: list[Range]) -> Range:
 def _first(op: OpSpec, ins: list[Range]) -> Range:
     """Same elements; a layout change moves the axis a Softmax summed to 1 over."""
     a = ins[0]
-    return (
-        a
-        if op.op_type in ("Identity", "Dropout")
-        else Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
-    )
+    if op.op_type in ("Identity", "Dropout"):
+        return a
+    # Tiling repeats every slice in place: an all-0 one stays along its axis.
+    keep = a.zero_axis if op.op_type == "Tile" else None
+    return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral, zero_axis=keep)
 
 
 def _first_no_cap(op: OpSpec, ins: list[Range]) -> Range:
@@ -325,7 +354,12 @@ def _pad_solved(op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
     sides += [(e, se) for e, (_, se) in zip(op.end, op.signs, strict=True)]  # type: ignore[attr-defined]
     if not any(sign > 0 and sol.eval(pad) > 0 for pad, sign in sides):
         return _first_no_cap(op, ins)
-    return Range(r.lo, r.hi, v, v, v == 0.0, integral=r.integral)
+    if any(sign < 0 and sol.eval(pad) > 0 for pad, sign in sides):
+        return Range(r.lo, r.hi, v, v, v == 0.0, integral=r.integral)
+    # Nothing cropped: the input's elements, an exact 0 too, are all kept.
+    a = ins[0]
+    zero = v == 0.0 or a.zero or a.lo == a.hi == 0.0
+    return Range(r.lo, r.hi, min(v, a.cap), max(v, a.high_floor), zero, integral=r.integral)
 
 
 def _conv_solved(op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
@@ -364,11 +398,33 @@ def _sign_of_sum(op: OpSpec, ins: list[Range]) -> Range:
 
 
 def _cum_sum(op: OpSpec, ins: list[Range]) -> Range:
-    """An exclusive CumSum starts each line with the empty sum, an exact 0."""
+    """An exclusive CumSum starts each line with the empty sum, an exact 0: a whole slice
+    along its axis is 0s."""
     r = _sign_of_sum(op, ins)
     if not getattr(op, "attrs", {}).get("exclusive"):
         return r
-    return Range(min(r.lo, 0.0), max(r.hi, 0.0), min(r.cap, 0.0), zero=True)
+    axis, rank = getattr(op, "axis", None), len(op.inputs[0].shape) if op.inputs else 0
+    zero_axis = axis % rank if type(axis) is int and rank else None
+    return Range(min(r.lo, 0.0), max(r.hi, 0.0), min(r.cap, 0.0), zero=True, zero_axis=zero_axis)
+
+
+def _zero_slice_kept(op: OpSpec, a: Range, r: Range) -> Range:
+    """A reduction over axes that miss an all-0 slice's axis reduces part of that slice
+    alone: its result there is an exact 0 (Sum, Max, Prod, norms of 0s are 0)."""
+    if a.zero_axis is None or not op.inputs:
+        return r
+    rank = len(op.inputs[0].shape)
+    axes = {x % rank for x in getattr(op, "axes", None) or []} if rank else set()
+    if not axes or a.zero_axis in axes:
+        return r
+    keep = a.zero_axis if getattr(op, "keepdims", True) else a.zero_axis - sum(x < a.zero_axis for x in axes)
+    lo, hi = min(r.lo, 0.0), max(r.hi, 0.0)
+    return Range(lo, hi, min(r.low_cap, 0.0), max(r.high_floor, 0.0), True, integral=r.integral, zero_axis=keep)
+
+
+def _zeroing(rule: Rule) -> Rule:
+    """`rule` for a reduction that maps all-0 groups to 0."""
+    return lambda op, ins: _zero_slice_kept(op, ins[0], rule(op, ins))
 
 
 def _reduced(op: OpSpec) -> tuple[list[int], int | None]:
@@ -457,7 +513,10 @@ def _trilu(op: OpSpec, ins: list[Range]) -> Range:
     if not some_masked:
         return _first(op, ins)
     r = _with_zero(op, ins)
-    return Range(r.lo, r.hi, r.low_cap, zero=True)
+    # Upper with k >= 1 masks all of column 0, lower with k <= -1 all of row 0.
+    rank = len(op.inputs[0].shape)
+    line = rank - 1 if upper and k >= 1 else rank - 2 if not upper and k <= -1 else None
+    return Range(r.lo, r.hi, r.low_cap, zero=True, zero_axis=line)
 
 
 def _eye_like(op: OpSpec, ins: list[Range]) -> Range:
@@ -528,8 +587,10 @@ def _reduce_prod(op: OpSpec, ins: list[Range]) -> Range:
     if not axes or n == 1:
         return _reduce_extreme(op, ins)
     if n is None or a.lo < 0:
-        # The product over the group holding an exact 0 is exactly 0.
-        return Range(zero=True) if a.zero else FULL
+        # The product over the group holding an exact 0 is exactly 0; factors of at most 1
+        # in magnitude (Sign's) keep it at most 1 (rounding never passes 1).
+        small = max(-a.lo, a.hi) <= 1.0
+        return Range(-1.0 if small else -INF, 1.0 if small else INF, zero=a.zero)
     hi = _power(a.hi, n)
     if a.unit_axis in axes:
         m = op.inputs[0].shape[a.unit_axis]
@@ -610,11 +671,12 @@ def _cast(op: OpSpec, ins: list[Range]) -> Range:
     if to is None or to is DType.bool:
         return FULL
     if to.is_float:
-        return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral)
+        return Range(a.lo, a.hi, a.low_cap, a.high_floor, a.zero, integral=a.integral, zero_axis=a.zero_axis)
     return Range(
         float(math.trunc(a.lo)) if math.isfinite(a.lo) else a.lo,
         float(math.trunc(a.hi)) if math.isfinite(a.hi) else a.hi,
         zero=a.zero,
+        zero_axis=a.zero_axis,
     )
 
 
@@ -687,14 +749,15 @@ RULES: dict[str, Rule] = {
     "Sub": _sub,
     "Mul": _mul,
     "Div": _div,
+    "Mod": _mod,
     "Max": _minmax(max),
     "Min": _minmax(min),
     "Mean": _mean,
     "Where": _where,
     "Concat": _concat,
     "Pad": _pad,
-    "ReduceSum": _reduce_sum,
-    "ReduceL1": _reduce_l1,
+    "ReduceSum": _zeroing(_reduce_sum),
+    "ReduceL1": _zeroing(_reduce_l1),
     "ReduceLogSumExp": _log_sum_exp,
     "ScatterND": _scatter,
     "MatMul": _contraction,
@@ -703,14 +766,14 @@ RULES: dict[str, Rule] = {
     "ScatterElements": _scatter,
     "CastLike": _cast,
     "CumSum": _cum_sum,
-    "ReduceMean": _reduce_mean,
-    "ReduceMax": _reduce_extreme,
-    "ReduceMin": _reduce_extreme,
-    "ReduceSumSquare": _norm_of,
+    "ReduceMean": _zeroing(_reduce_mean),
+    "ReduceMax": _zeroing(_reduce_extreme),
+    "ReduceMin": _zeroing(_reduce_extreme),
+    "ReduceSumSquare": _zeroing(_norm_of),
     "ReduceLogSum": _reduce_log_sum,
-    "ReduceProd": _reduce_prod,
+    "ReduceProd": _zeroing(_reduce_prod),
     "PRelu": _prelu,
-    "ReduceL2": _norm_of,
+    "ReduceL2": _zeroing(_norm_of),
     "GlobalLpPool": _global_lp_pool,
     "LpPool": _lp_pool,
     "ArgMax": _arg_index,
@@ -775,12 +838,12 @@ def _output_range(op: OpSpec, ins: list[Range], out_dtype: DType, index: int, so
     elif rule is not None and ins and (index == 0 or op.op_type in SAME_FOR_ALL_OUTPUTS):
         r = rule(op, ins)
     if not out_dtype.is_float and not r.integral:
-        r = Range(r.lo, r.hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, integral=True)
+        r = replace(r, integral=True)
     bound = _DTYPE_BOUNDS.get(out_dtype)
     if bound is None:
         return r
     lo, hi = max(r.lo, bound.lo), min(r.hi, bound.hi)
-    return Range(lo, hi, r.low_cap, r.high_floor, r.zero, r.unit_axis, True) if lo <= hi else bound
+    return replace(r, lo=lo, hi=hi, integral=True) if lo <= hi else bound
 
 
 def _solved(rule: SolvedRule, op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
@@ -810,7 +873,8 @@ def narrowed(op: OpSpec, slot: int, r: Range) -> Range:
     if (lo, hi) == (r.lo, r.hi) or lo > hi:
         return r
     zero = r.zero and lo <= 0.0 <= hi
-    return Range(lo, hi, min(r.low_cap, hi), max(r.high_floor, lo), zero, r.unit_axis, r.integral, r.inexact)
+    keep = r.zero_axis if zero else None
+    return Range(lo, hi, min(r.low_cap, hi), max(r.high_floor, lo), zero, r.unit_axis, r.integral, r.inexact, keep)
 
 
 def tensor_ranges(graph: Graph) -> dict[int, Range]:

@@ -480,3 +480,122 @@ def test_cosh_is_even_and_lp_pools_are_at_least_the_smallest_magnitude() -> None
     assert not c.accepts(_op("Asin", (DType.float32, out)), [lp])
     free = c.add(_op("LpPool", f), [c.x], out)
     assert c.accepts(_op("Asin", (DType.float32, out)), [free])
+
+
+def test_an_exclusive_cumsums_zero_slice_survives_reductions_over_other_axes() -> None:
+    """An exclusive CumSum along axis 0 has a first row of 0s: ReduceSum over axis 1 (in
+    int64 too) then has an exact 0, never a divisor, and ReduceLogSum over axis 1 a group
+    summing to 0; over axis 0 the row is summed with the others and either can be safe."""
+    shape = [5, 4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    cum = c.add(_op("CumSum", f, (DType.int64, []), axis=0, attrs={"exclusive": 1}), [c.x], shape)
+    other = c.add(_op("ReduceSum", f, axes=[1], keepdims=False), [cum], [5])
+    along = c.add(_op("ReduceSum", f, axes=[0], keepdims=False), [cum], [4])
+    ranges = tensor_ranges(c.graph)
+    assert ranges[other].zero and not ranges[along].zero
+    v = (DType.float32, [5])
+    assert not c.accepts(_op("Reciprocal", v), [other])
+    assert c.accepts(_op("Reciprocal", (DType.float32, [4])), [along])
+    assert not c.accepts(_op("ReduceLogSum", f, axes=[1], keepdims=False), [cum])
+    assert c.accepts(_op("ReduceLogSum", f, axes=[0], keepdims=False), [cum])
+    i = (DType.int64, shape)
+    ci = Chain(shape, DType.int64)
+    cum_i = ci.add(_op("CumSum", i, (DType.int64, []), axis=0, attrs={"exclusive": 1}), [ci.x], shape, DType.int64)
+    red_i = ci.add(_op("ReduceSum", i, axes=[1], keepdims=False), [cum_i], [5], DType.int64)
+    iv = (DType.int64, [5])
+    assert not ci.accepts(_op("Mod", iv, iv), [red_i, red_i])
+
+
+def test_a_trilu_masking_a_whole_row_keeps_a_zero_through_a_row_sum() -> None:
+    """Lower with k = -1 masks all of row 0: a sum over each row has an exact 0."""
+    shape = [3, 4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    tri = c.add(_op("Trilu", f, upper=0, k_input=True, k_pick=0.3), [c.x], shape)
+    assert tensor_ranges(c.graph)[tri].zero_axis == 0  # k = -4 + int(0.3 * 10) = -1
+    rows = c.add(_op("ReduceMax", f, axes=[1], keepdims=True), [tri], [3, 1])
+    free = c.add(_op("ReduceMax", f, axes=[1], keepdims=True), [c.x], [3, 1])
+    assert not c.accepts(_op("Log", (DType.float32, [3, 1])), [rows])
+    assert c.accepts(_op("Log", (DType.float32, [3, 1])), [free])
+
+
+def test_a_clip_to_known_bounds_confines_its_output() -> None:
+    """Clip's min and max are drawn with the op: Ceil of Clip(x, -1, -0.75) (kept off -1) is
+    exactly 0, never a divisor; with a bound above 0 it can be 1."""
+    shape = [4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    neg = c.add(_op("Clip", f, form="both", bounds=[-4, -3]), [c.x], shape)
+    pos = c.add(_op("Clip", f, form="both", bounds=[-4, 2]), [c.x], shape)
+    assert tensor_ranges(c.graph)[neg] == Range(-1.0, -0.75)
+    up, up_pos = (c.add(_op("Ceil", f), [t], shape) for t in (neg, pos))
+    assert not c.accepts(_op("Reciprocal", f), [up])
+    assert c.accepts(_op("Reciprocal", f), [up_pos])
+
+
+def test_a_mod_is_smaller_than_its_divisor() -> None:
+    """fmod(x, 1) lies in (-1, 1): Acosh of it is never safe, of fmod(x, y) it can be."""
+    shape = [4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    one = c.add(_op("Clip", f, form="both", bounds=[4, 4]), [c.x], shape)
+    small = c.add(_op("Mod", f, f, fmod=1), [c.x, one], shape)
+    free = c.add(_op("Mod", f, f, fmod=1), [c.x, c.add(_op("Exp", f), [c.x], shape)], shape)
+    assert tensor_ranges(c.graph)[small] == Range(-1.0, 1.0)
+    assert not c.accepts(_op("Acosh", f), [small])
+    assert c.accepts(_op("Acosh", f), [free])
+    pos = c.add(_op("Relu", f), [c.x], shape)
+    pos_mod = c.add(_op("Mod", f, f, fmod=1), [pos, one], shape)
+    assert tensor_ranges(c.graph)[pos_mod] == Range(0.0, 1.0)
+
+
+def test_an_integer_mod_by_a_sign_is_zero() -> None:
+    """Mod(n, Sign(y)) of integers: the divisor can only be ±1, and the result only 0."""
+    shape = [4]
+    i = (DType.int64, shape)
+    c = Chain(shape, DType.int64)
+    sign = c.add(_op("Sign", i), [c.x], shape, DType.int64)
+    zero = c.add(_op("Mod", i, i, fmod=1), [c.x, sign], shape, DType.int64)
+    free = c.add(_op("Mod", i, i, fmod=1), [c.x, c.x], shape, DType.int64)
+    assert tensor_ranges(c.graph)[zero] == Range(0.0, 0.0, integral=True)
+    assert not c.accepts(_op("Mod", i, i, fmod=0), [c.x, zero])
+    assert c.accepts(_op("Mod", i, i, fmod=0), [c.x, sign])
+    assert tensor_ranges(c.graph)[free].point  # Mod(t, t)
+
+
+def test_a_pad_that_crops_nothing_keeps_its_inputs_exact_zero() -> None:
+    """Growing a side keeps every input element: an exclusive CumSum's 0 stays, whatever the
+    constant; a Pad that also crops may drop it."""
+    shape = [3, 4]
+    f = (DType.float32, shape)
+    for signs, ok in (([(1, 1), (1, 1)], False), ([(1, -1), (1, 1)], True)):
+        c = Chain(shape)
+        cum = c.add(_op("CumSum", f, (DType.int64, []), axis=0, attrs={"exclusive": 1}), [c.x], shape)
+        pad = _op("Pad", f, mode="constant", value_input=True, value_at=0.9, begin=[2, 0], end=[2, 0])
+        pad.signs = signs  # type: ignore[attr-defined]
+        y = c.add(pad, [cum], [3 + 2 * signs[0][1], 4])
+        assert c.accepts(_op("Reciprocal", (DType.float32, [3 + 2 * signs[0][1], 4])), [y]) is ok, signs
+
+
+def test_a_pad_of_an_all_zero_tensor_keeps_a_zero() -> None:
+    shape = [3, 4]
+    f = (DType.float32, shape)
+    c = Chain(shape)
+    zeros = c.add(_op("Sub", f, f), [c.x, c.x], shape)
+    pad = _op("Pad", f, mode="constant", value_input=True, value_at=0.9, begin=[2, 0], end=[0, 0])
+    pad.signs = [(1, 1), (1, 1)]  # type: ignore[attr-defined]
+    y = c.add(pad, [zeros], [5, 4])
+    assert not c.accepts(_op("Reciprocal", (DType.float32, [5, 4])), [y])
+
+
+def test_an_integer_mod_by_a_product_of_signs_is_zero() -> None:
+    """A product of Signs is -1, 0 or 1: an integer Mod by it, if safe, is 0."""
+    shape = [4]
+    i = (DType.int64, shape)
+    c = Chain(shape, DType.int64)
+    sign = c.add(_op("Sign", i), [c.x], shape, DType.int64)
+    prod = c.add(_op("ReduceProd", i, axes=[0], keepdims=True), [sign], [1], DType.int64)
+    assert tensor_ranges(c.graph)[prod] == Range(-1.0, 1.0, integral=True)
+    zero = c.add(_op("Mod", i, (DType.int64, [1]), fmod=1), [sign, prod], shape, DType.int64)
+    assert not c.accepts(_op("Mod", i, i, fmod=0), [c.x, zero])

@@ -9,6 +9,9 @@ import torch
 from onnx import TensorProto
 
 from generator.values import UNSAFE, find_values, margin_hits
+from generator.values.interp import Program
+from generator.values.leaves import Leaves
+from generator.values.trace import traced_marks
 from tests.test_values import build, node
 
 
@@ -101,3 +104,75 @@ def test_repairs_are_deterministic(seed: int) -> None:
     runs = [find_values(m, {"x": x}, {"x"}, seed=seed, budget_ms=60_000) for _ in range(2)]
     assert np.array_equal(runs[0].values["x"], runs[1].values["x"])
     assert runs[0].outcome.steps == runs[1].outcome.steps
+
+
+def _gathered_log_and_acos() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Log(Cast(x[0:8])) + Acos(Cast(x[8:16])) through Gathers: the first half of x must be
+    >= 1 and the second half 0, which no one value set redrawn over all of x satisfies."""
+    x = np.full(16, -3, np.int64)
+    i1, i2 = np.arange(8, dtype=np.int64)[::-1].copy(), np.arange(8, 16, dtype=np.int64)
+    m = build(
+        [
+            node("Gather", ["x", "i1"], "a"),
+            node("Cast", ["a"], "af", to=TensorProto.FLOAT),
+            node("Log", ["af"], "l"),
+            node("Gather", ["x", "i2"], "b"),
+            node("Cast", ["b"], "bf", to=TensorProto.FLOAT),
+            node("Acos", ["bf"], "c"),
+            node("Add", ["l", "c"], "y"),
+        ],
+        {"x": x},
+        {"i1": i1, "i2": i2},
+    )
+    return m, {"x": x}
+
+
+def test_positions_behind_a_gather_are_redrawn_where_they_come_from() -> None:
+    m, inputs = _gathered_log_and_acos()
+    solve(m, inputs)
+
+
+def test_unsafe_positions_are_traced_through_data_movement_ops() -> None:
+    """Transpose, Slice, Concat and Tile map each position to the exact leaf element."""
+    x = np.ones((2, 3), np.float32)
+    x[1, 2] = -1.0  # only this element is unsafe under Log
+    starts, ends = np.array([1], np.int64), np.array([3], np.int64)
+    reps, z = np.array([2, 1], np.int64), np.ones((3, 1), np.float32)
+    m = build(
+        [
+            node("Transpose", ["x"], "t", perm=[1, 0]),
+            node("Slice", ["t", "s", "e"], "u"),
+            node("Concat", ["u", "z"], "v", axis=1),
+            node("Tile", ["v", "r"], "w"),
+            node("Log", ["w"], "y"),
+        ],
+        {"x": x},
+        {"s": starts, "e": ends, "r": reps, "z": z[1:]},
+    )
+    assert _traced(m, x) == [(1, 2)]
+
+
+def test_unsafe_positions_are_traced_through_pad_and_a_broadcast_add() -> None:
+    """Pad (its padding comes from no leaf element) and an Add with a constant keep the trace."""
+    x = np.ones((2, 3), np.float32)
+    x[0, 1] = -5.0
+    m = build(
+        [
+            node("Pad", ["x", "p"], "q"),
+            node("Add", ["q", "c"], "a"),
+            node("Log", ["a"], "y"),
+        ],
+        {"x": x},
+        {"p": np.array([0, 1, 0, 0], np.int64), "c": np.ones((1, 4), np.float32)},
+    )
+    assert _traced(m, x) == [(0, 1)]
+
+
+def _traced(m: onnx.ModelProto, x: np.ndarray) -> list[tuple[int, ...]]:
+    """The elements of leaf `x` the first unsafe op's bad positions trace back to."""
+    program = Program(m, {"x": x}, {"x"})
+    leaves = Leaves(program.initial)
+    failure = program.first_failure(program.env(leaves.tensors(False)))
+    assert failure is not None and failure.bad is not None
+    marks = traced_marks(program, failure, ["x"])
+    return [tuple(int(i) for i in idx) for idx in np.argwhere(marks["x"].numpy())]

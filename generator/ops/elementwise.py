@@ -467,11 +467,18 @@ class Clip(SameShapeOp):
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         self.form = self.rng.choice(("both", "both", "min", "max", "none"))
+        # Drawn now, so the generator's range check knows them: Ceil(Clip(x, -1, -0.75)) is 0.
+        low = 0 if self.ins[0].dtype is DType.uint8 else -4
+        self.bounds = sorted(self.rng.randint(low, 4) for _ in range(2))
+
+    def value_bounds(self) -> tuple[float, float]:
+        """min and max as the emitted constants hold them."""
+        lo, hi = self.bounds
+        return (lo / 4, hi / 4) if self.ins[0].dtype.is_float else (float(lo), float(hi))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         dtype = self.inputs[0].dtype
-        low = 0 if dtype is DType.uint8 else -4
-        lo, hi = sorted(int(v) for v in em.values.integers(low, 5, size=2))
+        lo, hi = self.bounds
         if dtype.is_float:
             lo_v, hi_v = np.array(lo / 4, dtype.numpy), np.array(hi / 4, dtype.numpy)
         else:

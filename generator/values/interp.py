@@ -63,6 +63,8 @@ class Failure:
     """The reference raised; no value change is known to help."""
     exact: bool = False
     """The predicate's operands are exact: its closed boundary is not near (Predicate.within)."""
+    env: dict[str, torch.Tensor] | None = None
+    """The values computed up to the failing op (for tracing positions back to leaves)."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -159,7 +161,7 @@ class Program:
                 bad = p.within(f, margin, exact)
                 if bool(bad.any()):
                     unsafe = True
-                    yield Failure(node, ops, p, f, margin, bad, exact=exact)
+                    yield Failure(node, ops, p, f, margin, bad, exact=exact, env=env)
                     if not every:
                         return
             if unsafe and any(p.integer for p in node.checks if p.relevant(ops, node.attrs)):
@@ -177,7 +179,7 @@ class Program:
                     bits[name] = out_same or not value.is_floating_point()
             for t in outs:
                 if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                    yield Failure(node, ops, bad=~torch.isfinite(t.detach()))
+                    yield Failure(node, ops, bad=~torch.isfinite(t.detach()), env=env)
                     if not every:
                         return
                     break

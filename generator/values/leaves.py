@@ -77,12 +77,19 @@ class Leaves:
         rng: np.random.Generator,
         where: torch.Tensor | None = None,
         values: list[int] | None = None,
+        traced: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
         """Fresh values for these leaves, only at the elements `where` marks if it folds onto
         the leaf's shape (an elementwise path), else everywhere. `values`: draw from these
-        (an integer predicate's safe set), otherwise from the range the leaf started in."""
+        (an integer predicate's safe set), otherwise from the range the leaf started in.
+        `traced`: per leaf, the elements known exactly to land on `where` (see trace.py),
+        used instead of folding."""
         theta = self.theta.detach().clone()
         for name in names:
+            mark = traced.get(name) if traced is not None else None
+            if mark is not None:
+                self._refill_traced(name, theta, mark, rng, values)
+                continue
             if name in self.spans:
                 s = self.spans[name]
                 view = theta[s.start : s.stop].view(s.shape)
@@ -97,6 +104,19 @@ class Leaves:
                 _refill(b, self._marks(where, tuple(b.shape), rng, whole=True), rng, values, None)
                 self.fixed[name] = b
         self.theta = theta
+
+    def _refill_traced(
+        self, name: str, theta: torch.Tensor, mark: torch.Tensor, rng: np.random.Generator, values: list[int] | None
+    ) -> None:
+        if name in self.spans:
+            s = self.spans[name]
+            _refill(theta[s.start : s.stop].view(s.shape), mark, rng, values, s.scale)
+            return
+        store = self.ints if name in self.ints else self.fixed
+        if name in store and (values is not None or store is self.ints):
+            t = store[name].clone()
+            _refill(t, mark, rng, values, None)
+            store[name] = t
 
     @staticmethod
     def _marks(

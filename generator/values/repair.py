@@ -21,6 +21,7 @@ import torch
 
 from generator.values.interp import Failure, Node, Program
 from generator.values.leaves import Leaves
+from generator.values.trace import traced_marks
 
 OWN_ONLY = 0.75
 """How often only the position-specific leaves are redrawn, when there are any."""
@@ -75,12 +76,13 @@ def redraw_upstream(program: Program, leaves: Leaves, failure: Failure, rng: np.
         # redrawing the shared (broadcast) leaves too would undo the positions already fixed.
         ups = own
     ints = [n for n in ups if n in leaves.ints]
-    leaves.redraw([n for n in ups if n in leaves.spans], rng, failure.bad, values)
+    traced = traced_marks(program, failure, ups)
+    leaves.redraw([n for n in ups if n in leaves.spans], rng, failure.bad, values, traced)
     if values is None or rng.random() >= OWN_SET:
         values = INT_SETS[int(rng.integers(len(INT_SETS)))]
-    leaves.redraw(ints, rng, failure.bad, values)
+    leaves.redraw(ints, rng, failure.bad, values, traced)
     for name in (n for n in ups if n in leaves.fixed):
-        leaves.redraw([name], rng, failure.bad, [int(rng.random() < 0.5)])
+        leaves.redraw([name], rng, failure.bad, [int(rng.random() < 0.5)], traced)
     return True
 
 
