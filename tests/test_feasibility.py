@@ -270,12 +270,20 @@ def test_a_cast_to_int_has_no_jump_at_zero_but_has_one_at_one() -> None:
     assert margin_hits(model, {"x": near_one})
 
 
-def test_mean_variance_normalization_over_one_element_is_safe() -> None:
+def test_mean_variance_normalization_of_a_constant_slice_is_unsafe_and_never_built() -> None:
+    """A zero variance, even an exact one: the spec's epsilon gives 0, onnxruntime 0/0."""
     x = np.array([[0.3], [0.7]], dtype=np.float32)
-    one = _single_op_model("MeanVarianceNormalization", x, TensorProto.FLOAT, axes=[1])
-    assert not margin_hits(one, {"x": x})
-    flat = np.array([[0.3, 0.3]], dtype=np.float32)  # a constant slice of two: x - mean is rounding
+    assert margin_hits(_single_op_model("MeanVarianceNormalization", x, TensorProto.FLOAT, axes=[1]), {"x": x})
+    flat = np.array([[0.3, 0.3]], dtype=np.float32)
     assert margin_hits(_single_op_model("MeanVarianceNormalization", flat, TensorProto.FLOAT, axes=[1]), {"x": flat})
+    spread = np.array([[0.3, 0.9]], dtype=np.float32)
+    assert not margin_hits(
+        _single_op_model("MeanVarianceNormalization", spread, TensorProto.FLOAT, axes=[1]), {"x": spread}
+    )
+    mvn = _op("MeanVarianceNormalization", (DType.float32, [4, 1]), axes=[1])
+    assert mvn.requires(mvn.inputs) == [False]
+    mvn.axes = [0, 1]  # type: ignore[attr-defined]
+    assert mvn.requires(mvn.inputs) == [True]
 
 
 def test_a_reciprocal_of_a_softmax_product_is_at_least_one() -> None:
@@ -599,3 +607,15 @@ def test_an_integer_mod_by_a_product_of_signs_is_zero() -> None:
     assert tensor_ranges(c.graph)[prod] == Range(-1.0, 1.0, integral=True)
     zero = c.add(_op("Mod", i, (DType.int64, [1]), fmod=1), [sign, prod], shape, DType.int64)
     assert not c.accepts(_op("Mod", i, i, fmod=0), [c.x, zero])
+
+
+def test_thresholded_relu_shrink_and_one_hot_jumps_are_margins() -> None:
+    """A computed operand a hair from ThresholdedRelu's alpha, Shrink's ±lambd (bias apart
+    from lambd) or an integer OneHot index lands on either side by backend."""
+    near = np.array([math.asin(0.5)], dtype=np.float32)  # Sin gives 0.5 up to rounding
+    far = np.array([math.asin(0.7)], dtype=np.float32)
+    for op, attrs in (("ThresholdedRelu", {"alpha": 0.5}), ("Shrink", {"lambd": 0.5, "bias": 0.2})):
+        m = _single_op_model(op, near, TensorProto.FLOAT, **attrs)
+        assert margin_hits(m, {"x": near}) and not margin_hits(m, {"x": far}), op
+    smooth = _single_op_model("Shrink", near, TensorProto.FLOAT, lambd=0.5, bias=0.5)
+    assert not margin_hits(smooth, {"x": near}), "bias == lambd: Shrink is continuous"

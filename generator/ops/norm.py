@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from generator.dtypes import DType
 from generator.ops.base import Attrs, Emitter, SameShapeOp, register
 from generator.ops.nn import FLOAT_TYPES, axis_of, widen
-from generator.symbolic import AbsTensor, Cond, SymCtx, TType
+from generator.symbolic import AbsTensor, Cond, SymCtx, TType, numel
 
 EPSILONS = (1e-5, 1e-5, 1e-3, 0.1)
 
@@ -216,6 +216,11 @@ class MeanVarianceNormalization(NormOp):
         rank = ins[0].rank
         self.axes = sorted(self.rng.sample(range(rank), self.rng.randint(1, rank)))
         self.default_axes = rank == 4 and self.axes == [0, 2, 3]
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        # Over one element the variance is 0: the spec's epsilon makes the result 0, while
+        # onnxruntime, which drops it, divides 0 by 0. No value can make that stable.
+        return [numel([ins[0].shape[a] for a in self.axes]) >= 2]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         attrs = {} if self.default_axes and not self.explicit else {"axes": self.axes}

@@ -14,10 +14,10 @@ Integer predicates are discrete: a zero divisor has no useful gradient, so they 
 wrap, and the repair shrinks the values behind the product.
 
 Discontinuities (Floor, Ceil, Round, Sign, a cast to an integer or bool, ArgMax, ArgMin,
-Hardmax, TopK) keep a computed operand `JUMP_MARGIN` (relative) away from the jump: a
-backend that rounds the operand differently lands on the other side. Comparisons are left
-out: campaigns showed no false positive from them, and their margin made many models
-unsolvable.
+Hardmax, TopK, ThresholdedRelu at alpha, Shrink at ±lambd, OneHot's float indices) keep a
+computed operand `JUMP_MARGIN` (relative) away from the jump: a backend that rounds the
+operand differently lands on the other side. Comparisons are left out: campaigns showed no
+false positive from them, and their margin made many models unsolvable.
 
 The table reads nothing from the generator's op specs: it describes ONNX semantics, so it
 applies equally to models fuzzbot did not generate (reduced models, user bundles).
@@ -283,12 +283,11 @@ def _lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
 
 
 def _mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation. Over one
-    element it is x - x, an exact 0 in every backend whatever the variance: always safe."""
+    """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation. Even an
+    exact 0 (a constant slice, a slice of one element) is unsafe: the spec's epsilon makes
+    the result 0 there, onnxruntime, which drops it, gives 0/0."""
     x = _x(ops)
     axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", [0, 2, 3])]
-    if math.prod(x.shape[a] for a in axes) == 1:
-        return -torch.ones_like(x)
     mean = x.mean(dim=axes, keepdim=True)
     return -((x * x).mean(dim=axes, keepdim=True) - mean * mean)
 
@@ -322,6 +321,22 @@ def _trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     r = torch.round(x).detach()
     r = torch.where(r == 0, torch.where(x < 0, -1.0, 1.0).to(x.dtype), r)
     return -_abs_nz(x - r) / _periodic_unit(x)
+
+
+def _threshold_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to alpha, where ThresholdedRelu jumps from 0 to x."""
+    x = _x(ops)
+    return -_abs_nz(x - float(attrs.get("alpha", 1.0))) / _unit(x)
+
+
+def _shrink_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to ±lambd, where Shrink jumps by lambd - bias."""
+    x, lambd = _x(ops), float(attrs.get("lambd", 0.5))
+    return -torch.minimum(_abs_nz(x - lambd), _abs_nz(x + lambd)) / _unit(x)
+
+
+def _shrink_jumps(ops: Operands, attrs: Attrs) -> bool:
+    return _is_float(ops[0]) and float(attrs.get("bias", 0.0)) != float(attrs.get("lambd", 0.5))
 
 
 def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
@@ -543,6 +558,9 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "ReduceLogSumExp": (Predicate("x <= growth limit", (0,), _exp_growth),),
     "ReduceProd": (_overflow_check(_prod_overflow),),
     "Floor": (_jump("x not near an integer", _int_gap),),
+    "ThresholdedRelu": (_jump("x not near alpha", _threshold_gap),),
+    "Shrink": (_jump("x not near ±lambd", _shrink_gap, applies=_shrink_jumps),),
+    "OneHot": (_jump("float index not near an integer", _int_gap, applies=lambda ops, a: _is_float(ops[0])),),
     "Ceil": (_jump("x not near an integer", _int_gap),),
     "Round": (_jump("x not near a half-integer", _half_gap),),
     "Sign": (_jump("x not near 0", _zero_gap),),
@@ -552,7 +570,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Hardmax": (_jump("a clear maximum", _arg_gap(True, -1), applies=_arg_applies(-1)),),
     "TopK": (_jump("no near-ties among the k + 1 best", _topk_gap, applies=lambda o, a: _topk_count(o, a) >= 2),),
     "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), _lp_norm),),
-    "MeanVarianceNormalization": (Predicate("variance > 0 or exactly 0", (0,), _mvn_variance),),
+    "MeanVarianceNormalization": (Predicate("variance > 0", (0,), _mvn_variance, strict=True),),
 }
 
 
