@@ -3,11 +3,12 @@
 A failure's unsafe positions fold onto a leaf's shape only along an elementwise path;
 behind a Gather, Transpose, Slice, Tile, Concat or Reshape, the few elements that matter
 lie elsewhere in the leaf. When every op between a leaf and the failing operand only
-moves elements, the path is run once more on an index tensor (the leaf's flat positions
-+ 1 as int64, 0 for every other source of elements) with the same indices, axes and shapes,
-which tells exactly which leaf element lands at each position. Any other op on the way
-(a reduction, a Where, an elementwise op with the leaf on two inputs) gives no trace, and the caller falls
-back to its untraced redraw.
+moves elements or maps each in place (a Cast, an Add of a constant), the path is run
+once more on an index tensor (the leaf's flat positions + 1 as int64, 0 for every other
+source of elements) with the same indices, axes and shapes, which tells exactly which
+leaf element lands at each position. Any other op on the way (a reduction, a Where, an
+elementwise op with the leaf on two inputs) gives no trace, and the caller falls back to
+its untraced redraw.
 """
 
 from __future__ import annotations
@@ -152,10 +153,29 @@ def traced_marks(program: Program, failure: Failure, names: list[str]) -> dict[s
 
 def _index(program: Program, env: dict[str, torch.Tensor], leaf: str, target: str) -> torch.Tensor | None:
     """`target` recomputed with `leaf` replaced by its flat positions; None unless every op
-    between them is in MOVES (or the target is the leaf itself)."""
+    between them moves or passes elements (or the target is the leaf itself)."""
+    base = env.get(leaf)
+    if base is None:
+        return None
     if target == leaf:
-        t = env.get(leaf)
-        return None if t is None else _positions(t)
+        return _positions(base)
+    cone = _cone(program, leaf, target)
+    if cone is None:
+        return None
+    values: dict[str, torch.Tensor] = {leaf: _positions(base)}
+    for i in sorted(cone):
+        node = cone[i]
+        outs = _traced_outputs(node, values, env)
+        if outs is None:
+            return None
+        for name, v in zip(node.outputs, outs, strict=False):
+            if name:
+                values[name] = v
+    return values.get(target)
+
+
+def _cone(program: Program, leaf: str, target: str) -> dict[int, Node] | None:
+    """The nodes between `leaf` and `target`, by index; None when one of them is not traceable."""
     producer = {o: node for node in program.nodes for o in node.outputs if o}
     cone: dict[int, Node] = {}
     todo = [target]
@@ -168,51 +188,43 @@ def _index(program: Program, env: dict[str, torch.Tensor], leaf: str, target: st
         cone[node.index] = node
         data = DATA.get(node.op_type, (0,))
         todo.extend(x for k, x in enumerate(node.inputs) if x and (data is None or k in data))
-    base = env.get(leaf)
-    if base is None:
+    return cone
+
+
+def _traced_outputs(
+    node: Node, values: dict[str, torch.Tensor], env: dict[str, torch.Tensor]
+) -> list[torch.Tensor] | None:
+    """One node run on position tensors: copied through PASS ops, broadcast through BROADCAST
+    ops, and run for real (on the intermediate indices and shapes) for MOVES."""
+    if node.op_type in PASS:
+        v = values.get(node.inputs[0])
+        return None if v is None else [v]
+    if node.op_type in BROADCAST:
+        v = _broadcast(node, values, env)
+        return None if v is None else [v]
+    data = DATA.get(node.op_type, (0,))
+    ops: list[torch.Tensor | None] = []
+    for k, x in enumerate(node.inputs):
+        if not x:
+            ops.append(None)
+        elif data is None or k in data:
+            v = values.get(x)
+            if v is None:
+                known = env.get(x)
+                if known is None:
+                    return None
+                v = torch.zeros(tuple(known.shape), dtype=torch.int64)
+            ops.append(v)
+        elif node.op_type == "Pad" and k == 2:
+            ops.append(torch.zeros((), dtype=torch.int64))  # padding: no element of the leaf
+        elif x in values or x not in env:
+            return None  # the leaf's elements place themselves (a Gather on its own indices)
+        else:
+            ops.append(env[x])
+    try:
+        return list(node.run(node.attrs, ops))
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
         return None
-    values: dict[str, torch.Tensor] = {leaf: _positions(base)}
-    for i in sorted(cone):
-        node = cone[i]
-        if node.op_type in PASS:
-            v = values.get(node.inputs[0])
-            if v is None:
-                return None
-            values[node.outputs[0]] = v
-            continue
-        if node.op_type in BROADCAST:
-            v = _broadcast(node, values, env)
-            if v is None:
-                return None
-            values[node.outputs[0]] = v
-            continue
-        data = DATA.get(node.op_type, (0,))
-        ops: list[torch.Tensor | None] = []
-        for k, x in enumerate(node.inputs):
-            if not x:
-                ops.append(None)
-            elif data is None or k in data:
-                v = values.get(x)
-                if v is None:
-                    known = env.get(x)
-                    if known is None:
-                        return None
-                    v = torch.zeros(tuple(known.shape), dtype=torch.int64)
-                ops.append(v)
-            elif node.op_type == "Pad" and k == 2:
-                ops.append(torch.zeros((), dtype=torch.int64))  # padding: no element of the leaf
-            elif x in values or x not in env:
-                return None  # the leaf's elements place themselves (a Gather on its own indices)
-            else:
-                ops.append(env[x])
-        try:
-            outs = node.run(node.attrs, ops)
-        except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
-            return None
-        for name, v in zip(node.outputs, outs, strict=False):
-            if name:
-                values[name] = v
-    return values.get(target)
 
 
 def _positions(t: torch.Tensor) -> torch.Tensor:
