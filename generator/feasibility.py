@@ -18,7 +18,7 @@ from generator.binning import Solution
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
-from generator.ranges import FULL, RULES, Range, output_range, propagate
+from generator.ranges import FULL, RULES, Range, axis_len, output_range, propagate
 from generator.values.unsafe import NEEDS_OPS, Need, needs
 
 PINNED = 2.0**-8
@@ -37,12 +37,9 @@ def _pinned(r: Range) -> bool:
     return _pinned_near(r, lambda x: x)
 
 
-def _slice_len(op: OpSpec) -> int:
-    axis = getattr(op, "axis", None)
-    if axis is None or not op.inputs:
-        return 0
-    n = op.inputs[0].shape[axis]
-    return n if type(n) is int else 0
+def _ties(op: OpSpec) -> bool:
+    """Whether a constant slice along the op's axis holds two or more (tied) elements."""
+    return (axis_len(op) or 0) >= 2
 
 
 def _cast_jumps(op: OpSpec) -> Callable[[float], float] | None:
@@ -57,7 +54,7 @@ JUMPS: dict[str, Callable[[OpSpec, Range], bool]] = {
     **dict.fromkeys(("Floor", "Ceil"), lambda op, r: not _pinned_near(r, lambda x: float(round(x)))),
     "Round": lambda op, r: not _pinned_near(r, lambda x: math.floor(x) + 0.5),
     "Sign": lambda op, r: not _pinned_near(r, lambda x: 0.0),
-    **dict.fromkeys(("ArgMax", "ArgMin", "Hardmax", "TopK"), lambda op, r: not (_pinned(r) and _slice_len(op) >= 2)),
+    **dict.fromkeys(("ArgMax", "ArgMin", "Hardmax", "TopK"), lambda op, r: not (_pinned(r) and _ties(op))),
 }
 """Per discontinuous op: whether its operand can stay off the jump (a value pinned to an
 integer cannot be moved off it; a constant slice is all ties)."""

@@ -55,6 +55,11 @@ class Range:
         return min(self.hi, self.low_cap)
 
     @property
+    def all_zero(self) -> bool:
+        """Every element is an exact 0."""
+        return self.lo == self.hi == 0.0
+
+    @property
     def point(self) -> bool:
         """One value whatever the inputs (Softmax over one element, Sub(t, t))."""
         return self.lo == self.hi
@@ -139,7 +144,7 @@ def _mul(op: OpSpec, ins: list[Range]) -> Range:
 def _inverse(b: Range) -> Range | None:
     """1/b for a divisor of one sign (a safe one is never 0, so an end at 0 gives ±inf); a
     correctly rounded division is monotone, so no slack. None where b may take either sign."""
-    if b.lo < 0 < b.hi or b.lo == b.hi == 0.0:
+    if b.lo < 0 < b.hi or b.all_zero:
         return None
     ends = sorted(1 / x if x not in (0.0, INF, -INF) else (0.0 if x != 0.0 else INF) for x in (b.lo, b.hi))
     if b.hi <= 0:
@@ -218,7 +223,8 @@ def _clip(op: OpSpec, ins: list[Range]) -> Range:
     return a if form == "none" else FULL
 
 
-def _axis_len(op: OpSpec) -> int | None:
+def axis_len(op: OpSpec) -> int | None:
+    """The length of the axis `op` works along (Softmax's, ArgMax's), where it is known."""
     axis = getattr(op, "axis", None)
     if axis is None or not op.inputs:
         return None
@@ -234,13 +240,13 @@ def _unit_axis(op: OpSpec) -> int | None:
 def _lp_normalization(op: OpSpec, ins: list[Range]) -> Range:
     """L1 over one element is x/|x|: exactly -1, 0 or 1 (Atanh of it can only be given 0s).
     (L2's sqrt(x*x) is |x| only without overflow, so it keeps the plain bounds.)"""
-    one = _axis_len(op) == 1 and getattr(op, "p", 2) == 1
+    one = axis_len(op) == 1 and getattr(op, "p", 2) == 1
     return Range(-1.0, 1.0, integral=one)
 
 
 def _softmax(op: OpSpec, ins: list[Range]) -> Range:
     """Over one element, exactly 1: exp(x - max) is exp(0)."""
-    n = _axis_len(op)
+    n = axis_len(op)
     if n == 1:
         return Range(1.0, 1.0)
     return Range(0.0, 1.0, 1.0 / n if n else INF, unit_axis=_unit_axis(op))
@@ -248,7 +254,7 @@ def _softmax(op: OpSpec, ins: list[Range]) -> Range:
 
 def _hardmax(op: OpSpec, ins: list[Range]) -> Range:
     """One 1 per slice, the rest 0."""
-    n = _axis_len(op)
+    n = axis_len(op)
     if n == 1:
         return Range(1.0, 1.0)
     wide = n is not None and n >= 2
@@ -293,9 +299,7 @@ def _thresholded_relu(op: OpSpec, ins: list[Range]) -> Range:
 
 def _cosh(op: OpSpec, ins: list[Range]) -> Range:
     """Even, increasing in |x|: Cosh of Ceil's exact 1s is cosh(1), not anything from 1 up."""
-    a = ins[0]
-    far = max(abs(a.lo), abs(a.hi))
-    near = 0.0 if a.lo <= 0.0 <= a.hi else min(abs(a.lo), abs(a.hi))
+    near, far = _magnitudes(ins[0])
 
     def c(x: float) -> float:
         try:
@@ -358,7 +362,7 @@ def _pad_solved(op: OpSpec, sol: Solution, ins: list[Range]) -> Range:
         return Range(r.lo, r.hi, v, v, v == 0.0, integral=r.integral)
     # Nothing cropped: the input's elements, an exact 0 too, are all kept.
     a = ins[0]
-    zero = v == 0.0 or a.zero or a.lo == a.hi == 0.0
+    zero = v == 0.0 or a.zero or a.all_zero
     return Range(r.lo, r.hi, min(v, a.cap), max(v, a.high_floor), zero, integral=r.integral)
 
 
@@ -533,13 +537,13 @@ def _eye_like(op: OpSpec, ins: list[Range]) -> Range:
 
 def _arg_index(op: OpSpec, ins: list[Range]) -> Range:
     """An index along an axis of one element is 0."""
-    return Range(0.0, 0.0) if _axis_len(op) == 1 else Range(0.0, INF)
+    return Range(0.0, 0.0) if axis_len(op) == 1 else Range(0.0, INF)
 
 
 def _norm_of(op: OpSpec, ins: list[Range]) -> Range:
     """Lp norms and sums of squares: never negative, and 0 for an all-0 input."""
     a = ins[0]
-    return Range(0.0, 0.0) if a.lo == a.hi == 0.0 else Range(0.0, INF)
+    return Range(0.0, 0.0) if a.all_zero else Range(0.0, INF)
 
 
 def _magnitudes(a: Range) -> tuple[float, float]:
@@ -553,7 +557,7 @@ def _lp_pool(op: OpSpec, ins: list[Range]) -> Range:
     last window may lie in the padding), and a p-norm is at least its largest term: at
     least the smallest |x|. Asin(LpPool(Mean(1, cosh 1))) is never safe."""
     a = ins[0]
-    if a.lo == a.hi == 0.0:
+    if a.all_zero:
         return Range(0.0, 0.0)
     if getattr(op, "ceil_mode", False):
         return Range(0.0, INF)
@@ -564,7 +568,7 @@ def _global_lp_pool(op: OpSpec, ins: list[Range]) -> Range:
     """(sum over K cells of |x|^p)^(1/p): within K^(1/p) times the smallest and largest |x|."""
     a = ins[0]
     dims = _dims(op)
-    if a.lo == a.hi == 0.0:
+    if a.all_zero:
         return Range(0.0, 0.0)
     if dims is None or len(dims) < 3:
         return Range(0.0, INF)
@@ -636,7 +640,7 @@ def _mvn(op: OpSpec, ins: list[Range]) -> Range:
 def _log_softmax(op: OpSpec, ins: list[Range]) -> Range:
     """Each slice's largest element is at least -log(n) (its Softmax is at least 1/n), so
     -LogSoftmax over two elements has one at most log 2 < 1, never all Acosh operands."""
-    n = _axis_len(op)
+    n = axis_len(op)
     if n == 1:
         return Range(0.0, 0.0)
     floor = -math.log(n) * (1 + _SLACK) if n else -INF
@@ -646,7 +650,7 @@ def _log_softmax(op: OpSpec, ins: list[Range]) -> Range:
 def _contraction(op: OpSpec, ins: list[Range]) -> Range:
     """MatMul and Einsum sum products with one factor from every operand: an all-0 operand
     (an EyeLike shifted off its matrix, Sub(t, t)) makes every result an exact 0."""
-    return Range(0.0, 0.0) if any(r.lo == r.hi == 0.0 for r in ins) else FULL
+    return Range(0.0, 0.0) if any(r.all_zero for r in ins) else FULL
 
 
 def _scatter(op: OpSpec, ins: list[Range]) -> Range:

@@ -478,11 +478,7 @@ class Clip(SameShapeOp):
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         dtype = self.inputs[0].dtype
-        lo, hi = self.bounds
-        if dtype.is_float:
-            lo_v, hi_v = np.array(lo / 4, dtype.numpy), np.array(hi / 4, dtype.numpy)
-        else:
-            lo_v, hi_v = np.array(lo, dtype.numpy), np.array(hi, dtype.numpy)
+        lo_v, hi_v = (np.array(v, dtype.numpy) for v in self.value_bounds())
         operands = {
             "both": [ins[0], em.const(lo_v), em.const(hi_v)],
             "min": [ins[0], em.const(lo_v)],

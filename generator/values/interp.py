@@ -108,6 +108,8 @@ class Program:
         self.initial = {n: arrays[n] for n in self.free}
         self.constants = {n: as_tensor(a) for n, a in arrays.items() if n not in free}
         self.nodes: list[Node] = []
+        self.producer: dict[str, Node] = {}
+        """The node computing each intermediate tensor, for walks back toward the leaves."""
         self.ancestors: dict[str, frozenset[str]] = {n: frozenset([n]) for n in self.free}
         exact = dict.fromkeys(arrays, True)
         for i, n in enumerate(model.graph.node):
@@ -133,6 +135,8 @@ class Program:
             for o in n.output:
                 self.ancestors[o] = up
                 exact[o] = out_exact
+                if o:
+                    self.producer[o] = node
 
     def env(self, leaves: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {**self.constants, **leaves}

@@ -86,37 +86,24 @@ class Leaves:
         used instead of folding."""
         theta = self.theta.detach().clone()
         for name in names:
-            mark = traced.get(name) if traced is not None else None
-            if mark is not None:
-                self._refill_traced(name, theta, mark, rng, values)
-                continue
+            known = traced.get(name) if traced is not None else None
             if name in self.spans:
                 s = self.spans[name]
                 view = theta[s.start : s.stop].view(s.shape)
-                _refill(view, self._marks(where, s.shape, rng), rng, values, s.scale)
+                mark = known if known is not None else self._marks(where, s.shape, rng)
+                _refill(view, mark, rng, values, s.scale)
             elif name in self.ints:
                 t = self.ints[name].clone()
-                _refill(t, self._marks(where, tuple(t.shape), rng, whole=True), rng, values, None)
+                mark = known if known is not None else self._marks(where, tuple(t.shape), rng, whole=True)
+                _refill(t, mark, rng, values, None)
                 self.ints[name] = t
             elif name in self.fixed and values is not None:
                 # A boolean behind a divisor (Cast(b) as divisor): a nonzero value is True.
                 b = self.fixed[name].clone()
-                _refill(b, self._marks(where, tuple(b.shape), rng, whole=True), rng, values, None)
+                mark = known if known is not None else self._marks(where, tuple(b.shape), rng, whole=True)
+                _refill(b, mark, rng, values, None)
                 self.fixed[name] = b
         self.theta = theta
-
-    def _refill_traced(
-        self, name: str, theta: torch.Tensor, mark: torch.Tensor, rng: np.random.Generator, values: list[int] | None
-    ) -> None:
-        if name in self.spans:
-            s = self.spans[name]
-            _refill(theta[s.start : s.stop].view(s.shape), mark, rng, values, s.scale)
-            return
-        store = self.ints if name in self.ints else self.fixed
-        if name in store and (values is not None or store is self.ints):
-            t = store[name].clone()
-            _refill(t, mark, rng, values, None)
-            store[name] = t
 
     @staticmethod
     def _marks(

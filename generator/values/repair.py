@@ -128,12 +128,11 @@ def _signed_redraw(program: Program, leaves: Leaves, failure: Failure, rng: np.r
 def _mods(program: Program, leaves: Leaves, names: list[str]) -> list[Node]:
     """The integer Mod nodes that `names` are computed from, with integer leaves behind both
     operands."""
-    producer = {o: node for node in program.nodes for o in node.outputs if o}
     seen: set[int] = set()
     todo = list(names)
     found: list[Node] = []
     while todo:
-        node = producer.get(todo.pop())
+        node = program.producer.get(todo.pop())
         if node is None or node.index in seen:
             continue
         seen.add(node.index)

@@ -176,11 +176,10 @@ def _index(program: Program, env: dict[str, torch.Tensor], leaf: str, target: st
 
 def _cone(program: Program, leaf: str, target: str) -> dict[int, Node] | None:
     """The nodes between `leaf` and `target`, by index; None when one of them is not traceable."""
-    producer = {o: node for node in program.nodes for o in node.outputs if o}
     cone: dict[int, Node] = {}
     todo = [target]
     while todo:
-        node = producer.get(todo.pop())
+        node = program.producer.get(todo.pop())
         if node is None or node.index in cone or leaf not in program.ancestors.get(node.outputs[0], frozenset()):
             continue
         if node.op_type not in MOVES and node.op_type not in PASS and node.op_type not in BROADCAST:
