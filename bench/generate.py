@@ -2,9 +2,10 @@
 op-pair coverage that diversity feedback buys over uniform choice.
 
 Prints one JSON object. Timings are generation plus ONNX emission, as wall time and
-as this process's CPU time (the steadier number on a shared machine); the NNSmith
-baseline is bench/nnsmith_gen.py, run in its own venv (see its docstring). Timings (the value search
-has its own benchmark, bench/values.py). Validity runs each model through
+as this process's CPU time (the steadier number on a shared machine), without the values
+(`timing`, comparable with NNSmith's graph generation: bench/nnsmith_gen.py, run in its
+own venv, see its docstring) and with them, as a campaign generates (`timing_with_values`;
+the values have their own benchmark, bench/values.py). Validity runs each model through
 onnx.checker (full_check), the torch reference, and onnxruntime in a worker after
 support probing, exactly as a campaign would.
 
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -41,8 +42,8 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def timing(nodes: int, count: int) -> dict[str, float]:
-    cfg = GenConfig(nodes=nodes, values="none")
+def timing(nodes: int, count: int, values: Literal["gradient", "none"] = "none") -> dict[str, float]:
+    cfg = GenConfig(nodes=nodes, values=values)
     coverage = Coverage()
     times: list[float] = []
     cpu: list[float] = []
@@ -61,8 +62,10 @@ def timing(nodes: int, count: int) -> dict[str, float]:
     }
 
 
-def pair_coverage(count: int, nodes: int, feedback: bool) -> dict[str, int]:
-    cfg = GenConfig(nodes=nodes, values="none", feedback=feedback)
+def pair_coverage(
+    count: int, nodes: int, feedback: bool, values: Literal["gradient", "none"] = "none"
+) -> dict[str, int]:
+    cfg = GenConfig(nodes=nodes, values=values, feedback=feedback)
     coverage = Coverage()
     for seed in range(count):
         generate(seed, cfg, coverage=coverage)
@@ -125,12 +128,15 @@ def main() -> None:
     args = ap.parse_args()
     out: dict[str, Any] = {"registered_op_types": len(op_specs())}
     out["timing"] = {str(n): timing(n, args.count) for n in (5, 10, 20, 30)}
+    out["timing_with_values"] = {str(n): timing(n, args.count, "gradient") for n in (10, 20, 30)}
     on, off = pair_coverage(args.pairs, 10, True), pair_coverage(args.pairs, 10, False)
+    valued = pair_coverage(args.pairs, 10, True, "gradient")
     out["pair_coverage_10_nodes"] = {
         "models": args.pairs,
         "feedback": on,
         "uniform": off,
         "pair_ratio": round(on["op_pairs"] / max(off["op_pairs"], 1), 3),
+        "feedback_with_values": valued,
     }
     out["validity_10_nodes"] = validity(args.valid, 10)
     print(json.dumps(out, indent=1))

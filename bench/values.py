@@ -1,12 +1,23 @@
-"""Value search: gradient search against the sampling baseline (NNSmith §5.4, Figure 11).
+"""NaN/Inf-free values: what keeping them costs, and the search against the sampling baseline.
 
 Builds groups of generated models (10, 20 and 30 nodes by default), keeping only models
-with at least one op of the unsafe-op table, and runs both methods on the same initial
-values of each model. A model counts as a success when the values found pass the margin
-check: every intermediate tensor finite and every unsafe op's operand outside its margin.
+with at least one op of the unsafe-op table, and measures two things per group:
 
-Prints one JSON object; per group and method: success rate, median and p90 search time,
-and search time as a share of the whole generation (growth + emission + search).
+- `grown`: the generator as it runs (generator.witness). Each graph keeps safe values for
+  every tensor while it grows, repaired by the gradient search (or, for the baseline, by
+  sampling) whenever an insertion breaks them, and an insertion no repair fixes is
+  refused. Success is checked on the emitted model with the oracles' margin check, apart
+  from the generator's own bookkeeping; a case dropped for time counts as a failure.
+- `from_random`: NNSmith's protocol (§5.4, Figure 11) on the same models: every input and
+  weight drawn anew from the generator's distributions, then the search of
+  generator.values (gradient, or sampling alone) has to find safe values from there.
+- `unchecked`: the same protocol on models grown without values (`values: none`), where
+  nothing refuses a composition no values can make safe: what the search alone achieves
+  on what a generator without this check builds.
+
+Success: every intermediate tensor finite and every unsafe op's operand outside its margin.
+Per group and method: success rate, median and p90 value time, and value time as a share
+of the whole generation (growth + emission + values). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -16,45 +27,58 @@ import json
 import statistics
 import sys
 import time
-from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from generator.api import Case, GenConfig, generate, op_specs, with_safe_values
-from generator.values import UNSAFE, NoValidValues, margin_hits
+from generator.api import Case, GenConfig, grow_case, op_specs, with_safe_values
+from generator.values import UNSAFE, NoValidValues, apply_values, margin_hits
 
 METHODS = ("gradient", "sampling")
+FRESH_SALT = 0x46524553
+"""Mixed into the seed of the fresh draws, apart from every generator stream."""
 
 
-def unsafe_cases(nodes: int, count: int, first_seed: int, cfg: GenConfig) -> tuple[list[Case], list[float]]:
-    """`count` models with an unsafe op, with their generation times (ms, search excluded)."""
-    cases: list[Case] = []
-    gen_ms: list[float] = []
-    seed = first_seed
-    while len(cases) < count:
-        t0 = time.perf_counter()
-        try:
-            case = generate(seed, cfg.model_copy(update={"nodes": nodes, "values": "none"}))
-        except RuntimeError:
-            seed += 1
-            continue
-        elapsed = 1000 * (time.perf_counter() - t0)
-        seed += 1
-        if any(n.op_type in UNSAFE for n in case.model.graph.node):
-            cases.append(case)
-            gen_ms.append(elapsed)
-    return cases, gen_ms
+@dataclass
+class Grown:
+    """One case as the generator made it, or None where it was dropped."""
+
+    seed: int
+    total_ms: float
+    value_ms: float
+    case: Case | None
+    start: Case | None
+    """The same model with every input and weight drawn anew (for `from_random`)."""
+    valid: bool
 
 
-def search(case: Case, cfg: GenConfig) -> tuple[bool, float, str]:
-    """(valid values found, wall ms, how it ended) for one model and one method."""
+def grow(seed: int, cfg: GenConfig) -> Grown | None:
+    """The case of `seed`, or None when it has no unsafe op (or no op could be inserted)."""
     t0 = time.perf_counter()
     try:
-        found = with_safe_values(case, cfg)
-    except NoValidValues:
-        return False, 1000 * (time.perf_counter() - t0), "dropped"
+        case, witness = grow_case(seed, cfg)
+    except NoValidValues as e:
+        elapsed = 1000 * (time.perf_counter() - t0)
+        return Grown(seed, elapsed, e.outcome.time_ms or elapsed, None, None, False)
+    except RuntimeError:
+        return None
     elapsed = 1000 * (time.perf_counter() - t0)
-    assert found.values is not None
-    return not margin_hits(found.model, found.inputs), elapsed, found.values.method or "?"
+    if not any(n.op_type in UNSAFE for n in case.model.graph.node):
+        return None
+    assert case.values is not None
+    start = Case(seed, *apply_values(case.model, case.inputs, witness.fresh(seed ^ FRESH_SALT)))
+    return Grown(seed, elapsed, case.values.time_ms, case, start, not margin_hits(case.model, case.inputs))
+
+
+def grown_group(nodes: int, count: int, first_seed: int, cfg: GenConfig) -> list[Grown]:
+    out: list[Grown] = []
+    seed = first_seed
+    while len(out) < count:
+        g = grow(seed, cfg.model_copy(update={"nodes": nodes}))
+        seed += 1
+        if g is not None:
+            out.append(g)
+    return out
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -62,29 +86,85 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def group(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[str, Any]:
-    cases, gen_ms = unsafe_cases(nodes, count, first_seed, base)
-    out: dict[str, Any] = {"models": len(cases), "generation_ms_median": round(statistics.median(gen_ms), 3)}
-    either = [False] * len(cases)
+def timing(ok: list[bool], times: list[float], generation: list[float]) -> dict[str, float]:
+    """Success rate, median and p90 value time, and its share of generation + values."""
+    return {
+        "success_rate": round(sum(ok) / len(ok), 4),
+        "value_ms_median": round(statistics.median(times), 3),
+        "value_ms_p90": round(percentile(times, 0.9), 3),
+        "value_share_of_generation": round(sum(times) / (sum(times) + sum(generation)), 4),
+    }
+
+
+def grown_stats(cases: list[Grown]) -> dict[str, Any]:
+    kept = [g for g in cases if g.case is not None]
+    outcomes = [g.case.values for g in kept if g.case is not None and g.case.values is not None]
+    return {
+        **timing([g.valid for g in cases], [g.value_ms for g in cases], [g.total_ms - g.value_ms for g in cases]),
+        "generation_ms_median": round(statistics.median(g.total_ms for g in cases), 3),
+        "dropped_for_time": len(cases) - len(kept),
+        "nodes_mean": round(statistics.mean(len(g.case.model.graph.node) for g in kept if g.case), 2),
+        "repaired_insertions_per_model": round(statistics.mean(o.grown_repairs for o in outcomes), 3),
+        "refused_insertions_per_model": round(statistics.mean(o.grown_refusals for o in outcomes), 3),
+    }
+
+
+def from_random(cases: list[Grown], cfg: GenConfig) -> dict[str, Any]:
+    """Gradient search and sampling from fresh random values, on the same grown models."""
+    kept = [g for g in cases if g.start is not None]
+    starts = [g.start for g in kept if g.start is not None]
+    generation = [g.total_ms - g.value_ms for g in kept]
+    out: dict[str, Any] = {"models": len(kept)}
     for method in METHODS:
-        cfg = base.model_copy(update={"nodes": nodes, "values": method})
-        ok, times, ends = [], [], Counter[str]()
-        for i, case in enumerate(cases):
-            good, ms, how = search(case, cfg)
-            either[i] = either[i] or good
-            ok.append(good)
-            times.append(ms)
-            ends[how] += 1
-        out[method] = {
-            "success_rate": round(sum(ok) / len(ok), 4),
-            "search_ms_median": round(statistics.median(times), 3),
-            "search_ms_p90": round(percentile(times, 0.9), 3),
-            "search_share_of_generation": round(sum(times) / (sum(times) + sum(gen_ms)), 4),
-            "ended_by": dict(sorted(ends.items())),
-        }
-    # Models neither method solves are mostly infeasible (Acosh after a bounded op, ...).
-    out["solved_by_either"] = round(sum(either) / len(either), 4)
+        search = _searcher(cfg.model_copy(update={"values": method}))
+        results = [search(c) for c in starts]
+        out[method] = timing([ok for ok, _ in results], [ms for _, ms in results], generation)
     return out
+
+
+def _searcher(cfg: GenConfig) -> Callable[[Case], tuple[bool, float]]:
+    def search(case: Case) -> tuple[bool, float]:
+        t0 = time.perf_counter()
+        try:
+            found = with_safe_values(case, cfg)
+        except NoValidValues:
+            return False, 1000 * (time.perf_counter() - t0)
+        elapsed = 1000 * (time.perf_counter() - t0)
+        return not margin_hits(found.model, found.inputs), elapsed
+
+    return search
+
+
+def unchecked(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[str, Any]:
+    """The gradient search from the emitted random values, on models grown without values."""
+    cfg = base.model_copy(update={"nodes": nodes, "values": "none"})
+    cases: list[Case] = []
+    seed = first_seed
+    while len(cases) < count:
+        g = _unchecked_case(seed, cfg)
+        seed += 1
+        if g is not None:
+            cases.append(g)
+    results = [_searcher(base.model_copy(update={"values": "gradient"}))(c) for c in cases]
+    return {"models": count, "success_rate": round(sum(ok for ok, _ in results) / count, 4)}
+
+
+def _unchecked_case(seed: int, cfg: GenConfig) -> Case | None:
+    try:
+        case, _ = grow_case(seed, cfg)
+    except RuntimeError:
+        return None
+    return case if any(n.op_type in UNSAFE for n in case.model.graph.node) else None
+
+
+def group(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[str, Any]:
+    grown = {m: grown_group(nodes, count, first_seed, base.model_copy(update={"values": m})) for m in METHODS}
+    return {
+        "models": count,
+        "grown": {m: grown_stats(cases) for m, cases in grown.items()},
+        "from_random": from_random(grown["gradient"], base),
+        "unchecked": unchecked(nodes, count, first_seed, base),
+    }
 
 
 def main() -> int:

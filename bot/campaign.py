@@ -345,4 +345,6 @@ class Campaign:
         self.summary.counts = dict(sorted(self.counts.items()))
         self.summary.dropped = dict(sorted(self.source.dropped.items()))
         self.summary.time_s.generation = self.source.times.generation
+        self.summary.time_s.values = self.source.times.values
+        self.summary.value_work = dict(sorted(self.source.value_work.items()))
         self.summary.time_s.reference = self.source.times.reference

@@ -55,6 +55,8 @@ class Prepared:
 @dataclass
 class SourceTimes:
     generation: float = 0.0
+    values: float = 0.0
+    """The part of `generation` spent keeping values safe (generator.witness)."""
     reference: float = 0.0
 
 
@@ -66,6 +68,8 @@ class CaseSource:
         self.support: Support | None = None
         self.coverage = Coverage()
         self.dropped: Counter[str] = Counter()
+        self.value_work: Counter[str] = Counter()
+        """Insertions whose values were repaired, and refused, while models grew."""
         self.times = SourceTimes()
         self.issued = 0
         self._lock = threading.Lock()
@@ -87,7 +91,7 @@ class CaseSource:
         try:
             case = generate(seed, self.cfg, support=self.support, coverage=self.coverage)
         except NoValidValues:
-            # Never run: the value search found no inputs that keep every op finite and off its edge.
+            # Never run: its value work ran past its time budget (generator.witness).
             self.dropped["no_valid_values"] += 1
             return None
         except RuntimeError:
@@ -95,6 +99,10 @@ class CaseSource:
             return None
         finally:
             self.times.generation += time.perf_counter() - t0
+        if case.values is not None:
+            self.times.values += case.values.time_ms / 1000
+            self.value_work["repaired_insertions"] += case.values.grown_repairs
+            self.value_work["refused_insertions"] += case.values.grown_refusals
         t1 = time.perf_counter()
         try:
             reference = run_reference(case.model, case.inputs)

@@ -178,6 +178,7 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         tests=sum(s.tests for s in summaries),
         counts=_sum(s.counts for s in summaries),
         dropped=_sum(s.dropped for s in summaries),
+        value_work=_sum(s.value_work for s in summaries),
         occurrences=_sum(s.occurrences for s in summaries),
         wall_s=max((s.wall_s for s in summaries), default=0.0),
         time_s=Timings(**_sum_floats(s.time_s.model_dump() for s in summaries)),

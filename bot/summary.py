@@ -50,6 +50,8 @@ class PerfFinding(BaseModel):
 
 class Timings(BaseModel):
     generation: float = 0.0
+    values: float = 0.0
+    """The part of `generation` spent keeping every tensor finite and off its margins."""
     reference: float = 0.0
     backend: float = 0.0
     """Wall time of backend requests, from submit to answer (overlaps generation)."""
@@ -83,6 +85,9 @@ class Summary(BaseModel):
     sides: dict[str, SideRecord] = Field(default_factory=dict)
     counts: dict[str, int] = Field(default_factory=dict)
     dropped: dict[str, int] = Field(default_factory=dict)
+    value_work: dict[str, int] = Field(default_factory=dict)
+    """Insertions whose values were repaired, and insertions refused because no values kept
+    them safe, while the models grew (generator.witness)."""
     findings: list[FindingRef] = Field(default_factory=list)
     perf: list[PerfFinding] = Field(default_factory=list)
     occurrences: dict[str, int] = Field(default_factory=dict)

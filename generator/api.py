@@ -16,13 +16,14 @@ from generator.binning import BinChooser
 from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
 from generator.emit import IR_VERSION, draw_values, emit_model
-from generator.feasibility import Feasibility
 from generator.graph import Graph
 from generator.grow import Allowed, Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
+from generator.values.find import one_thread
+from generator.witness import OutOfTime, Witness, WitnessStats
 
 DEFAULT_OPSET = 17
 """Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike."""
@@ -43,10 +44,16 @@ class GenConfig(BaseModel):
     dtypes: list[DType] = Field(default_factory=lambda: list(ALL_DTYPES), min_length=1, description="element types")
     feedback: bool = Field(True, description="steer toward uncovered op pairs, inputs and attribute bins")
     values: Literal["gradient", "sampling", "none"] = Field(
-        "gradient", description="how inputs and weights are made NaN/Inf-free (generator.values)"
+        "gradient",
+        description="how values that keep every op finite are repaired while a model grows (generator.witness);"
+        " none: no values are checked",
     )
-    value_budget_ms: float = Field(500.0, gt=0, description="wall-clock cap on one model's value search")
-    value_steps: int = Field(48, ge=0, description="gradient steps per model; the cap that keeps values seeded")
+    value_budget_ms: float = Field(
+        500.0, gt=0, description="wall-clock cap on one model's value work; a case past it is dropped, never run"
+    )
+    value_steps: int = Field(
+        48, ge=0, description="search steps per model, over all its repairs while it grows; the cap keeps it seeded"
+    )
 
 
 Support = dict[str, set[DType]]
@@ -93,9 +100,16 @@ def generate(
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far).
 
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
-    with what the model covers.
+    with what the model covers. Raises NoValidValues when the value work runs past its
+    time budget: such a case must be dropped, never run.
     """
-    cfg = cfg or GenConfig()
+    return grow_case(seed, cfg or GenConfig(), support, coverage)[0]
+
+
+def grow_case(
+    seed: int, cfg: GenConfig, support: Support | None = None, coverage: Coverage | None = None
+) -> tuple[Case, Witness]:
+    """`generate`, with the witness that kept the values (what they cost, fresh draws)."""
     rng = random.Random(seed)
     sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset)
     specs = op_specs(cfg.ops, cfg.opset)
@@ -107,7 +121,11 @@ def generate(
     allowed = _allowed(cfg, support)
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
-    graph = _grow(sc, cfg, seeds, allowed, specs, feedback)
+    with one_thread():
+        try:
+            graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback)
+        except OutOfTime as e:
+            raise NoValidValues(seed, ValueOutcome(found=False, reason=str(e))) from None
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -115,10 +133,9 @@ def generate(
     if coverage is not None:
         coverage.models += 1
         on_node = partial(coverage.record_node, graph)
-    proto, inputs = emit_model(graph, cfg.opset, np.random.default_rng(seed), as_weight, on_node)
-    if cfg.values == "none":
-        return Case(seed, proto, inputs)
-    return with_safe_values(Case(seed, proto, inputs), cfg)
+    proto, inputs = emit_model(graph, cfg.opset, witness.em.values, as_weight, on_node, leaves=witness.leaves)
+    outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
+    return Case(seed, proto, inputs, outcome), witness
 
 
 GROW_TRIES = 3
@@ -126,30 +143,35 @@ GROW_TRIES = 3
 
 
 def _grow(
+    seed: int,
     sc: SymCtx,
     cfg: GenConfig,
     seeds: list[TType],
     allowed: Allowed,
     specs: list[type[OpSpec]],
     feedback: Feedback | None,
-) -> Graph:
-    """Grow one graph; a first tensor that no allowed op can take is replaced, up to
-    GROW_TRIES times (rare: a rank-5 bool tensor under a narrow support matrix)."""
+) -> tuple[Graph, Witness]:
+    """Grow one graph with its values (see generator.witness); a first tensor that no
+    allowed op can take is replaced, up to GROW_TRIES times (rare: a rank-5 bool tensor
+    under a narrow support matrix)."""
     rng = sc.rng
+    method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
-        grower = Grower(sc, seeds, allowed, bins, feasible=Feasibility())
+        witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.value_budget_ms / 1000)
+        grower = Grower(sc, seeds, allowed, bins, witness=witness)
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
         choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))
         try:
-            return grower.grow(
+            graph = grower.grow(
                 cfg.nodes,
                 max_attempts=cfg.nodes * 30,
                 choose=choose,
                 propose=feedback.propose if feedback is not None else None,
                 on_insert=feedback.inserted if feedback is not None else None,
             )
+            return graph, witness
         except RuntimeError:
             if attempt == GROW_TRIES - 1:
                 raise
@@ -161,9 +183,10 @@ def _pick_for(feedback: Feedback, grower: Grower, spec: type[OpSpec], slot: int,
 
 
 def with_safe_values(case: Case, cfg: GenConfig) -> Case:
-    """Searched inputs and weights (t<id>, w<n>) replace the drawn ones; integer constants
+    """Searched inputs and weights (t<id>, w<n>) replace the case's; integer constants
     (c<n>: shapes, axes, indices) are never touched. Raises NoValidValues: such a case
-    must be dropped, never run."""
+    must be dropped, never run. `generate` needs none of this (its graphs grow with their
+    values); it is for models that did not: a user's, a reduced one, a benchmark's."""
     init = [i.name for i in case.model.graph.initializer if i.name[:1] in ("t", "w")]
     method: Method = "sampling" if cfg.values == "sampling" else "gradient"
     found = find_values(
@@ -173,6 +196,19 @@ def with_safe_values(case: Case, cfg: GenConfig) -> Case:
         raise NoValidValues(case.seed, found.outcome)
     model, inputs = apply_values(case.model, case.inputs, found.values)
     return Case(case.seed, model, inputs, found.outcome)
+
+
+def grown_outcome(grown: WitnessStats, method: Method) -> ValueOutcome:
+    """How the values of a graph grown with them were found: `initial` when no insertion
+    needed a repair."""
+    return ValueOutcome(
+        found=True,
+        method=method if grown.repaired else "initial",
+        steps=grown.steps,
+        grown_repairs=grown.repaired,
+        grown_refusals=grown.refused,
+        time_ms=round(1000 * grown.seconds, 3),
+    )
 
 
 def inputs_for_model(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:

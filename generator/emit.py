@@ -1,12 +1,14 @@
 """Writing a solved graph as an ONNX ModelProto with onnx.helper.
 
-Names are positional (t<id>, w<n>, c<n>, input<k>) and every value comes from the
-case's numpy generator in emission order, so one seed yields identical bytes.
+Names are positional (t<id>, w<n>, c<n>) and every value comes from the case's numpy
+generator in the order nodes are written (as they are inserted, when the graph grows
+with its values), so one seed yields identical bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,23 +39,50 @@ def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fa
     return rng.integers(low, 9, size=tuple(shape)).astype(dtype.numpy)
 
 
+@dataclass
+class Fragment:
+    """What one graph node was written as: its ONNX nodes, and the initializers it owns by
+    name (`c<n>` constants, `w<n>` weights), in the order they were made."""
+
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def tname(i: int) -> str:
+    """The ONNX name of graph tensor `i`."""
+    return f"t{i}"
+
+
 class OnnxEmitter:
-    """The Emitter an op writes itself through; collects nodes and initializers."""
+    """The Emitter an op writes itself through, one graph node at a time (`write`), so that
+    a node can be written as soon as it is inserted (generator.witness runs it at once).
+    Names count up over the emitter's life, never reused, whatever is later kept."""
 
     def __init__(self, opset: int, values: np.random.Generator) -> None:
         self.solution = Solution(None)
         """The solution of the node being emitted; its attribute terms are read through it."""
         self.opset = opset
         self.values = values
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.fragment = Fragment()
+        self.made_nodes = 0
+        self.made_arrays = 0
+        self.fan_in: dict[str, int] = {}
+        """The fan-in each weight was drawn for (`draw_values`), so it can be drawn anew."""
+
+    def write(self, n: GNode) -> Fragment:
+        """Emit one graph node; its tensors are named `tname(id)`."""
+        self.solution = n.solution
+        self.fragment = Fragment()
+        n.op.emit(self, [tname(i) for i in n.inputs], [tname(o) for o in n.outputs])
+        return self.fragment
 
     def ival(self, term: Dim) -> int:
         return self.solution.eval(term)
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
-        name = f"n{len(self.nodes)}_{op_type}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
+        name = f"n{self.made_nodes}_{op_type}"
+        self.made_nodes += 1
+        self.fragment.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
 
     def const_i64(self, values: Sequence[int]) -> str:
         return self._initializer("c", np.asarray(values, dtype=np.int64))
@@ -63,28 +92,35 @@ class OnnxEmitter:
         return self._initializer("c", np.asarray(array))
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str:
-        return self._initializer("w", draw_values(self.values, shape, dtype, fan_in))
-
-    def add_initializer(self, name: str, array: np.ndarray) -> None:
-        self.initializers.append(numpy_helper.from_array(array, name))
+        name = self._initializer("w", draw_values(self.values, shape, dtype, fan_in))
+        self.fan_in[name] = fan_in
+        return name
 
     def _initializer(self, prefix: str, array: np.ndarray) -> str:
-        name = f"{prefix}{len(self.initializers)}"
-        self.add_initializer(name, array)
+        name = f"{prefix}{self.made_arrays}"
+        self.made_arrays += 1
+        self.fragment.arrays[name] = array
         return name
 
 
 def emit_model(
-    graph: Graph, opset: int, values: np.random.Generator, as_weight: set[int], on_node: NodeHook | None = None
+    graph: Graph,
+    opset: int,
+    values: np.random.Generator,
+    as_weight: set[int],
+    on_node: NodeHook | None = None,
+    leaves: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """Build the ModelProto; placeholders in `as_weight` become initializers, the rest inputs.
 
+    A node already written while the graph grew (`GNode.fragment`) is used as written;
+    `leaves` then holds the values of placeholders and weights (generator.witness), and
+    `values` draws only what it lacks. Otherwise every value is drawn here, placeholders
+    first, in one order per graph.
     `on_node` sees each graph node with the ONNX nodes it was written as (coverage).
     """
     em = OnnxEmitter(opset, values)
-
-    def tname(i: int) -> str:
-        return f"t{i}"
+    leaves = leaves or {}
 
     def value_info(i: int) -> onnx.ValueInfoProto:
         t = graph.tensors[i]
@@ -92,22 +128,27 @@ def emit_model(
 
     inputs: dict[str, np.ndarray] = {}
     graph_inputs = []
+    initializers: list[onnx.TensorProto] = []
     for p in sorted(graph.placeholders):
         t = graph.tensors[p]
-        array = draw_values(values, [em.ival(d) for d in t.shape], t.dtype)
+        array = leaves.get(tname(p))
+        if array is None:
+            array = draw_values(values, [em.ival(d) for d in t.shape], t.dtype)
         if p in as_weight:
-            em.add_initializer(tname(p), array)
+            initializers.append(numpy_helper.from_array(array, tname(p)))
         else:
             inputs[tname(p)] = array
             graph_inputs.append(value_info(p))
+    nodes: list[onnx.NodeProto] = []
     for n in graph.topological():
-        em.solution = n.solution
-        first = len(em.nodes)
-        n.op.emit(em, [tname(i) for i in n.inputs], [tname(o) for o in n.outputs])
+        fragment = n.fragment if n.fragment is not None else em.write(n)
+        nodes += fragment.nodes
+        initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
         if on_node is not None:
-            on_node(n, em.nodes[first:])
+            on_node(n, fragment.nodes)
+    em.solution = Solution(None)
     outputs = [value_info(o) for o in graph.sinks()]
-    g = helper.make_graph(em.nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=em.initializers)
+    g = helper.make_graph(nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=initializers)
     proto = helper.make_model(
         g,
         opset_imports=[helper.make_opsetid("", opset)],

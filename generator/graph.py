@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from generator.binning import Solution
 from generator.ops.base import OpSpec
 from generator.symbolic import AbsTensor
+
+if TYPE_CHECKING:
+    from generator.emit import Fragment
 
 
 @dataclass
@@ -18,6 +22,13 @@ class GNode:
     """The values of this node's attribute variables."""
     binned: list[tuple[str, int]] = field(default_factory=list)
     """(variable key, solved value) of each binned variable this insertion created."""
+    fragment: Fragment | None = None
+    """The ONNX it was written as when it was inserted (generator.witness); None: written
+    at emission."""
+
+
+Checkpoint = tuple[int, int, tuple[int, ...]]
+"""A graph state to return to: tensor count, node count, placeholders."""
 
 
 @dataclass
@@ -38,6 +49,24 @@ class Graph:
             self.producer_op[o] = node.op.op_type
         for i in node.inputs:
             self.consumer_ops.setdefault(i, []).append(node.op.op_type)
+
+    def checkpoint(self) -> Checkpoint:
+        return len(self.tensors), len(self.nodes), tuple(self.placeholders)
+
+    def rollback(self, mark: Checkpoint) -> None:
+        """Undo the insertions made since `mark` (the last node first)."""
+        tensors, nodes, placeholders = mark
+        while len(self.nodes) > nodes:
+            node = self.nodes.pop()
+            for o in node.outputs:
+                self.producer_op.pop(o, None)
+            for i in node.inputs:
+                readers = self.consumer_ops[i]
+                readers.pop()
+                if not readers:
+                    del self.consumer_ops[i]
+        del self.tensors[tensors:]
+        self.placeholders[:] = placeholders
 
     def add_tensor(self, t: AbsTensor) -> int:
         self.tensors.append(t)

@@ -27,6 +27,7 @@ from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 if TYPE_CHECKING:
     from generator.coverage import Proposal
+    from generator.witness import Witness
 
 CONCRETE_TRIES = 8
 """Concrete draws tried before an insertion is handed to the solver; the later half draw
@@ -44,10 +45,6 @@ Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 TensorPicker = Callable[[type[OpSpec], int, list[int]], int]
 """Chooses which candidate tensor feeds an input slot; coverage feedback plugs in here."""
 
-Feasible = Callable[[Graph, OpSpec, list[int], int | None, Solution | None], bool]
-"""Whether a placed op may join the graph: forward (its input ids, target None) or backward
-(no inputs yet, the placeholder it will produce); range checks (generator.ranges) plug in here."""
-
 
 class Grower:
     def __init__(
@@ -57,17 +54,21 @@ class Grower:
         allowed: Allowed,
         bins: BinChooser,
         pick_tensor: TensorPicker | None = None,
-        feasible: Feasible | None = None,
+        witness: Witness | None = None,
     ) -> None:
+        """`witness`, when given, writes each node as it is inserted and keeps values for
+        every tensor (generator.witness); an insertion it refuses is undone."""
         self.sc = sc
         self.rng = sc.rng
         self.allowed = allowed
         self.bins = bins
         self.pick_tensor = pick_tensor or (lambda spec, slot, cands: self.rng.choice(cands))
-        self.feasible = feasible or (lambda graph, op, inputs, target, sol: True)
+        self.witness = witness
         self.graph = Graph()
         self._solver: z3.Solver | None = None
         self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
+        if witness is not None:
+            witness.placeholder(self.graph, self.graph.placeholders[0])
 
     @property
     def solver(self) -> z3.Solver:
@@ -158,22 +159,26 @@ class Grower:
             placed = self._place_concretely(spec, sig, ins, small=attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, outs, binned = placed
-                if not self.feasible(self.graph, op, picked, None, None):
-                    return False
-                out_ids = [self.graph.add_tensor(o) for o in outs]
-                self.graph.add_node(GNode(op, picked, out_ids, Solution(None), binned))
-                return True
+                return self._add_forward(GNode(op, picked, [], Solution(None), binned), outs)
         op = spec(self.sc, sig)
         cons, outs = op.bind(ins)
         for o in outs:
             cons += self.valid(o.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], set(), spec.op_type, self.bins)
-        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, picked, None, model):
+        if model is None or op.work(model.eval) > MAX_WORK:
             return False
         for o in outs:
             o.shape = _concrete(o.shape, model)
-        out_ids = [self.graph.add_tensor(o) for o in outs]
-        self.graph.add_node(GNode(op, picked, out_ids, model, self._binned(spec, mark, model)))
+        return self._add_forward(GNode(op, picked, [], model, self._binned(spec, mark, model)), outs)
+
+    def _add_forward(self, node: GNode, outs: list[AbsTensor]) -> bool:
+        """Add a placed consumer and its outputs, unless the witness refuses its values."""
+        mark = self.graph.checkpoint()
+        node.outputs = [self.graph.add_tensor(o) for o in outs]
+        self.graph.add_node(node)
+        if self.witness is not None and not self.witness.forward(self.graph, node):
+            self.graph.rollback(mark)
+            return False
         return True
 
     @contextmanager
@@ -221,10 +226,7 @@ class Grower:
             placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape, attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, new, binned = placed
-                if not self.feasible(self.graph, op, [], target, None):
-                    return False
-                self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
-                return True
+                return self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
         op = spec(self.sc, sig, out=v.ttype)
         new = [AbsTensor(t.dtype, self.sc.fresh_shape(t.rank)) for t in sig]
         cons, outs = op.bind(new)
@@ -236,18 +238,24 @@ class Grower:
         for t in new:
             cons += self.valid(t.shape)
         model = solve_local(lambda: self.solver, cons, self.sc.binnable[mark:], pinned, spec.op_type, self.bins)
-        if model is None or op.work(model.eval) > MAX_WORK or not self.feasible(self.graph, op, [], target, model):
+        if model is None or op.work(model.eval) > MAX_WORK:
             return False
         for t in new:
             t.shape = _concrete(t.shape, model)
-        self._replace(target, GNode(op, [], [target], model, self._binned(spec, mark, model)), new)
-        return True
+        return self._replace(target, GNode(op, [], [target], model, self._binned(spec, mark, model)), new)
 
-    def _replace(self, target: int, node: GNode, new: list[AbsTensor]) -> None:
+    def _replace(self, target: int, node: GNode, new: list[AbsTensor]) -> bool:
+        """Make `node` the producer of placeholder `target`, with new placeholders as its
+        inputs, unless the witness refuses its values."""
+        mark = self.graph.checkpoint()
         node.inputs = [self.graph.add_tensor(t) for t in new]
         self.graph.placeholders.remove(target)
         self.graph.placeholders += node.inputs
         self.graph.add_node(node)
+        if self.witness is not None and not self.witness.backward(self.graph, node, target):
+            self.graph.rollback(mark)
+            return False
+        return True
 
     def _place_backward_concretely(
         self, spec: type[OpSpec], sig: list[TType], out: TType, target: list[int], small: bool

@@ -75,6 +75,8 @@ def test_two_shards_with_the_same_bugs_merge_into_one_finding_per_fingerprint(
     m = _summary(tmp_path / "m")
     assert m.tests == a.tests + b.tests == 8
     assert m.counts == {k: a.counts.get(k, 0) + b.counts.get(k, 0) for k in a.counts | b.counts}
+    assert m.value_work == {k: a.value_work.get(k, 0) + b.value_work.get(k, 0) for k in a.value_work | b.value_work}
+    assert m.time_s.values == a.time_s.values + b.time_s.values > 0
     for fp in a.occurrences | b.occurrences:
         assert m.occurrences[fp] == a.occurrences.get(fp, 0) + b.occurrences.get(fp, 0)
     assert sorted(f.fingerprint for f in m.findings) == sorted(set(a.occurrences) | set(b.occurrences))

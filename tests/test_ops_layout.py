@@ -4,6 +4,7 @@ torch reference agrees with ONNX's own ReferenceEvaluator and with onnxruntime."
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +19,8 @@ from generator.api import Case, GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.ops.base import OpSpec
+from generator.ops.indexing import OneHot
+from generator.symbolic import SymCtx, TType
 
 FAMILY = ("generator.ops.shape", "generator.ops.indexing")
 SPECS = {name: spec for name, spec in sorted(registry().items()) if spec.__module__ in FAMILY}
@@ -225,3 +228,17 @@ def test_generated_models_are_valid_runnable_and_agree(op_type: str, dtype: DTyp
         if ort_out is not None:
             _assert_same(ours, [o.name for o in case.model.graph.output], ort_out, f"{op_type} vs onnxruntime")
         _evaluator_check(op_type, case, ours, ort_out)
+
+
+def test_one_hot_depth_must_fit_its_depth_type() -> None:
+    """The depth constant is written in the depth type: 300 classes cannot be a uint8 depth
+    (the emitter would fail), nor 2049 a float16 one (it would round to another depth)."""
+    op = OneHot(SymCtx(random.Random(0)), [TType(DType.int32, 2)])
+    for depth_type, fits, too_big in ((DType.uint8, 255, 256), (DType.int8, 127, 128), (DType.float16, 2048, 2049)):
+        op.types = (depth_type, DType.float32)
+        for depth, ok in ((fits, True), (too_big, False)):
+            op.depth = depth
+            assert all(c is True for c in op.requires([])) is ok, (depth_type, depth)
+    op.types = (DType.int64, DType.float32)
+    op.depth = 4096
+    assert all(c is True for c in op.requires([]))

@@ -174,7 +174,7 @@ def test_pr_comment_puts_regressions_first_and_the_rest_in_one_line(two_builds: 
 
 def test_crash_titles_bisection_and_a_not_planned_close(two_builds: Path, tmp_path: Path) -> None:
     out = _copy(two_builds, tmp_path / "o", keep=1)
-    bundle = next(out.glob("findings/*"))
+    bundle = out / "findings" / Path(load_report(out).items[0].ref.path).name
     commit = {"sha": "c" * 40, "subject": "Fuse Round into Cast", "author": "Dev", "date": "2026-11-01"}
     (bundle / "bisect.json").write_text(json.dumps({"culprit": commit, "candidates": [commit], "steps": []}))
     rep = load_report(out)

@@ -386,45 +386,51 @@ def test_an_impossible_model_exhausts_its_budget_and_says_why() -> None:
 
 
 IMPOSSIBLE = GenConfig(nodes=2, ops=["Sigmoid", "Acosh"], value_steps=8, dtypes=[DType.float32])
-"""Acosh needs operands >= 1, which a Sigmoid in front of it never gives: the generator's
-range check (generator.ranges) never builds that composition."""
+"""Acosh needs operands >= 1, which a Sigmoid in front of it never gives: the generator
+(generator.witness) never builds that composition."""
 
 HOPELESS = GenConfig(
     nodes=2, ops=["Sigmoid", "Log", "Sqrt"], value_steps=0, value_budget_ms=1e-3, dtypes=[DType.float32]
 )
-"""No search at all (no steps, no time to sample): a model whose drawn values put a Log or
-Sqrt operand within its margin has no valid values found, so it must be dropped."""
+"""No time for value work at all: every case runs past its value budget at its first
+check, so it must be dropped, never run."""
 
 
-def test_generate_raises_no_valid_values_when_the_search_finds_none() -> None:
-    raised = 0
-    for seed in range(12):
-        try:
+def test_generate_raises_no_valid_values_when_the_value_work_runs_out_of_time() -> None:
+    for seed in range(6):
+        with pytest.raises(NoValidValues) as e:
             generate(seed, HOPELESS)
-        except NoValidValues as e:
-            raised += 1
-            assert e.outcome.reason and not e.outcome.found
-    assert raised >= 1
+        assert not e.value.outcome.found
+        assert e.value.outcome.reason is not None and "budget" in e.value.outcome.reason
 
 
 def test_infeasible_compositions_are_never_generated() -> None:
     for seed in range(12):
-        case = generate(seed, IMPOSSIBLE)  # would raise NoValidValues for Acosh(Sigmoid(x))
+        case = generate(seed, IMPOSSIBLE)  # would need Acosh(Sigmoid(x)) >= 1
         producer = {o: n.op_type for n in case.model.graph.node for o in n.output}
         assert all(producer.get(n.input[0]) != "Sigmoid" for n in case.model.graph.node if n.op_type == "Acosh")
         assert case.values is not None and case.values.found
 
 
 def test_a_campaign_counts_dropped_cases_and_never_runs_them(tmp_path: Path) -> None:
-    campaign = Campaign(FuzzConfig(budget=4.0, seed=0, out=tmp_path, generator=HOPELESS))
+    campaign = Campaign(FuzzConfig(budget=2.0, seed=0, out=tmp_path, generator=HOPELESS))
     summary = campaign.run()
     consumed = campaign.next_seed - summary.seed_first
-    assert summary.dropped.get("no_valid_values", 0) >= 1
-    # Every seed ends in exactly one place, and no case with NaN/Inf reached the reference check.
-    assert summary.tests + sum(summary.dropped.values()) == consumed
-    assert summary.tests >= 1 and "nonfinite_reference" not in summary.dropped
+    # Every seed ends in exactly one place: dropped, and never run.
+    assert consumed >= 1 and summary.dropped == {"no_valid_values": consumed}
+    assert summary.tests == 0 and not any(tmp_path.glob("findings/*"))
     on_disk = Summary.model_validate_json((tmp_path / "summary.json").read_text())
     assert on_disk.dropped == summary.dropped
+
+
+def test_a_campaign_grows_safe_values_and_records_what_they_cost(tmp_path: Path) -> None:
+    campaign = Campaign(FuzzConfig(budget=4.0, seed=0, out=tmp_path, generator=GenConfig(nodes=8)))
+    summary = campaign.run()
+    assert summary.tests >= 5
+    # No case is dropped for its values, and no reference output is NaN or Inf.
+    assert "no_valid_values" not in summary.dropped and "nonfinite_reference" not in summary.dropped
+    assert 0 < summary.time_s.values < summary.time_s.generation
+    assert summary.value_work.get("repaired_insertions", 0) >= 1
 
 
 # --- determinism --------------------------------------------------------------------------------

@@ -467,7 +467,7 @@ class Clip(SameShapeOp):
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         self.form = self.rng.choice(("both", "both", "min", "max", "none"))
-        # Drawn now, so the generator's range check knows them: Ceil(Clip(x, -1, -0.75)) is 0.
+        # Drawn with the op's other choices, from the structure's generator.
         low = 0 if self.ins[0].dtype is DType.uint8 else -4
         self.bounds = sorted(self.rng.randint(low, 4) for _ in range(2))
 

@@ -370,6 +370,10 @@ implements: the support matrix is keyed by the indices type alone, so every draw
 a type it marks supported must run. Other indices types draw from the whole schema."""
 
 
+DEPTH_LIMIT: dict[DType, int] = {DType.int8: 127, DType.uint8: 255, DType.float16: 2048}
+"""The largest depth each narrow depth type holds exactly (float16: every integer to 2^11)."""
+
+
 def _one_hot_types(indices: DType) -> list[tuple[DType, DType]]:
     return ONE_HOT_ORT.get(indices) or [(depth, value) for depth in (DType.int64, indices) for value in ANY]
 
@@ -401,8 +405,7 @@ class OneHot(OpSpec):
         self.depth = sc.var("depth")
         self.depth_rank = self.rng.choice((0, 1))
         self.write_axis = self.axis != -1 or self.rng.random() < 0.5
-        # Drawn here, not at emission, so that the generator's range check knows them: a
-        # Log of a OneHot whose off value is 0 is refused instead of built and dropped.
+        # Drawn with the op's other choices, from the structure's generator.
         self.off_on = _off_on(self.types[1], self.rng) if self.types else (0.0, 1.0)
 
     @classmethod
@@ -413,7 +416,10 @@ class OneHot(OpSpec):
         return [TType(rng.choice(sources), out.rank - 1)] if sources else None
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        return [self.types is not None, self.depth >= 1]
+        if self.types is None:
+            return [False]
+        # The depth constant is written in the depth type: it must hold it exactly.
+        return [self.depth >= 1, self.depth <= DEPTH_LIMIT.get(self.types[0], 1 << 30)]
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape = list(ins[0].shape)

@@ -609,7 +609,8 @@ class Expand(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        shape = torch.broadcast_shapes(tuple(x.shape), tuple(_ints(inputs[1])))
+        # numpy's broadcast rule: torch.broadcast_shapes imports sympy on its first call (0.5 s).
+        shape = np.broadcast_shapes(tuple(x.shape), tuple(_ints(inputs[1])))
         return [x.expand(shape).contiguous()]
 
 
@@ -808,8 +809,8 @@ class Pad(OpSpec):
         self.negative_axes = self.rng.random() < 0.3
         self.write_mode = self.mode != "constant" or self.rng.random() < 0.5
         self.value_at = self.rng.random()
-        """Where the constant lies in `scalar_value`'s range: drawn here so that
-        generator.ranges knows it (Log of a Pad with -7 is refused at insertion)."""
+        """Where the constant lies in `scalar_value`'s range, drawn with the op's other
+        choices."""
 
     @property
     def value(self) -> float | None:

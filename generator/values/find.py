@@ -45,6 +45,10 @@ class ValueOutcome(BaseModel):
     repairs: int = 0
     restarts: int = 0
     samples: int = 0
+    grown_repairs: int = 0
+    """Insertions whose values were repaired while the graph grew (generator.witness)."""
+    grown_refusals: int = 0
+    """Insertions refused while the graph grew, because no values kept them safe."""
     time_ms: float = 0.0
     reason: str | None = None
     """Why no values were found (or None)."""

@@ -10,8 +10,8 @@ finite, which is exactly the "first failing op" NNSmith's search optimises for.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import cast
 
 import numpy as np
@@ -27,24 +27,6 @@ from generator.values.unsafe import Attrs, Predicate, exact_output, predicates, 
 
 class UnsupportedModel(ValueError):
     """The model has an op the reference cannot run, so no value can be checked."""
-
-
-@dataclass(frozen=True)
-class Node:
-    index: int
-    name: str
-    op_type: str
-    attrs: Attrs
-    run: Reference
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    checks: tuple[Predicate, ...]
-    exact: tuple[bool, ...]
-    """Per input: the same bits in every backend (see `unsafe.exact_output`)."""
-
-    @property
-    def label(self) -> str:
-        return f"{self.name or '#' + str(self.index)} ({self.op_type})"
 
 
 @dataclass
@@ -94,47 +76,111 @@ def as_tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(a, copy=True))
 
 
+@dataclass(frozen=True)
+class Step:
+    """An ONNX node ready to run, before it has a place in a program: what `prepare` works
+    out once (attributes parsed, reference bound, predicates looked up), so that a graph
+    growing node by node (generator.witness) never prepares a node twice."""
+
+    name: str
+    op_type: str
+    attrs: Attrs
+    run: Reference
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    checks: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class Node(Step):
+    """A step at its place in one program."""
+
+    index: int
+    exact: tuple[bool, ...]
+    """Per input: the same bits in every backend (see `unsafe.exact_output`)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name or '#' + str(self.index)} ({self.op_type})"
+
+
+def prepare(n: onnx.NodeProto) -> Step:
+    specs = registry()
+    if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
+        raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
+    # Optional inputs left empty arrive as None, as in the backends' reference.
+    ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
+    return Step(n.name, n.op_type, node_attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type))
+
+
 class Program:
     """One model, ready to evaluate under changing values of its `free` tensors."""
 
     def __init__(self, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], free: Collection[str]) -> None:
-        specs = registry()
         arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
         arrays.update(inputs)
         missing = [v.name for v in model.graph.input if v.name not in arrays]
         if missing:
             raise UnsupportedModel(f"no value for graph inputs {missing}")
-        self.free = [n for n in arrays if n in free]
-        self.initial = {n: arrays[n] for n in self.free}
-        self.constants = {n: as_tensor(a) for n, a in arrays.items() if n not in free}
+        steps = [prepare(n) for n in model.graph.node]
+        initial = {n: arrays[n] for n in arrays if n in free}
+        self._start(initial, {n: as_tensor(a) for n, a in arrays.items() if n not in free})
+        self.extend(steps)
+
+    @classmethod
+    def of_steps(
+        cls,
+        steps: Sequence[Step],
+        initial: Mapping[str, np.ndarray],
+        constants: Mapping[str, torch.Tensor],
+        exact: Mapping[str, bool] | None = None,
+        bits: Mapping[str, bool] | None = None,
+    ) -> Program:
+        """A program over prepared steps (in topological order): `initial` are the free
+        tensors' values, `constants` the rest. When the constants include tensors another
+        part of a graph computed, `exact` and `bits` say what is known of them (see
+        `exact` and `walk`); a constant they do not name is exact."""
+        program = cls.__new__(cls)
+        program._start(initial, constants)
+        program.exact.update(exact or {})
+        program.given_bits.update(bits or {})
+        program.extend(steps)
+        return program
+
+    def _start(self, initial: Mapping[str, np.ndarray], constants: Mapping[str, torch.Tensor]) -> None:
+        self.free = list(initial)
+        self.initial = dict(initial)
+        self.constants = dict(constants)
         self.nodes: list[Node] = []
         self.producer: dict[str, Node] = {}
         """The node computing each intermediate tensor, for walks back toward the leaves."""
         self.ancestors: dict[str, frozenset[str]] = {n: frozenset([n]) for n in self.free}
-        exact = dict.fromkeys(arrays, True)
-        for i, n in enumerate(model.graph.node):
-            if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
-                raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
-            # Optional inputs left empty arrive as None, as in the backends' reference.
-            ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
-            ins_exact = tuple(exact.get(x, True) for x in n.input)
-            node = Node(
-                i,
-                n.name,
-                n.op_type,
-                node_attrs(n),
-                ref,
-                tuple(n.input),
-                tuple(n.output),
-                predicates(n.op_type),
-                ins_exact,
-            )
+        self.exact: dict[str, bool] = {}
+        """Per tensor: the same bits in every backend (see `unsafe.exact_output`); absent: a
+        leaf or constant, which is exact."""
+        self.given_bits: dict[str, bool] = {}
+        """`walk`'s `bits` of the constants, when they were computed elsewhere."""
+
+    def add_leaves(self, initial: Mapping[str, np.ndarray]) -> None:
+        """Free tensors that appear after the program was built (the weights of a node
+        about to be appended), so that `ancestors` leads back to them."""
+        for name, array in initial.items():
+            self.free.append(name)
+            self.initial[name] = array
+            self.ancestors[name] = frozenset([name])
+
+    def extend(self, steps: Sequence[Step]) -> None:
+        """Append steps whose inputs are all computed before them (or are leaves)."""
+        for step in steps:
+            ins_exact = tuple(self.exact.get(x, True) for x in step.inputs)
+            parts = {f.name: getattr(step, f.name) for f in fields(Step)}  # a Node is a Step too
+            node = Node(**parts, index=len(self.nodes), exact=ins_exact)
             self.nodes.append(node)
-            up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in n.input if x))
-            out_exact = exact_output(n.op_type, [e for x, e in zip(n.input, ins_exact, strict=True) if x])
-            for o in n.output:
+            up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in step.inputs if x))
+            out_exact = exact_output(step.op_type, [e for x, e in zip(step.inputs, ins_exact, strict=True) if x])
+            for o in step.outputs:
                 self.ancestors[o] = up
-                exact[o] = out_exact
+                self.exact[o] = out_exact
                 if o:
                     self.producer[o] = node
 
@@ -144,13 +190,22 @@ class Program:
     def first_failure(self, env: dict[str, torch.Tensor]) -> Failure | None:
         return next(self.walk(env, every=False), None)
 
-    def walk(self, env: dict[str, torch.Tensor], every: bool) -> Iterator[Failure]:
-        """Run the nodes in order, yielding each unsafe op; with `every`, keep going past it.
+    def walk(
+        self,
+        env: dict[str, torch.Tensor],
+        every: bool,
+        nodes: Sequence[Node] | None = None,
+        bits: dict[str, bool] | None = None,
+    ) -> Iterator[Failure]:
+        """Run `nodes` (all, by default) in order, yielding each unsafe op; with `every`,
+        keep going past it.
 
-        `env` gains every intermediate tensor computed.
+        `env` gains every intermediate tensor computed, and `bits`, when given, whether each
+        has the same bits in every backend (see `same_bits`): running some of the nodes
+        needs the values and `bits` of what the others computed.
         """
-        bits: dict[str, bool] = {}
-        for node in self.nodes:
+        bits = dict(self.given_bits) if bits is None else bits
+        for node in self.nodes if nodes is None else nodes:
             ops: Tensors = [env[x] if x else None for x in node.inputs]
             same = [bits.get(x, True) for x in node.inputs]
             unsafe = False

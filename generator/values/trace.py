@@ -13,6 +13,7 @@ its untraced redraw.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from generator.values.interp import Failure, Node, Program
@@ -235,7 +236,7 @@ def _broadcast(node: Node, values: dict[str, torch.Tensor], env: dict[str, torch
     shapes = [tuple(env[x].shape) if x in env else None for x in node.inputs if x]
     if any(sh is None for sh in shapes):
         return None
-    out = torch.broadcast_shapes(*(torch.Size(sh) for sh in shapes if sh is not None))
+    out = np.broadcast_shapes(*(sh for sh in shapes if sh is not None))
     traced = [values[x] for x in node.inputs if x and x in values]
     if len(traced) != 1:
         return None  # the leaf on more than one input: a position depends on several elements

@@ -615,58 +615,6 @@ def exact_output(op_type: str, inputs_exact: Sequence[bool]) -> bool:
     return op_type in EXACT_RESULT_OPS or (op_type in PASSTHROUGH_OPS and all(inputs_exact))
 
 
-@dataclass(frozen=True)
-class Need:
-    """What one operand's range must allow for an op to be solvable at all (the domain with
-    its margin, as an interval): the generator's range check refuses insertions that fail it."""
-
-    slot: int
-    lo: float = -math.inf
-    hi: float = math.inf
-    nonzero: bool = False
-    """A divisor: |x| >= lo must be possible (lo is δ), instead of lo <= x <= hi."""
-    every: bool = True
-    """Every element must meet it at once, so the smallest element counts (ReduceLogSum: no)."""
-
-
-_TORCH_FLOAT = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
-
-
-def needs(op_type: str, dtype: str) -> tuple[Need, ...]:
-    """The operand ranges `op_type` (keyed by its first input's dtype name) needs."""
-    t = _TORCH_FLOAT.get(dtype)
-    if t is None:
-        return (Need(1, 0.5, nonzero=True),) if op_type in ("Div", "Mod") else ()
-    d, g, trig = MARGIN[t], growth_limit(t), TRIG_LIMIT[t]
-    table: dict[str, tuple[Need, ...]] = {
-        "Log": (Need(0, d),),
-        "Sqrt": (Need(0, d),),
-        "Pow": (Need(0, d),),
-        "ReduceLogSum": (Need(0, d, every=False),),
-        "Reciprocal": (Need(0, d, nonzero=True),),
-        "Div": (Need(1, d, nonzero=True),),
-        "Mod": (Need(1, d, nonzero=True),),
-        "Asin": (Need(0, -1 + d, 1 - d),),
-        "Acos": (Need(0, -1 + d, 1 - d),),
-        "Atanh": (Need(0, -1 + d, 1 - d),),
-        "Acosh": (Need(0, 1 + d),),
-        "Sinh": (Need(0, -g + d, g - d),),
-        "Cosh": (Need(0, -g + d, g - d),),
-        "Sin": (Need(0, -trig, trig),),
-        "Cos": (Need(0, -trig, trig),),
-        "Tan": (Need(0, -trig, trig),),
-        **dict.fromkeys(("Exp", "Softplus", "Mish", "ReduceLogSumExp"), (Need(0, hi=g - d),)),
-    }
-    return table.get(op_type, ())
-
-
-NEEDS_OPS = frozenset(
-    {"Log", "Sqrt", "Pow", "ReduceLogSum", "Reciprocal", "Div", "Mod", "Asin", "Acos", "Atanh", "Acosh"}
-    | {"Sinh", "Cosh", "Sin", "Cos", "Tan", "Exp", "Softplus", "Mish", "ReduceLogSumExp"}
-)
-"""The ops `needs` has an entry for."""
-
-
 def _bits(t: torch.Tensor | None) -> int:
     assert t is not None
     return torch.iinfo(t.dtype).bits
