@@ -29,10 +29,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from generator.api import Case, GenConfig, grow_case, op_specs, with_safe_values
 from generator.values import UNSAFE, NoValidValues, apply_values, margin_hits
+
+T = TypeVar("T")
 
 METHODS = ("gradient", "sampling")
 FRESH_SALT = 0x46524553
@@ -63,22 +65,31 @@ def grow(seed: int, cfg: GenConfig) -> Grown | None:
     except RuntimeError:
         return None
     elapsed = 1000 * (time.perf_counter() - t0)
-    if not any(n.op_type in UNSAFE for n in case.model.graph.node):
+    if not has_unsafe_op(case):
         return None
     assert case.values is not None
     start = Case(seed, *apply_values(case.model, case.inputs, witness.fresh(seed ^ FRESH_SALT)))
     return Grown(seed, elapsed, case.values.time_ms, case, start, not margin_hits(case.model, case.inputs))
 
 
-def grown_group(nodes: int, count: int, first_seed: int, cfg: GenConfig) -> list[Grown]:
-    out: list[Grown] = []
+def first_cases(count: int, first_seed: int, make: Callable[[int], T | None]) -> list[T]:
+    """`make` of consecutive seeds until `count` of them give a case."""
+    out: list[T] = []
     seed = first_seed
     while len(out) < count:
-        g = grow(seed, cfg.model_copy(update={"nodes": nodes}))
+        made = make(seed)
         seed += 1
-        if g is not None:
-            out.append(g)
+        if made is not None:
+            out.append(made)
     return out
+
+
+def has_unsafe_op(case: Case) -> bool:
+    return any(n.op_type in UNSAFE for n in case.model.graph.node)
+
+
+def grown_group(nodes: int, count: int, first_seed: int, cfg: GenConfig) -> list[Grown]:
+    return first_cases(count, first_seed, lambda seed: grow(seed, cfg.model_copy(update={"nodes": nodes})))
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -138,13 +149,7 @@ def _searcher(cfg: GenConfig) -> Callable[[Case], tuple[bool, float]]:
 def unchecked(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[str, Any]:
     """The gradient search from the emitted random values, on models grown without values."""
     cfg = base.model_copy(update={"nodes": nodes, "values": "none"})
-    cases: list[Case] = []
-    seed = first_seed
-    while len(cases) < count:
-        g = _unchecked_case(seed, cfg)
-        seed += 1
-        if g is not None:
-            cases.append(g)
+    cases = first_cases(count, first_seed, lambda seed: _unchecked_case(seed, cfg))
     results = [_searcher(base.model_copy(update={"values": "gradient"}))(c) for c in cases]
     return {"models": count, "success_rate": round(sum(ok for ok, _ in results) / count, 4)}
 
@@ -154,7 +159,7 @@ def _unchecked_case(seed: int, cfg: GenConfig) -> Case | None:
         case, _ = grow_case(seed, cfg)
     except RuntimeError:
         return None
-    return case if any(n.op_type in UNSAFE for n in case.model.graph.node) else None
+    return case if has_unsafe_op(case) else None
 
 
 def group(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[str, Any]:

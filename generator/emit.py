@@ -146,7 +146,6 @@ def emit_model(
         initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
         if on_node is not None:
             on_node(n, fragment.nodes)
-    em.solution = Solution(None)
     outputs = [value_info(o) for o in graph.sinks()]
     g = helper.make_graph(nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=initializers)
     proto = helper.make_model(

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,11 +198,16 @@ class Witness:
 
     def _rerun(self, program: Program, target: str, new: int) -> Failure | None:
         """After a backward insertion: run the `new` nodes in front and every node that
-        depends on `target`, the rest keeping their values. When all are safe, these values
-        become the witness's; otherwise, the first unsafe node."""
-        nodes = program.nodes[:new] + _downstream(program.nodes[new:], {target})
+        depends on `target`, the rest keeping their values."""
         self.stats.checked += 1
-        env, bits = dict(self.env), dict(self.bits)
+        nodes = program.nodes[:new] + _downstream(program.nodes[new:], {target})
+        return self._run(program, nodes, dict(self.env))
+
+    def _run(self, program: Program, nodes: list[Node], env: dict[str, torch.Tensor]) -> Failure | None:
+        """Run `nodes` of `program` on `env` (a copy of the witness's, with some values
+        changed), the other nodes keeping theirs. When all are safe, `env` and `program`
+        become the witness's; otherwise, the first unsafe node."""
+        bits = dict(self.bits)
         with torch.no_grad():
             failure = next(program.walk(env, False, nodes, bits), None)
         if failure is None:
@@ -238,14 +244,12 @@ class Witness:
     def _adopt(self, program: Program, cone: list[Node], found: dict[str, np.ndarray]) -> bool:
         """Take the repaired leaves once the nodes that depend on them, run in the whole
         program, are all safe."""
-        env, bits = dict(self.env), dict(self.bits)
+        env = dict(self.env)
         for name, array in found.items():
             env[name] = as_tensor(array)
-        with torch.no_grad():
-            if next(program.walk(env, False, cone, bits), None) is not None:
-                return False
+        if self._run(program, cone, env) is not None:
+            return False
         self.leaves.update(found)
-        self.env, self.bits, self._program = env, bits, program
         self.stats.repaired += 1
         return True
 
@@ -258,8 +262,16 @@ class Witness:
             for name, a in self.leaves.items()
         }
 
-    def _clock(self) -> _Clock:
-        return _Clock(self)
+    @contextmanager
+    def _clock(self) -> Iterator[None]:
+        """Adds the time spent inside to the stats, and drops the case past its budget."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stats.seconds += time.perf_counter() - t0
+        if self.stats.seconds > self.budget_s:
+            raise OutOfTime(f"value work past its budget after {self.stats.seconds * 1000:.0f} ms")
 
 
 def _downstream(nodes: Sequence[Node], sources: set[str]) -> list[Node]:
@@ -271,20 +283,3 @@ def _downstream(nodes: Sequence[Node], sources: set[str]) -> list[Node]:
             out.append(node)
             reached.update(node.outputs)
     return out
-
-
-class _Clock:
-    """Adds the time spent inside to the stats, and drops the case past the deadline."""
-
-    def __init__(self, witness: Witness) -> None:
-        self.witness = witness
-        self.t0 = 0.0
-
-    def __enter__(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        stats = self.witness.stats
-        stats.seconds += time.perf_counter() - self.t0
-        if stats.seconds > self.witness.budget_s and exc[0] is None:
-            raise OutOfTime(f"value work past its budget after {self.witness.stats.seconds * 1000:.0f} ms")

@@ -104,6 +104,10 @@ class Node(Step):
         return f"{self.name or '#' + str(self.index)} ({self.op_type})"
 
 
+STEP_FIELDS = tuple(f.name for f in fields(Step))
+"""What a Node takes over from the Step it places (a Node is a Step too)."""
+
+
 def prepare(n: onnx.NodeProto) -> Step:
     specs = registry()
     if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
@@ -173,7 +177,7 @@ class Program:
         """Append steps whose inputs are all computed before them (or are leaves)."""
         for step in steps:
             ins_exact = tuple(self.exact.get(x, True) for x in step.inputs)
-            parts = {f.name: getattr(step, f.name) for f in fields(Step)}  # a Node is a Step too
+            parts = {f: getattr(step, f) for f in STEP_FIELDS}
             node = Node(**parts, index=len(self.nodes), exact=ins_exact)
             self.nodes.append(node)
             up = frozenset().union(*(self.ancestors.get(x, frozenset()) for x in step.inputs if x))
