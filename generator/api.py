@@ -23,7 +23,7 @@ from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 from generator.values.find import one_thread
-from generator.witness import OutOfTime, Witness, WitnessStats
+from generator.witness import Witness, WitnessStats
 
 DEFAULT_OPSET = 17
 """Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike."""
@@ -47,9 +47,6 @@ class GenConfig(BaseModel):
         "gradient",
         description="how values that keep every op finite are repaired while a model grows (generator.witness);"
         " none: no values are checked",
-    )
-    value_budget_ms: float = Field(
-        500.0, gt=0, description="wall-clock cap on one model's value work; a case past it is dropped, never run"
     )
     value_steps: int = Field(
         48, ge=0, description="search steps per model, over all its repairs while it grows; the cap keeps it seeded"
@@ -100,8 +97,8 @@ def generate(
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far).
 
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
-    with what the model covers. Raises NoValidValues when the value work runs past its
-    time budget: such a case must be dropped, never run.
+    with what the model covers. Budgets count steps, never seconds: the same arguments give
+    the same case on any machine at any load.
     """
     return grow_case(seed, cfg or GenConfig(), support, coverage)[0]
 
@@ -122,10 +119,7 @@ def grow_case(
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
-        try:
-            graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback)
-        except OutOfTime as e:
-            raise NoValidValues(seed, ValueOutcome(found=False, reason=str(e))) from None
+        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -158,7 +152,7 @@ def _grow(
     method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
-        witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.value_budget_ms / 1000)
+        witness = Witness(cfg.opset, seed, method, cfg.value_steps)
         grower = Grower(sc, seeds, allowed, bins, witness=witness)
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
@@ -190,7 +184,7 @@ def with_safe_values(case: Case, cfg: GenConfig) -> Case:
     init = [i.name for i in case.model.graph.initializer if i.name[:1] in ("t", "w")]
     method: Method = "sampling" if cfg.values == "sampling" else "gradient"
     found = find_values(
-        case.model, case.inputs, [*case.inputs, *init], case.seed, method, cfg.value_budget_ms, cfg.value_steps
+        case.model, case.inputs, [*case.inputs, *init], case.seed, method, cfg.value_steps
     )
     if not found.outcome.found:
         raise NoValidValues(case.seed, found.outcome)

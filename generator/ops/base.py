@@ -192,10 +192,17 @@ def schema_dtypes(op_type: str, opset: int, slot: int) -> frozenset[DType]:
     return frozenset(_ONNX_TYPES[t] for t in allowed if t in _ONNX_TYPES)
 
 
+OUTPUTS = "_outputs"
+"""Not an ONNX attribute: how many outputs the node has. A few ops take a count from it
+alone (Split before opset 18 makes one part per output), and a reference function sees
+attributes and inputs only, so every interpreter passes it as an attribute."""
+
+
 def node_attrs(node: onnx.NodeProto) -> Attrs:
-    """A node's attributes as the `reference` functions read them (strings decoded), so
-    that every interpreter of the registry passes them the same way."""
-    out: Attrs = {}
+    """A node's attributes as the `reference` functions read them (strings decoded, the
+    output count under OUTPUTS), so that every interpreter of the registry passes them the
+    same way."""
+    out: Attrs = {OUTPUTS: len(node.output)}
     for a in node.attribute:
         v = onnx.helper.get_attribute_value(a)
         out[a.name] = v.decode() if isinstance(v, bytes) else v

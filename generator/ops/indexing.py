@@ -109,7 +109,8 @@ class Gather(OpSpec):
         axis = _axis(attrs, x.dim())
         i = _nonneg(idx, x.shape[axis])
         y = x.index_select(axis, i.reshape(-1))
-        return [y.reshape(*x.shape[:axis], *i.shape, *x.shape[axis + 1 :])]
+        # A list, not unpacked sizes: a scalar index into 1-D data makes a 0-d result.
+        return [y.reshape([*x.shape[:axis], *i.shape, *x.shape[axis + 1 :]])]
 
 
 @register
@@ -215,7 +216,7 @@ class GatherND(OpSpec):
         i = _nonneg(idx.reshape(batch, -1, m), torch.tensor(x.shape[b : b + m]))
         rows = torch.arange(batch)[:, None].expand(batch, i.shape[1])
         picked = flat[(rows, *i.unbind(-1))]
-        return [picked.reshape(*idx.shape[:-1], *x.shape[b + m :])]
+        return [picked.reshape([*idx.shape[:-1], *x.shape[b + m :]])]
 
 
 @register

@@ -315,6 +315,29 @@ def window_max(
     return y
 
 
+def window_argmax(
+    x: torch.Tensor, kernel: list[int], strides: list[int], dil: list[int], pads: Sequence[int]
+) -> list[torch.Tensor]:
+    """Per output cell of `window_max`, the input coordinates (one long tensor per spatial dim)
+    of the element it keeps, found the same way: one spatial dim at a time, last first, each
+    pass carrying the coordinates the earlier passes picked through its own choice."""
+    n = len(kernel)
+    y = x
+    picked: dict[int, torch.Tensor] = {}
+    for i in reversed(range(n)):
+        y = pad_dim(y, 2 + i, pads[i], pads[i + n], float("-inf"))
+        picked = {j: pad_dim(c, 2 + i, pads[i], pads[i + n]) for j, c in picked.items()}
+        moved = y.movedim(2 + i, -1)
+        pooled, at = F.max_pool1d(
+            moved.reshape(-1, 1, moved.shape[-1]), kernel[i], stride=strides[i], dilation=dil[i], return_indices=True
+        )
+        at = at.reshape(*moved.shape[:-1], at.shape[-1])
+        picked = {j: c.movedim(2 + i, -1).gather(-1, at).movedim(-1, 2 + i) for j, c in picked.items()}
+        picked[i] = (at - pads[i]).movedim(-1, 2 + i)
+        y = pooled.reshape(*moved.shape[:-1], pooled.shape[-1]).movedim(-1, 2 + i)
+    return [picked[i] for i in range(n)]
+
+
 class WindowOp(OpSpec):
     """Shared window arithmetic of Conv, ConvInteger and the pools: kernel, stride, dilation,
     pads or auto_pad, ceil_mode. Which of them an op has, and from which opset, are class vars."""
@@ -622,28 +645,50 @@ class ConvTranspose(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, w = inputs[0], inputs[1]
         n = x.dim() - 2
-        if attrs.get("auto_pad", "NOTSET") != "NOTSET" or "output_shape" in attrs:
-            raise NotImplementedError("ConvTranspose auto_pad/output_shape")
         strides = [int(v) for v in attrs.get("strides", [1] * n)]
         dil = [int(v) for v in attrs.get("dilations", [1] * n)]
-        pads = [int(v) for v in attrs.get("pads", [0] * 2 * n)]
         out_pad = [int(v) for v in attrs.get("output_padding", [0] * n)]
-        conv = _CONV_T[n]
-        y = conv(
-            widen(x),
-            widen(w),
-            None,
-            stride=strides,
-            output_padding=out_pad,
-            groups=int(attrs.get("group", 1)),
-            dilation=dil,
-        )
-        # ONNX pads crop the full result, possibly asymmetrically; torch's padding is symmetric.
-        for i in range(n):
-            y = y.narrow(2 + i, pads[i], y.shape[2 + i] - pads[i] - pads[i + n])
+        spatial = [int(d) for d in x.shape[2:]]
+        full = [
+            s * (d - 1) + p + (k - 1) * r + 1
+            for d, s, p, k, r in zip(spatial, strides, out_pad, w.shape[2:], dil, strict=True)
+        ]
+        pads = _transpose_pads(attrs, spatial, full, strides)
+        conv, group = _CONV_T[n], int(attrs.get("group", 1))
+        if min(pads, default=0) >= 0 and all(o < max(s, r) for o, s, r in zip(out_pad, strides, dil, strict=True)):
+            y = conv(widen(x), widen(w), None, stride=strides, output_padding=out_pad, groups=group, dilation=dil)
+            # ONNX pads crop the full result, possibly asymmetrically; torch's padding is symmetric.
+            for i in range(n):
+                y = y.narrow(2 + i, pads[i], y.shape[2 + i] - pads[i] - pads[i + n])
+        else:
+            # output_padding's cells lie past every kernel tap, so they are zeros (torch takes only
+            # paddings below the stride or dilation); a negative pad (an output_shape beyond the
+            # full result) extends it with zeros.
+            y = conv(widen(x), widen(w), None, stride=strides, groups=group, dilation=dil)
+            ends = [o - p for o, p in zip(out_pad, pads[n:], strict=True)]
+            y = F.pad(y, _torch_pads([-p for p in pads[:n]] + ends))
         if len(inputs) > 2 and inputs[2] is not None:
             y = y + widen(inputs[2]).reshape(-1, *[1] * n)
         return [y.to(x.dtype)]
+
+
+def _transpose_pads(attrs: Attrs, spatial: list[int], full: list[int], strides: list[int]) -> list[int]:
+    """ConvTranspose's [begin..., end...] crops of the full result: the `pads` written, or those
+    that give `output_shape` (its spatial dims) or, under SAME_*, input size times stride. An odd
+    total puts the extra cell at the end for SAME_UPPER and at the start otherwise, and halves
+    round toward zero, as onnxruntime does."""
+    auto = attrs.get("auto_pad", "NOTSET")
+    n = len(spatial)
+    if "output_shape" not in attrs and auto not in ("SAME_UPPER", "SAME_LOWER"):
+        return [0] * 2 * n if auto == "VALID" else [int(v) for v in attrs.get("pads", [0] * 2 * n)]
+    if "output_shape" in attrs:
+        out = [int(v) for v in attrs["output_shape"]][-n:]
+    else:
+        out = [d * s for d, s in zip(spatial, strides, strict=True)]
+    total = [f - o for f, o in zip(full, out, strict=True)]
+    half = [int(t / 2) for t in total]
+    rest = [t - h for t, h in zip(total, half, strict=True)]
+    return half + rest if auto == "SAME_UPPER" else rest + half
 
 
 class PoolOp(WindowOp):
@@ -677,8 +722,19 @@ class MaxPool(PoolOp):
         kernel, strides, dil, _ = window_params(attrs, x)
         pads = _pool_padding(attrs, x, kernel, strides, dil)
         # float32 holds every 8-bit integer exactly; -inf padding never wins a window with a real cell.
-        y = window_max(widen(x) if x.dtype.is_floating_point else x.float(), kernel, strides, dil, pads)
-        return [y.to(x.dtype)]
+        xf = widen(x) if x.dtype.is_floating_point else x.float()
+        y = window_max(xf, kernel, strides, dil, pads)
+        # The optional Indices output: where each maximum sits in the flattened input, the N and
+        # C dims row-major and the spatial ones in storage_order (1: the first dim varies fastest).
+        spatial = list(x.shape[2:])
+        order = range(len(spatial)) if attrs.get("storage_order", 0) else reversed(range(len(spatial)))
+        flat = torch.zeros((), dtype=torch.long)
+        step = 1
+        coords = window_argmax(xf.detach(), kernel, strides, dil, pads)
+        for i in order:
+            flat, step = flat + coords[i] * step, step * spatial[i]
+        planes = torch.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *[1] * len(spatial))
+        return [y.to(x.dtype), flat + planes * step]
 
 
 @register
@@ -882,7 +938,8 @@ class Dropout(SameShapeOp):
         ratio = float(inputs[1].item()) if len(inputs) > 1 and inputs[1] is not None else 0.5
         if training and ratio > 0:
             raise NotImplementedError("Dropout in training mode is random")
-        return [inputs[0].clone()]
+        # The optional mask output: nothing is dropped.
+        return [inputs[0].clone(), torch.ones(inputs[0].shape, dtype=torch.bool)]
 
 
 @register

@@ -22,10 +22,15 @@ from generator.symbolic import AbsTensor, Cond, SymCtx, TType, numel
 EPSILONS = (1e-5, 1e-5, 1e-3, 0.1)
 
 
-def _standardize(x: torch.Tensor, dims: list[int], eps: float) -> torch.Tensor:
-    """(x - mean) / sqrt(var + eps) over `dims`, with the biased variance every ONNX norm uses."""
+def _moments(x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and biased variance over `dims` (the variance every ONNX norm uses), dims kept."""
     mean = x.mean(dim=dims, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+    return mean, ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+
+
+def _standardize(x: torch.Tensor, dims: list[int], eps: float) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) over `dims`."""
+    mean, var = _moments(x, dims)
     return (x - mean) / torch.sqrt(var + eps)
 
 
@@ -80,13 +85,21 @@ class BatchNormalization(NormOp):
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        if attrs.get("training_mode", 0):
-            raise NotImplementedError("BatchNormalization training mode")
         x, scale, bias, mean, var = inputs[:5]
         r = x.dim()
         eps = float(attrs.get("epsilon", 1e-5))
-        y = (widen(x) - _per_channel(mean, r)) / torch.sqrt(_per_channel(var, r) + eps)
-        return [(y * _per_channel(scale, r) + _per_channel(bias, r)).to(x.dtype)]
+        if not attrs.get("training_mode", 0):
+            y = (widen(x) - _per_channel(mean, r)) / torch.sqrt(_per_channel(var, r) + eps)
+            return [(y * _per_channel(scale, r) + _per_channel(bias, r)).to(x.dtype)]
+        # Training mode (opset 14+) is deterministic: the batch's own statistics normalise, and
+        # the optional outputs are the running statistics moved toward them by 1 - momentum.
+        batch_mean, batch_var = _moments(widen(x), [0, *range(2, r)])
+        y = (widen(x) - batch_mean) / torch.sqrt(batch_var + eps)
+        y = y * _per_channel(scale, r) + _per_channel(bias, r)
+        momentum = float(attrs.get("momentum", 0.9))
+        running_mean = widen(mean) * momentum + batch_mean.reshape(-1) * (1 - momentum)
+        running_var = widen(var) * momentum + batch_var.reshape(-1) * (1 - momentum)
+        return [y.to(x.dtype), running_mean.to(mean.dtype), running_var.to(var.dtype)]
 
 
 @register
@@ -117,10 +130,15 @@ class LayerNormalization(NormOp):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
         axis = axis_of(attrs, "axis", -1, x.dim())
-        y = _standardize(widen(x), list(range(axis, x.dim())), float(attrs.get("epsilon", 1e-5))) * widen(scale)
+        dims, eps = list(range(axis, x.dim())), float(attrs.get("epsilon", 1e-5))
+        y = _standardize(widen(x), dims, eps) * widen(scale)
         if len(inputs) > 2 and inputs[2] is not None:
             y = y + widen(inputs[2])
-        return [y.to(x.dtype)]
+        # The optional Mean and InvStdDev outputs, reduced dims kept, come in stash_type (float32
+        # by default, whatever X is), the type onnx.checker and onnxruntime require of them.
+        mean, var = _moments(widen(x), dims)
+        stash = getattr(torch, DType.from_onnx(int(attrs.get("stash_type", 1))).value)
+        return [y.to(x.dtype), mean.to(stash), (1 / torch.sqrt(var + eps)).to(stash)]
 
 
 @register

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
+from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, SameShapeOp, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv, floordiv, numel
 
 ANY: tuple[DType, ...] = tuple(DType)
@@ -644,7 +644,7 @@ class Tile(OpSpec):
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [inputs[0].repeat(*_ints(inputs[1]))]
+        return [inputs[0].repeat(_ints(inputs[1]))]
 
 
 @register
@@ -703,12 +703,10 @@ class Split(OpSpec):
         sizes_t = _given(inputs, 1)
         if sizes_t is not None:
             sizes = _ints(sizes_t)
-        elif "num_outputs" in attrs:
-            n, d = int(attrs["num_outputs"]), x.shape[axis]
+        else:  # num_outputs (opset 18), or before it one part per output of the node
+            n, d = int(attrs["num_outputs"] if "num_outputs" in attrs else attrs[OUTPUTS]), x.shape[axis]
             chunk = -(-d // n)
             sizes = [chunk] * (n - 1) + [d - chunk * (n - 1)]
-        else:
-            raise NotImplementedError("Split without sizes or num_outputs takes its count from the node's outputs")
         return list(torch.split(x, sizes, dim=axis))
 
 
@@ -962,28 +960,51 @@ class Resize(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        if attrs.get("antialias", 0) or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-            raise NotImplementedError("Resize antialias / keep_aspect_ratio_policy")
         axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", range(x.dim()))]
-        scales_t, sizes_t = _given(inputs, 2), _given(inputs, 3)
+        roi_t, scales_t, sizes_t = _given(inputs, 1), _given(inputs, 2), _given(inputs, 3)
         if scales_t is not None and scales_t.numel():
             scales = [float(s) for s in scales_t.double().tolist()]
             sizes = [int(np.floor(x.shape[a] * s)) for a, s in zip(axes, scales, strict=True)]
         elif sizes_t is not None:
             sizes = _ints(sizes_t)
             scales = [n / x.shape[a] for a, n in zip(axes, sizes, strict=True)]
+            policy = str(attrs.get("keep_aspect_ratio_policy", "stretch"))
+            if policy != "stretch":
+                # One scale for every resized axis: the one that fits the output inside the
+                # sizes (not_larger) or around them (not_smaller); lengths round half up.
+                if policy not in ("not_larger", "not_smaller"):
+                    raise ValueError(f"Resize keep_aspect_ratio_policy {policy}")
+                one = min(scales) if policy == "not_larger" else max(scales)
+                scales = [one] * len(axes)
+                sizes = [int(one * x.shape[a] + 0.5) for a in axes]
         else:
             raise ValueError("Resize needs scales or sizes")
+        crop = attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+        roi = [float(v) for v in roi_t.double().tolist()] if roi_t is not None and roi_t.numel() else []
+        if crop and len(roi) != 2 * len(axes):
+            raise ValueError("Resize tf_crop_and_resize needs a roi of two values per axis")
         y = x
-        for a, n, s in zip(axes, sizes, scales, strict=True):
-            if n != y.shape[a] or s != 1.0:
-                y = _resize_axis(y, a, n, s, attrs)
+        for k, (a, n, s) in enumerate(zip(axes, sizes, scales, strict=True)):
+            box = (roi[k], roi[k + len(axes)]) if crop else None
+            if n != y.shape[a] or s != 1.0 or box is not None:
+                y = _resize_axis(y, a, n, s, attrs, box)
         return [y]
 
 
-def _source_coords(mode: str, out_len: int, in_len: int, scale: float) -> torch.Tensor:
-    """Where each output position samples the input, in float64 as ONNX's own evaluator computes it."""
+def _source_coords(
+    mode: str, out_len: int, in_len: int, scale: float, box: tuple[float, float] | None = None
+) -> torch.Tensor:
+    """Where each output position samples the input, in float64 as ONNX's own evaluator computes
+    it; `box` is tf_crop_and_resize's (start, end) of the axis, in input-relative coordinates."""
     y = torch.arange(out_len, dtype=torch.float64)
+    if mode == "tf_crop_and_resize":
+        if box is None:
+            raise ValueError("Resize tf_crop_and_resize needs a roi")
+        start, end = box
+        width = scale * in_len  # the evaluator's output width: unrounded under scales
+        if width == 1:
+            return torch.full((out_len,), (end - start) * (in_len - 1) / 2 + start * (in_len - 1), dtype=torch.float64)
+        return y * (end - start) * (in_len - 1) / (width - 1) + start * (in_len - 1)
     if mode == "half_pixel":
         return (y + 0.5) / scale - 0.5
     if mode == "asymmetric":
@@ -1027,31 +1048,63 @@ def _cubic_weights(frac: torch.Tensor, a: float) -> torch.Tensor:
     return torch.stack([far(frac + 1), near(frac), near(1 - frac), far(2 - frac)], dim=1)
 
 
-def _resize_axis(x: torch.Tensor, axis: int, out_len: int, scale: float, attrs: Attrs) -> torch.Tensor:
+def _antialias_taps(xo: torch.Tensor, scale: float, mode: str, a: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Taps and weights of a linear or cubic filter stretched by 1 / scale when downscaling, as
+    antialias asks: every tap the stretched kernel reaches, the weights normalised to sum 1."""
+    s = min(scale, 1.0)
+    start = math.floor(-(1 if mode == "linear" else 2) / s) + 1
+    taps = torch.floor(xo).long()[:, None] + torch.arange(start, 2 - start)
+    t = ((taps - xo[:, None]) * s).abs()
+    if mode == "linear":
+        weights = (1 - t).clamp(0, 1)
+    else:
+        near = ((a + 2) * t - (a + 3)) * t * t + 1
+        far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+        weights = torch.where(t <= 1, near, torch.where(t < 2, far, 0.0))
+    return taps, weights / weights.sum(dim=1, keepdim=True)
+
+
+def _resize_axis(
+    x: torch.Tensor, axis: int, out_len: int, scale: float, attrs: Attrs, box: tuple[float, float] | None = None
+) -> torch.Tensor:
     in_len = x.shape[axis]
-    xo = _source_coords(str(attrs.get("coordinate_transformation_mode", "half_pixel")), out_len, in_len, scale)
+    xo = _source_coords(str(attrs.get("coordinate_transformation_mode", "half_pixel")), out_len, in_len, scale, box)
     mode = str(attrs.get("mode", "nearest"))
     if mode == "nearest":
-        return x.index_select(axis, _nearest_index(xo, str(attrs.get("nearest_mode", "round_prefer_floor")), in_len))
+        y = x.index_select(axis, _nearest_index(xo, str(attrs.get("nearest_mode", "round_prefer_floor")), in_len))
+        return y if box is None else _extrapolate(y, axis, xo, in_len, attrs)
     f = torch.floor(xo)
     frac = xo - f
-    if mode == "linear":
-        taps, weights = f.long()[:, None] + torch.arange(2), torch.stack([1 - frac, frac], dim=1)
-    elif mode == "cubic":
-        taps = f.long()[:, None] + torch.arange(-1, 3)
-        weights = _cubic_weights(frac, float(attrs.get("cubic_coeff_a", -0.75)))
-        if attrs.get("exclude_outside", 0):
-            weights = torch.where((taps < 0) | (taps >= in_len), 0.0, weights)
-            weights = weights / weights.sum(dim=1, keepdim=True)
-    else:
+    a = float(attrs.get("cubic_coeff_a", -0.75))
+    if mode not in ("linear", "cubic"):
         raise NotImplementedError(f"Resize mode {mode}")
+    if attrs.get("antialias", 0):
+        taps, weights = _antialias_taps(xo, scale, mode, a)
+    elif mode == "linear":
+        taps, weights = f.long()[:, None] + torch.arange(2), torch.stack([1 - frac, frac], dim=1)
+    else:
+        taps = f.long()[:, None] + torch.arange(-1, 3)
+        weights = _cubic_weights(frac, a)
+    if mode == "cubic" and attrs.get("exclude_outside", 0):
+        weights = torch.where((taps < 0) | (taps >= in_len), 0.0, weights)
+        weights = weights / weights.sum(dim=1, keepdim=True)
     matrix = torch.zeros(out_len, in_len, dtype=torch.float64)
     matrix.scatter_add_(1, taps.clamp(0, in_len - 1), weights)
     y = torch.movedim(torch.movedim(x.double(), axis, -1) @ matrix.T, -1, axis)
+    if box is not None:
+        y = _extrapolate(y, axis, xo, in_len, attrs)
     if x.dtype.is_floating_point:
         return y.to(x.dtype)
     info = torch.iinfo(x.dtype)
     return torch.round(y).clamp(info.min, info.max).to(x.dtype)
+
+
+def _extrapolate(y: torch.Tensor, axis: int, xo: torch.Tensor, in_len: int, attrs: Attrs) -> torch.Tensor:
+    """tf_crop_and_resize: positions whose source lies outside the input take extrapolation_value
+    (axis by axis, which is the same as for the whole output: a filter's weights sum to 1)."""
+    outside = ((xo < 0) | (xo > in_len - 1)).reshape([-1 if d == axis else 1 for d in range(y.dim())])
+    value = torch.tensor(float(attrs.get("extrapolation_value", 0.0)), dtype=torch.float64).to(y.dtype)
+    return torch.where(outside, value, y)
 
 
 class BlockOp(OpSpec):

@@ -1,11 +1,8 @@
 """The value search's entry point: a model and its values in, safe values (or a reason) out.
 
-Determinism: every random draw comes from a generator seeded by the case seed, and torch
-on CPU computes the same bits each run, so the values found depend on the seed alone. The
-wall-clock budget is the one exception: it can cut a search short on a loaded machine.
-It is therefore a safety net set well above the step and sample limits' usual cost, and
-it can only turn a case into a drop, never into different values: a search that ends in
-time ends after the same steps, with the same values, every run.
+Determinism: every random draw comes from a generator seeded by the case seed, torch on
+CPU computes the same bits each run, and the search is bounded by steps and samples, never
+by the clock, so the values found depend on the seed alone, on any machine at any load.
 """
 
 from __future__ import annotations
@@ -78,17 +75,16 @@ def find_values(
     free: Collection[str],
     seed: int,
     method: Method = "gradient",
-    budget_ms: float = 500.0,
     max_steps: int = 48,
     max_samples: int = 16,
 ) -> Found:
     """Search values for the `free` inputs and initializers (the rest stay as they are).
 
-    `gradient` runs the gradient search, then sampling in what is left of the budget;
-    `sampling` only samples. Both start by checking the values they were given.
+    `gradient` runs the gradient search, then sampling if it ran out of steps; `sampling`
+    only samples. Both start by checking the values they were given.
     """
     with one_thread():
-        return _find(model, inputs, free, seed, method, budget_ms, max_steps, max_samples)
+        return _find(model, inputs, free, seed, method, max_steps, max_samples)
 
 
 @contextmanager
@@ -110,7 +106,6 @@ def _find(
     free: Collection[str],
     seed: int,
     method: Method,
-    budget_ms: float,
     max_steps: int,
     max_samples: int,
 ) -> Found:
@@ -123,9 +118,7 @@ def _find(
         return Found(ValueOutcome(found=False, reason=str(e)), {})
     leaves = Leaves(program.initial)
     first = evaluate(program, leaves, grad=False)
-    # The clock starts after the first check, which any reference run pays too (with torch's
-    # one-time kernel warm-ups), so that the budget limits the search alone.
-    budget = Budget(time.perf_counter() + budget_ms / 1000, max_steps, max_samples)
+    budget = Budget(max_steps, max_samples)
     reason: str | None = None
     used: Literal["initial", "gradient", "sampling"] = "initial"
     if first is not None:

@@ -89,6 +89,10 @@ class Predicate:
 
     margins: dict[torch.dtype, float] | None = None
     """A margin per dtype other than δ (`JUMP_MARGIN` for discontinuities)."""
+    undefined: bool = False
+    """Violating it leaves the result unspecified by ONNX (integer division by zero,
+    integer overflow, a float cast out of an integer type's range, a shift past the
+    width): no value there is wrong, though a crash on it is a robustness bug."""
 
     def margin(self, dtype: torch.dtype) -> float:
         if self.integer:
@@ -232,11 +236,32 @@ def _trig_bound(ops: Operands, attrs: Attrs) -> torch.Tensor:
     return x.abs() - TRIG_LIMIT.get(x.dtype, 256.0)
 
 
+def _pow_base(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """A float base must be positive under a fractional exponent (a negative one gives
+    NaN), but any base is defined under an integer exponent: x**2 of a negative x is
+    exact, and only 0 under a negative integer exponent divides by zero."""
+    x, y = _x(ops, 0), _x(ops, 1)
+    whole = (y == torch.round(y)) if y.is_floating_point() else torch.ones_like(y, dtype=torch.bool)
+    whole, x = torch.broadcast_tensors(whole, x)
+    free = -torch.ones_like(x)
+    zero_gap = torch.where(torch.broadcast_to(y < 0, x.shape), -_abs_nz(x), free)
+    return torch.where(whole, zero_gap, -x)
+
+
+def _pow_base_computed(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """A computed exponent is an integer only up to rounding (1.0 in one backend,
+    0.99951 in another), so under it a negative base is as unsafe as under 0.5."""
+    x, y = _x(ops, 0), _x(ops, 1)
+    base: torch.Tensor = torch.broadcast_tensors(-x.to(y.dtype) if y.is_floating_point() else -x, y)[0]
+    return base
+
+
 def _pow_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    """y * ln(x) stays below the growth limit; ln of the clamped base keeps the loss finite."""
+    """y * ln|x| stays below the growth limit (|x|: an integer exponent takes any base); ln of
+    the clamped magnitude keeps the loss finite."""
     x, y = _x(ops, 0), _x(ops, 1)
     tiny = torch.finfo(x.dtype).tiny
-    return y.to(x.dtype) * torch.log(x.clamp_min(tiny)) - growth_limit(x.dtype)
+    return y.to(x.dtype) * torch.log(_abs_nz(x).clamp_min(tiny)) - growth_limit(x.dtype)
 
 
 def _exp_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
@@ -454,7 +479,51 @@ def _overflow_check(f: Violation) -> Predicate:
         repair=0,
         safe_values=_small_ints,
         applies=lambda ops, a: _x(ops).dtype in OVERFLOW_DTYPES,
+        undefined=True,
     )
+
+
+def _exact_overflow(compute: Callable[[list[torch.Tensor], Attrs], torch.Tensor]) -> Violation:
+    """The op's exact result, computed in float64 (integers of the operands' magnitude are
+    exact there, and an overflow of int64 is still far beyond its range), against the
+    operand type's range: where the reference wraps, a backend may saturate or trap."""
+
+    def f(ops: Operands, attrs: Attrs) -> torch.Tensor:
+        args = [t.double() for t in ops if t is not None]
+        exact = compute(args, attrs)
+        dtype = _x(ops).dtype
+        return _overflow(torch.log2(exact.abs().clamp_min(1.0)), exact == 0, dtype)
+
+    return f
+
+
+def _axis_sum(args: list[torch.Tensor], attrs: Attrs) -> torch.Tensor:
+    x = args[0]
+    axes = _reduce_axes([x, *args[1:2]], attrs, x.dim())
+    return x if axes is None or x.dim() == 0 else x.sum(dim=axes, keepdim=True)
+
+
+def _cumsum(args: list[torch.Tensor], attrs: Attrs) -> torch.Tensor:
+    """The partial sums in either direction (`reverse`); `exclusive` only drops one."""
+    x = args[0]
+    if not x.dim():
+        return x
+    axis = int(args[1].reshape(-1)[0]) % x.dim()
+    return torch.maximum(x.cumsum(axis).abs(), x.flip(axis).cumsum(axis).abs())
+
+
+INT_OVERFLOW: dict[str, Callable[[list[torch.Tensor], Attrs], torch.Tensor]] = {
+    "Add": lambda a, attrs: a[0] + a[1],
+    "Sub": lambda a, attrs: a[0] - a[1],
+    "Sum": lambda a, attrs: torch.stack(torch.broadcast_tensors(*a)).sum(dim=0),
+    "Neg": lambda a, attrs: -a[0],
+    "Abs": lambda a, attrs: a[0].abs(),
+    "ReduceSum": _axis_sum,
+    "ReduceL1": lambda a, attrs: _axis_sum([a[0].abs(), *a[1:]], attrs),
+    "CumSum": _cumsum,
+    "MatMul": lambda a, attrs: a[0] @ a[1] if a[0].dim() and a[1].dim() else a[0] * a[1],
+}
+"""Integer ops whose exact result can leave int32/int64 (overflow is undefined in ONNX)."""
 
 
 def _jump(name: str, f: Violation, slots: tuple[int, ...] = (0,), **kw: Any) -> Predicate:
@@ -482,6 +551,7 @@ def _int_divisor(name: str) -> Predicate:
         integer=True,
         repair=1,
         safe_values=_nonzero_ints,
+        undefined=True,
     )
 
 
@@ -493,6 +563,7 @@ CAST: tuple[Predicate, ...] = (
         strict=True,
         fixed_margin=0.5,
         applies=lambda ops, a: _int_info(ops, a) is not None,
+        undefined=True,
     ),
     Predicate(
         "|x| <= float16 max",
@@ -514,8 +585,9 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Mul": (_overflow_check(_mul_overflow),),
     "Mod": (_float_divisor("divisor"), _int_divisor("divisor")),
     "Pow": (
-        Predicate("base > 0", (0,), lambda ops, a: -_x(ops), strict=True),
+        Predicate("base > 0, or != 0 under an integer exponent", (0,), _pow_base, strict=True),
         Predicate("exponent * ln(base) <= limit", (0, 1), _pow_growth, applies=lambda ops, a: _is_float(ops[0])),
+        Predicate("base > 0 under a computed exponent", (1,), _pow_base_computed, strict=True, inexact_only=True),
         Predicate(
             "integer exponent >= 0 and no overflow",
             (0, 1),
@@ -523,6 +595,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
             integer=True,
             repair=1,
             safe_values=lambda dt: [0, 1, 2],
+            undefined=True,
         ),
     ),
     "Asin": (Predicate("|x| <= 1", (0,), lambda ops, a: _x(ops).abs() - 1),),
@@ -551,6 +624,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
             integer=True,
             repair=1,
             safe_values=_shift_amounts,
+            undefined=True,
         ),
     ),
     "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -_x(ops, 4)),),
@@ -618,6 +692,10 @@ def exact_output(op_type: str, inputs_exact: Sequence[bool]) -> bool:
 def _bits(t: torch.Tensor | None) -> int:
     assert t is not None
     return torch.iinfo(t.dtype).bits
+
+
+for _op, _compute in INT_OVERFLOW.items():
+    UNSAFE[_op] = (*UNSAFE.get(_op, ()), _overflow_check(_exact_overflow(_compute)))
 
 
 def predicates(op_type: str) -> tuple[Predicate, ...]:
