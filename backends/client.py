@@ -45,6 +45,11 @@ def signal_name(returncode: int) -> str | None:
         return f"signal {-returncode}"
 
 
+COMPILE_TIMEOUT_S = 120.0
+"""Default limit on the import and compile stages: a JIT (TVM's float16 kernels take tens
+of seconds) is slow, not hung, so it gets its own bound apart from the run's."""
+
+
 class WorkerClient:
     def __init__(
         self,
@@ -55,10 +60,14 @@ class WorkerClient:
         fault: dict[str, Any] | None = None,
         startup_timeout_s: float = 120.0,
         memory_mb: int | None = None,
+        compile_timeout_s: float | None = None,
     ) -> None:
+        """`timeout_s` bounds the run stage; `compile_timeout_s` the import and compile
+        stages (default: the larger of COMPILE_TIMEOUT_S and `timeout_s`)."""
         self.spec = spec
         self.python = python
         self.timeout_s = timeout_s
+        self.compile_timeout_s = max(COMPILE_TIMEOUT_S, timeout_s) if compile_timeout_s is None else compile_timeout_s
         self.options = {**spec.option_dict, **(options or {})}
         self.fault = fault
         self.startup_timeout_s = startup_timeout_s
@@ -74,11 +83,13 @@ class WorkerClient:
         self._pending: tuple[float, int, int] | None = None
         self._next_id = 0
         # Only our own packages are put on the worker's path (backends, and what the
-        # adapter declares), so the side's numpy and system under test are never
-        # shadowed by the bot's environment.
+        # adapter declares), plus a plugin file's copy, so the side's numpy and system
+        # under test are never shadowed by the bot's environment or its working folder.
         (self._dir / "path").mkdir()
         for package in ("backends", *spec.packages):
             (self._dir / "path" / package).symlink_to(REPO_ROOT / package)
+        if spec.plugin_file:
+            shutil.copyfile(spec.plugin_file, self._dir / "path" / f"{self.plugin_module}.py")
 
     def __enter__(self) -> WorkerClient:
         self.start()
@@ -87,12 +98,23 @@ class WorkerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def plugin_module(self) -> str:
+        """The module name a plugin file is imported under ("" for other specs)."""
+        return self.spec.adapter.partition(":")[0] if self.spec.plugin_file else ""
+
+    @property
+    def modules(self) -> dict[str, str]:
+        """Top-level module -> the file the worker imported it from (from the handshake)."""
+        return dict(self.handshake.get("modules") or {})
+
     def _env(self) -> dict[str, str]:
+        """The worker's import path is its interpreter's own plus our scratch folder:
+        no inherited PYTHONPATH, no working folder (PYTHONSAFEPATH, and the worker runs in
+        the scratch folder), so one side can never import another side's source."""
         env = dict(os.environ)
-        paths = [str(self._dir / "path")]
-        if self.spec.plugin:  # `module:Class` resolves from where the user runs fuzzbot, as with `python -m`
-            paths.append(os.getcwd())
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = str(self._dir / "path")
+        env["PYTHONSAFEPATH"] = "1"
         env["PYTHONFAULTHANDLER"] = "1"
         return env
 
@@ -116,6 +138,7 @@ class WorkerClient:
         hello = {
             "protocol": PROTOCOL_VERSION,
             "adapter": self.spec.adapter,
+            "plugin_module": self.plugin_module,
             "options": self.options,
             "fault": self.fault,
             "memory_mb": self.memory_mb,
@@ -198,7 +221,7 @@ class WorkerClient:
         started, rid, offset = self._pending
         self._pending = None
         stage: Stage | None = None
-        deadline = started + self.timeout_s
+        deadline = started + self.compile_timeout_s
         try:
             while True:
                 header, arrays = self._receive(deadline)
@@ -206,6 +229,8 @@ class WorkerClient:
                     raise ProtocolError(f"reply for request {header.get('id')} while waiting for {rid}")
                 if header.get("event") == "stage":
                     stage = Stage(header["stage"])
+                    if stage is Stage.run:
+                        deadline = time.monotonic() + self.timeout_s
                     continue
                 result = self._result(header, arrays, time.monotonic() - started)
                 if header.get("exiting"):  # it answered, then exits: reap it before the next request
@@ -214,7 +239,8 @@ class WorkerClient:
                     self._kill()
                 return result
         except TimeoutError:
-            message = f"no answer within {self.timeout_s:g}s"
+            limit = self.timeout_s if stage is Stage.run else self.compile_timeout_s
+            message = f"no answer within {limit:g}s" + (f" ({stage.value} stage)" if stage else "")
             return self._failure(Status.timeout, stage, message, None, offset, started)
         except ProtocolError as e:
             return self._failure(Status.crash, stage, f"worker protocol error: {e}", None, offset, started)

@@ -46,9 +46,6 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
         ctypes.string_at(0)  # a genuine SIGSEGV: reads address 0
     elif kind == "abort":
         os.abort()
-    elif kind == "hang":
-        while True:
-            time.sleep(60)
     elif kind == "oom":  # a real blow-up: touched pages until the address-space cap refuses more
         hoard = []
         while True:
@@ -56,9 +53,15 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
 
 
 def before_run(fault: dict[str, Any] | None, model: bytes) -> None:
-    """A `slow` fault: a real performance regression in the run stage."""
-    if triggered(fault, model) and fault is not None and fault["kind"] == "slow":
+    """A `slow` fault: a real performance regression in the run stage; a `hang`: a kernel that
+    never returns (in the run stage, whose limit is the per-test timeout)."""
+    if not triggered(fault, model) or fault is None:
+        return
+    if fault["kind"] == "slow":
         time.sleep(SLOW_S)
+    elif fault["kind"] == "hang":
+        while True:
+            time.sleep(60)
 
 
 def _flaky_turn(fault: dict[str, Any]) -> bool:

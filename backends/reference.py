@@ -1,8 +1,20 @@
 """The torch reference: an eager interpreter of ONNX graphs built from the operator
 registry, so any graph of registered ops runs on it, including reduced ones that
-the generator never produced as such."""
+the generator never produced as such.
+
+Besides the plain run, the oracles ask it three things no backend can be trusted to
+answer about itself: every intermediate tensor (`trace_reference`, where undefined
+inputs and false-positive evidence are read), the same graph with float16 arithmetic
+kept in float32 (`widen_float16`, the other edge of the precision envelope backends may
+legitimately land in), and the graph with some nodes computed another way
+(`substitute`, how a rule shows that a tie or a NaN choice explains a difference).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import onnx
@@ -10,38 +22,118 @@ import torch
 from onnx import numpy_helper
 
 from generator.ops import registry
-from generator.ops.base import node_attrs
+from generator.ops.base import Attrs, OpSpec, node_attrs
 
 
 class ReferenceError(Exception):
     """The reference cannot compute this model (an unregistered op, a bad attribute)."""
 
 
+Substitute = Callable[[Attrs, list[torch.Tensor | None]], list[torch.Tensor]]
+"""Another computation for one node: attributes and inputs in, outputs out."""
+
+ROUNDING_OPS = frozenset({"Cast", "CastLike"})
+"""Ops whose float16 result is a rounding the graph asks for: kept even when widening."""
+
+
 def _tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(a, copy=True))
 
 
-def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+@dataclass
+class Trace:
+    """Every tensor the reference computed, up to the first node it could not compute."""
+
+    env: dict[str, torch.Tensor] = field(default_factory=dict)
+    error: ReferenceError | None = None
+    failed_node: int | None = None
+    """Index into graph.node of the node that raised, when one did."""
+    widened: set[str] = field(default_factory=set)
+    """Tensors that stand for float16 values but were kept in float32 (widen_float16)."""
+
+    def numpy(self, name: str) -> np.ndarray | None:
+        t = self.env.get(name)
+        return None if t is None else t.detach().numpy()
+
+
+def trace_reference(
+    model: onnx.ModelProto,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    widen_float16: bool = False,
+    substitute: Mapping[int, Substitute] | None = None,
+) -> Trace:
+    """Run the graph node by node and keep every tensor; a node that cannot be computed
+    ends the walk, recorded in the trace rather than raised (what came before it is
+    still evidence). `substitute` maps node indices to another computation."""
     specs = registry()
-    env: dict[str, torch.Tensor] = {i.name: _tensor(numpy_helper.to_array(i)) for i in model.graph.initializer}
+    trace = Trace(env={i.name: _tensor(numpy_helper.to_array(i)) for i in model.graph.initializer})
     for inp in model.graph.input:
         if inp.name in inputs:
-            env[inp.name] = _tensor(inputs[inp.name])
-        elif inp.name not in env:
-            raise ReferenceError(f"no value for graph input {inp.name!r}")
+            trace.env[inp.name] = _tensor(inputs[inp.name])
+        elif inp.name not in trace.env:
+            trace.error = ReferenceError(f"no value for graph input {inp.name!r}")
+            return trace
     with torch.no_grad():
-        for node in model.graph.node:
-            if node.domain not in ("", "ai.onnx") or node.op_type not in specs:
-                raise ReferenceError(f"op {node.domain or 'ai.onnx'}::{node.op_type} has no reference")
+        for index, node in enumerate(model.graph.node):
             try:
-                args = [env[name] if name else None for name in node.input]
-            except KeyError as e:
-                raise ReferenceError(f"node {node.name!r} reads undefined tensor {e}") from e
-            try:
-                results = specs[node.op_type].reference(node_attrs(node), args)  # type: ignore[arg-type]
-            except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as e:
-                raise ReferenceError(f"{node.op_type} node {node.name!r}: {type(e).__name__}: {e}") from e
-            for name, value in zip(node.output, results, strict=False):
-                if name:
-                    env[name] = value
-    return {o.name: env[o.name].numpy() for o in model.graph.output}
+                _step(node, specs, trace, widen_float16, (substitute or {}).get(index))
+            except ReferenceError as e:
+                trace.error, trace.failed_node = e, index
+                return trace
+    return trace
+
+
+def _step(
+    node: onnx.NodeProto, specs: dict[str, type[OpSpec]], trace: Trace, widen: bool, other: Substitute | None
+) -> None:
+    if node.domain not in ("", "ai.onnx") or node.op_type not in specs:
+        raise ReferenceError(f"op {node.domain or 'ai.onnx'}::{node.op_type} has no reference")
+    try:
+        args: list[torch.Tensor | None] = [trace.env[name] if name else None for name in node.input]
+    except KeyError as e:
+        raise ReferenceError(f"node {node.name!r} reads undefined tensor {e}") from e
+    # Widening: an op (not a cast, whose float16 result is a rounding the graph asks for)
+    # with float16 operands computes in float32, and its float32 results stand for float16.
+    halves = (_half(a, n, trace) for a, n in zip(args, node.input, strict=True))
+    wide = widen and node.op_type not in ROUNDING_OPS and any(halves)
+    if wide:
+        args = [a.float() if a is not None and a.dtype == torch.float16 else a for a in args]
+    compute = other or cast(Substitute, specs[node.op_type].reference)
+    try:
+        results = compute(node_attrs(node), args)
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError) as e:
+        raise ReferenceError(f"{node.op_type} node {node.name!r}: {type(e).__name__}: {e}") from e
+    missing = [name for name in node.output[len(results) :] if name]
+    if missing:
+        raise ReferenceError(f"{node.op_type} node {node.name!r}: the reference gives no value for {missing}")
+    for name, value in zip(node.output, results, strict=False):
+        if name:
+            trace.env[name] = value
+            if wide and value.dtype == torch.float32:
+                trace.widened.add(name)
+
+
+def _half(arg: torch.Tensor | None, name: str, trace: Trace) -> bool:
+    return arg is not None and (arg.dtype == torch.float16 or name in trace.widened)
+
+
+def run_reference(
+    model: onnx.ModelProto,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    widen_float16: bool = False,
+    substitute: Mapping[int, Substitute] | None = None,
+) -> dict[str, np.ndarray]:
+    """The graph outputs; raises ReferenceError when some node cannot be computed. With
+    `widen_float16`, float16 outputs kept wider are rounded to float16 once, at the end."""
+    trace = trace_reference(model, inputs, widen_float16=widen_float16, substitute=substitute)
+    if trace.error is not None:
+        raise trace.error
+    out: dict[str, np.ndarray] = {}
+    for o in model.graph.output:
+        value = trace.env[o.name]
+        if o.name in trace.widened:
+            value = value.half()
+        out[o.name] = value.numpy()
+    return out

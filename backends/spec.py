@@ -1,12 +1,14 @@
 """Backend spec strings: `NAME[:LEVEL][,KEY=VALUE...]`.
 
-NAME is a built-in backend (`onnxruntime:all`, `tvm:O0`, `openvino`) or a plugin given
-as `module:Class` (`examples.plugin_backend:NumpyAdapter:fast`); the class name must be
-capitalized, so that a misspelt built-in name is an error now, not an import failure
-in the worker later. Built-in adapter
-classes are imported here to check levels and options (their modules import the
-system under test only inside the worker). A plugin is never imported by the bot: it
-only has to be importable on the worker's side, which checks its level at the
+NAME is a built-in backend (`onnxruntime:all`, `tvm:O0`, `openvino`) or a plugin, given
+either as `module:Class` (`mycompiler.fuzzbot:Adapter:O2`), resolved from the side's own
+venv or worktree like any installed module, or as `FILE.py:Class`
+(`examples/plugin_backend.py:OnnxReferenceAdapter`), a file copied alone into each
+worker's scratch folder. The class name must be capitalized, so that a misspelt
+built-in name is an error now, not an import failure in the worker later. Built-in
+adapter classes are imported here to check levels and options (their modules import
+the system under test only inside the worker). A plugin is never imported by the bot:
+it only has to be importable on the worker's side, which checks its level at the
 handshake.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ADAPTERS: dict[str, str] = {
@@ -40,6 +43,9 @@ class BackendSpec:
     packages: tuple[str, ...] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
     plugin: bool = field(default=False, compare=False)
+    plugin_file: str | None = None
+    """For a `FILE.py:Class` plugin: the file's absolute path, copied alone into each worker's
+    scratch folder and imported there as the module `adapter` names."""
 
     def __str__(self) -> str:
         text = f"{self.name}:{self.level}" if self.level else self.name
@@ -57,7 +63,16 @@ def adapter_class(path: str) -> Any:
 
 
 def valid_backends() -> str:
-    return ", ".join(sorted(ADAPTERS)) + " (or a plugin as module:Class)"
+    return ", ".join(sorted(ADAPTERS)) + " (or a plugin as module:Class or FILE.py:Class)"
+
+
+def system_modules(spec: BackendSpec) -> tuple[str, ...]:
+    """Top-level modules that are the system under test and must come from the side's own
+    build: a built-in adapter names them; a `module:Class` plugin's package is one itself (a
+    plugin may name more in its own `system_modules`, which its worker reports)."""
+    if spec.plugin:
+        return () if spec.plugin_file else (spec.adapter.partition(":")[0].split(".")[0],)
+    return tuple(getattr(adapter_class(spec.adapter), "system_modules", ()))
 
 
 def parse_backend(text: str) -> BackendSpec:
@@ -68,10 +83,22 @@ def parse_backend(text: str) -> BackendSpec:
         if len(parts) > 2:
             raise BackendSpecError(f"backend {text!r}: expected NAME[:LEVEL]")
         return _builtin(parts[0], parts[1] if len(parts) == 2 else "", options)
-    if len(parts) in (2, 3) and _is_module(parts[0]) and parts[1].isidentifier() and parts[1][0].isupper():
+    if len(parts) in (2, 3) and parts[1].isidentifier() and parts[1][0].isupper():
         level = parts[2] if len(parts) == 3 else ""
-        return BackendSpec(f"{parts[0]}:{parts[1]}", level, f"{parts[0]}:{parts[1]}", options, plugin=True)
+        if parts[0].endswith(".py"):
+            return _plugin_file(parts[0], parts[1], level, options)
+        if _is_module(parts[0]):
+            return BackendSpec(f"{parts[0]}:{parts[1]}", level, f"{parts[0]}:{parts[1]}", options, plugin=True)
     raise BackendSpecError(f"unknown backend {parts[0]!r}; valid backends: {valid_backends()}")
+
+
+def _plugin_file(path: str, cls: str, level: str, options: tuple[tuple[str, str], ...]) -> BackendSpec:
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise BackendSpecError(f"plugin file {path} does not exist")
+    if not file.stem.isidentifier():
+        raise BackendSpecError(f"plugin file {path}: {file.stem!r} is not a valid module name")
+    return BackendSpec(f"{file}:{cls}", level, f"{file.stem}:{cls}", options, plugin=True, plugin_file=str(file))
 
 
 def canonical_level(level: str, levels: tuple[str, ...] | list[str], name: str) -> str:

@@ -6,9 +6,10 @@ at stderr, so native libraries that print cannot corrupt the channel.
 
 The first frame each way is the handshake: the bot names the adapter, its options
 and the protocol version it speaks; the worker answers with the build it loaded
-(name, version, commit), the adapter's levels and "unsupported" patterns, and its
-own protocol version. Every later reply, stage events included, carries the id of
-the request it answers.
+(name, version, commit), the adapter's levels and "unsupported" patterns, its own
+protocol version, and where every module the adapter pulled in was imported from, so
+the bot can refuse a side that imports another side's code. Every later reply, stage
+events included, carries the id of the request it answers.
 """
 
 from __future__ import annotations
@@ -39,6 +40,31 @@ def describe(e: BaseException) -> str:
 def load_adapter(path: str, options: dict[str, Any]) -> Any:
     module, _, cls = path.partition(":")
     return getattr(importlib.import_module(module), cls)(options)
+
+
+OWN_PACKAGES = frozenset({"backends", "generator", "__main__"})
+"""fuzzbot's own code on the worker's path: never the system under test."""
+
+
+def module_origins(before: set[str], declared: tuple[str, ...], plugin_module: str) -> dict[str, str]:
+    """Where each top-level module the adapter brought in (and each it declares as the
+    system under test) was imported from: the evidence for the bot's isolation check.
+    The standard library and fuzzbot's own packages are left out, and so is a plugin
+    file's own module, which the bot copied into the scratch folder itself."""
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    for name in declared:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+    tops = {m.partition(".")[0] for m in set(sys.modules) - before} | set(declared)
+    origins: dict[str, str] = {}
+    for top in sorted(tops - OWN_PACKAGES - set(stdlib) - {plugin_module}):
+        module = sys.modules.get(top)
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
+        if where and not top.startswith("_"):
+            origins[top] = os.path.realpath(where)
+    return origins
 
 
 def limit_memory(extra_mb: int) -> int:
@@ -118,10 +144,13 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
         write_message(out, {"ok": False, "protocol": PROTOCOL_VERSION, "stage": "import", "message": message})
         return None
     fault = hello.get("fault")
+    before = set(sys.modules)
     try:
         faults.check(fault, hello.get("memory_mb"))
         adapter = load_adapter(hello["adapter"], hello.get("options", {}))
         info = adapter.info()
+        declared = tuple(getattr(adapter, "system_modules", ()))
+        origins = module_origins(before, declared, str(hello.get("plugin_module") or ""))
         cap = limit_memory(int(hello["memory_mb"])) if hello.get("memory_mb") else None
     except BaseException as e:  # noqa: BLE001 - any import failure is reported, not raised
         unavailable = isinstance(e, Unavailable)
@@ -140,6 +169,9 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
             "lowest_level": getattr(adapter, "lowest_level", None) or adapter.levels[0],
             "opsets": list(getattr(adapter, "opsets", ())),
             "unsupported": list(getattr(adapter, "unsupported", ())),
+            "system_modules": list(declared),
+            "modules": origins,
+            "prefix": os.path.realpath(sys.prefix),
             "pid": os.getpid(),
             "python": sys.version.split()[0],
             "executable": sys.executable,

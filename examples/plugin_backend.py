@@ -1,8 +1,9 @@
 """A complete fuzzbot backend plugin: onnx's own reference evaluator as "the compiler".
 
-Use it with `fuzzbot run BUNDLE --backend examples.plugin_backend:OnnxReferenceAdapter`
-(or `...:OnnxReferenceAdapter:checked` for the other level) from the repository root,
-or put the module anywhere on the worker interpreter's path. Swap the bodies of
+Use it with `fuzzbot run BUNDLE --backend examples/plugin_backend.py:OnnxReferenceAdapter`
+(or `...:OnnxReferenceAdapter:checked` for the other level): the file is copied alone into
+each worker's scratch folder. Shipped inside your compiler's package instead, it is named
+`mypkg.module:Class` and each side imports its own copy. Swap the bodies of
 `info`, `convert`, `compile` and `run` for calls into your own compiler.
 """
 

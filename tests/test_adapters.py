@@ -17,6 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from backends.adapters.base import adapter_snippet
 from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import run_reference
 from backends.results import Stage, Status
@@ -26,7 +27,9 @@ from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.conftest import CliResult
 
-PLUGIN = "examples.plugin_backend:OnnxReferenceAdapter"
+PLUGIN = "examples/plugin_backend.py:OnnxReferenceAdapter"
+"""A plugin given as a file: copied alone into each worker's scratch folder."""
+PLUGIN_NAME = f"{Path(__file__).resolve().parent.parent / 'examples' / 'plugin_backend.py'}:OnnxReferenceAdapter"
 
 
 class Pool:
@@ -180,7 +183,10 @@ def test_spec_strings_for_every_backend() -> None:
     assert parse_backend("onnxruntime:basic,threads=2").option_dict == {"threads": "2"}
     assert parse_backend("torch.compile").packages == ("generator",)
     plugin = parse_backend(f"{PLUGIN}:checked")
-    assert plugin.plugin and plugin.level == "checked" and plugin.adapter == PLUGIN
+    assert plugin.plugin and plugin.level == "checked" and plugin.adapter == "plugin_backend:OnnxReferenceAdapter"
+    assert str(plugin) == f"{PLUGIN_NAME}:checked" and parse_backend(str(plugin)) == plugin
+    with pytest.raises(BackendSpecError, match=r"plugin file no/such\.py does not exist"):
+        parse_backend("no/such.py:Adapter")
     with pytest.raises(BackendSpecError, match="valid levels: O0, default"):
         parse_backend("tvm:O3")
     with pytest.raises(BackendSpecError, match="valid options: provider, threads"):
@@ -221,11 +227,14 @@ def test_repro_snippets_run_standalone(backend: str, tmp_path: Path) -> None:
     (case,) = stable_cases(1)
     write_bundle(tmp_path, case.model, case.inputs, run_reference(case.model, case.inputs))
     script = tmp_path / "check.py"
-    script.write_text(
-        REPRO_CHECK.format(snippet=textwrap.dedent(adapter_class(spec.adapter).repro_snippet(spec.level)))
-    )
+    if spec.plugin_file:
+        module, _, cls = spec.adapter.partition(":")
+        snippet = adapter_snippet(module, cls, spec.level, str(Path(spec.plugin_file).parent))
+    else:
+        snippet = adapter_class(spec.adapter).repro_snippet(spec.level)
+    script.write_text(REPRO_CHECK.format(snippet=textwrap.dedent(snippet)))
     files = [str(tmp_path / n) for n in ("model.onnx", "inputs.npz", "reference.npz")]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # where the plugin lives
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # the plugin's `backends`
     done = subprocess.run([sys.executable, str(script), *files], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and "same" in done.stdout, done.stderr[-2000:]
 
@@ -240,7 +249,7 @@ def test_run_prints_one_row_per_backend(cli: Callable[..., CliResult], tmp_path:
         "onnxruntime:all",
         "tvm:O0",
         "openvino:performance",
-        f"{PLUGIN}:default",
+        f"{PLUGIN_NAME}:default",
         "tensorrt:default",
     ]
     for row in rows[:4]:
@@ -250,4 +259,4 @@ def test_run_prints_one_row_per_backend(cli: Callable[..., CliResult], tmp_path:
         assert rows[4]["message"] == "tensorrt: no CUDA device" and r.code == 1
     table = cli("run", str(tmp_path), "--backend", "onnxruntime:disable", "--backend", f"{PLUGIN}:checked")
     assert table.code == 0, table.err
-    assert f"{PLUGIN}:checked" in table.out and "max_abs" in table.out and table.out.count("pass") == 2
+    assert "OnnxReferenceAdapter:checked" in table.out and "max_abs" in table.out and table.out.count("pass") == 2

@@ -12,7 +12,8 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 `import` stage and `compile` receives its result instead of the bytes), `warmup(compiled,
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
-limitation rather than a bug), `opsets`, `level_help` and `lowest_level`.
+limitation rather than a bug), `opsets`, `level_help`, `lowest_level` and
+`system_modules`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class Adapter:
     unsupported: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, str]] = {}
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
+    system_modules: ClassVar[tuple[str, ...]] = ()
+    """Top-level modules that are the system under test: the worker reports the file each was
+    imported from, and the bot refuses a side whose copy is not its own build's."""
     worker_packages: ClassVar[tuple[str, ...]] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
     lossy_dtypes: ClassVar[dict[str, str]] = {}
@@ -73,11 +77,13 @@ class Adapter:
         return adapter_snippet(cls.__module__, cls.__qualname__, level)
 
 
-def adapter_snippet(module: str, qualname: str, level: str) -> str:
+def adapter_snippet(module: str, qualname: str, level: str, folder: str | None = None) -> str:
     """`run(model_bytes, inputs)` through an adapter class by name: how a plugin's repro
-    runs, since the bot process never imports a plugin (its system is not installed here)."""
+    runs, since the bot process never imports a plugin (its system is not installed here).
+    `folder`: where a plugin given as a file lives, put on the path first."""
+    find = f"    import sys\n\n    sys.path.insert(0, {folder!r})\n" if folder else ""
     return f"""def run(model_bytes, inputs):
-    from {module} import {qualname} as Adapter
+{find}    from {module} import {qualname} as Adapter
 
     adapter = Adapter({{}})
     model = adapter.convert(model_bytes) if hasattr(adapter, "convert") else model_bytes

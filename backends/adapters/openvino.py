@@ -19,6 +19,7 @@ from backends.adapters.base import Adapter
 
 class OpenVinoAdapter(Adapter):
     name = "openvino"
+    system_modules = ("openvino",)
     level_modes = {"performance": "PERFORMANCE", "accuracy": "ACCURACY"}
     levels = tuple(level_modes)
     default_level = "performance"

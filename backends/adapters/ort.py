@@ -13,6 +13,7 @@ from backends.adapters.base import Adapter, Unavailable
 
 class OrtAdapter(Adapter):
     name = "onnxruntime"
+    system_modules = ("onnxruntime",)
     level_names = {
         "disable": "ORT_DISABLE_ALL",
         "basic": "ORT_ENABLE_BASIC",

@@ -20,6 +20,7 @@ from backends.adapters.base import Adapter, Unavailable
 
 class TensorRtAdapter(Adapter):
     name = "tensorrt"
+    system_modules = ("tensorrt",)
     level_numbers = {"O0": 0, "O1": 1, "O2": 2, "default": 3, "O4": 4, "O5": 5}
     """fuzzbot level -> IBuilderConfig.builder_optimization_level (3 is TensorRT's default)."""
     levels = tuple(level_numbers)

@@ -26,6 +26,7 @@ from backends.adapters.base import Adapter
 
 class TorchCompileAdapter(Adapter):
     name = "torch.compile"
+    system_modules = ("torch",)
     level_args: dict[str, dict[str, Any]] = {
         "aot_eager": {"backend": "aot_eager"},
         "default": {"backend": "inductor"},
