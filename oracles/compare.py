@@ -1,4 +1,9 @@
-"""Elementwise comparison of a backend's outputs with the reference's."""
+"""Elementwise comparison of a backend's outputs with the reference's.
+
+An element fails only beyond both bounds (Polygraphy's rule). Where a second reference
+marks the far edge of what a backend may legitimately compute (float16 intermediates kept
+in float32), an element anywhere between the two references is within bounds: `envelope`.
+"""
 
 from __future__ import annotations
 
@@ -51,15 +56,48 @@ class Comparison(BaseModel):
 
 
 def _errors(expected: np.ndarray, actual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute error, and relative error against the larger magnitude of the two (so an
+    expected 0 gives 1, not 1e299), where both are finite; 0 elsewhere."""
     e, a = expected.astype(np.float64), actual.astype(np.float64)
     finite = np.isfinite(e) & np.isfinite(a)
     abs_err = np.abs(np.where(finite, a, 0.0) - np.where(finite, e, 0.0))
-    with np.errstate(over="ignore"):  # an error against an expected 0 is infinitely relative, and that is fine
-        rel_err = np.where(finite, abs_err / np.maximum(np.abs(e), np.finfo(np.float64).tiny), 0.0)
+    scale = np.maximum(np.abs(np.where(finite, e, 0.0)), np.abs(np.where(finite, a, 0.0)))
+    rel_err = np.divide(abs_err, scale, out=np.zeros_like(abs_err), where=scale > 0)
     return abs_err, rel_err
 
 
-def compare_output(name: str, expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> OutputDiff:
+def nonfinite_mask(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """NaN must meet NaN, and +Inf must meet +Inf, element by element."""
+    mask: np.ndarray = (
+        (np.isnan(expected) != np.isnan(actual))
+        | (np.isinf(expected) & (expected != actual))
+        | (np.isinf(actual) & (expected != actual))
+    )
+    return mask
+
+
+def beyond(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None) -> np.ndarray:
+    """Elements of a float output beyond both bounds. With `edge` (another reading of the
+    same output), the distance is to the nearer point of the interval between the two."""
+    e, a = expected.astype(np.float64), actual.astype(np.float64)
+    lo, hi = (e, e) if edge is None else (np.fmin(e, edge.astype(np.float64)), np.fmax(e, edge.astype(np.float64)))
+    with np.errstate(invalid="ignore"):
+        dist = np.maximum(np.maximum(lo - a, a - hi), 0.0)
+        return np.nan_to_num((dist > tol.atol) & (dist > tol.rtol * np.abs(e))).astype(bool)
+
+
+def bad_mask(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None) -> np.ndarray:
+    """Which elements of one output mismatch (same shape and dtype assumed)."""
+    if expected.dtype.kind not in "fc":
+        differ: np.ndarray = np.asarray(expected != actual)
+        return differ
+    bad: np.ndarray = nonfinite_mask(expected, actual) | beyond(expected, actual, tol, edge)
+    return bad
+
+
+def compare_output(
+    name: str, expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None
+) -> OutputDiff:
     if expected.shape != actual.shape:
         return OutputDiff(name=name, mismatch=Mismatch.shape, detail=f"expected {expected.shape}, got {actual.shape}")
     if expected.dtype != actual.dtype:
@@ -77,37 +115,37 @@ def compare_output(name: str, expected: np.ndarray, actual: np.ndarray, tol: Tol
         )
     abs_err, rel_err = _errors(expected, actual)
     diff = OutputDiff(name=name, max_abs=float(abs_err.max(initial=0.0)), max_rel=float(rel_err.max(initial=0.0)))
-    # NaN must meet NaN, and +Inf must meet +Inf, element by element.
-    nonfinite = (
-        (np.isnan(expected) != np.isnan(actual))
-        | (np.isinf(expected) & (expected != actual))
-        | (np.isinf(actual) & (expected != actual))
-    )
+    nonfinite = nonfinite_mask(expected, actual)
     if nonfinite.any():
         diff.mismatch, diff.bad_elements = Mismatch.nonfinite, int(nonfinite.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(nonfinite)[0]]
         diff.detail = f"{diff.bad_elements} elements non-finite on one side only"
         return diff
-    bad = (abs_err > tol.atol) & (abs_err > tol.rtol * np.abs(expected.astype(np.float64)))
+    bad = beyond(expected, actual, tol, edge)
     if bad.any():
         diff.mismatch, diff.bad_elements = Mismatch.values, int(bad.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(bad)[0]]
-        diff.detail = f"{diff.bad_elements}/{expected.size} elements beyond atol={tol.atol:g} rtol={tol.rtol:g}"
+        bounds = "exact" if tol.atol == 0 and tol.rtol == 0 else f"atol={tol.atol:g} rtol={tol.rtol:g}"
+        diff.detail = f"{diff.bad_elements}/{expected.size} elements beyond {bounds}"
     return diff
 
 
 def compare(
-    expected: dict[str, np.ndarray],
-    actual: dict[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    actual: Mapping[str, np.ndarray],
     overrides: dict[str, Tolerance] | None = None,
     per_output: Mapping[str, Tolerance] | None = None,
+    envelope: Mapping[str, np.ndarray] | None = None,
 ) -> Comparison:
-    """`per_output` (by output name, from `ToleranceConfig.for_outputs`) beats `overrides` (by dtype)."""
+    """`per_output` (by output name, from `ToleranceConfig.for_outputs`) beats `overrides` (by
+    dtype); `envelope` gives, per output, the other edge of the legitimate interval."""
     diffs = []
     for name, exp in expected.items():
         if name not in actual:
             diffs.append(OutputDiff(name=name, mismatch=Mismatch.missing, detail="output not produced"))
             continue
         tol = (per_output or {}).get(name) or tolerance_for(exp.dtype, overrides)
-        diffs.append(compare_output(name, exp, actual[name], tol))
+        edge = (envelope or {}).get(name)
+        usable = edge is not None and edge.shape == exp.shape and exp.dtype.kind == "f"
+        diffs.append(compare_output(name, exp, actual[name], tol, edge if usable else None))
     return Comparison(outputs=diffs)

@@ -14,7 +14,9 @@ class OracleConfig(BaseModel):
 
     reruns: int = Field(3, ge=1, le=20, description="runs of a candidate finding on every side (k); 1 = no re-runs")
     localize: bool = Field(True, description="re-run a bad case at its build's lowest level")
-    second_reference: bool = Field(True, description="confirm wrong results with onnx.reference")
+    second_reference: bool = Field(
+        True, description="confirm wrong results: onnx.reference agrees with torch, or a float64 rerun sides with it"
+    )
     rules: Path | None = Field(None, description="your own known-false-positive rules, read after the shipped ones")
     keep_filtered: bool = Field(False, description="also save bundles of filtered cases, under filtered/")
     perf: PerfConfig = Field(default_factory=PerfConfig, description="performance comparison of head against base")

@@ -29,10 +29,17 @@ wins depends on the backend's rounding, not on its semantics."""
 
 @dataclass(frozen=True)
 class MarginFailure:
-    """One unsafe op of the case (see oracles.margin), identified by node index."""
+    """One unsafe op of the case (see oracles.margin), identified by node index, with what
+    moving its operand by the margin needs: which operand, where, and by how much."""
 
     index: int
     text: str
+    op_type: str = ""
+    slot: int | None = None
+    """The operand within the margin; None for a non-finite output or a reference error."""
+    within: torch.Tensor | None = None
+    """Its elements within the margin, where that mask has the operand's shape."""
+    margin: float = 0.0
 
 
 class CaseValues:
@@ -65,7 +72,13 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 def _failure(f: Failure) -> MarginFailure:
     what = f.error or (f.predicate.name if f.predicate else "non-finite output")
     name = repr(f.node.name) if f.node.name else f"#{f.node.index}"
-    return MarginFailure(f.node.index, f"{f.node.op_type} node {name}: {what}")
+    text = f"{f.node.op_type} node {name}: {what}"
+    if f.predicate is None or f.bad is None:
+        return MarginFailure(f.node.index, text, f.node.op_type)
+    slot = f.predicate.slots[0]
+    operand = f.operands[slot]
+    within = f.bad.detach() if operand is not None and f.bad.shape == operand.shape else None
+    return MarginFailure(f.node.index, text, f.node.op_type, slot, within, f.margin)
 
 
 def nan_inputs(ref: NodeRef, values: CaseValues) -> str | None:
@@ -76,6 +89,20 @@ def nan_inputs(ref: NodeRef, values: CaseValues) -> str | None:
             count = int(np.isnan(x).sum())
             return f"{ref.label} input {slot} ({name!r}) holds NaN in {count} of {x.size} elements"
     return None
+
+
+def near(ref: NodeRef, values: CaseValues) -> str | None:
+    """The first pair of a comparison's float operands within TIE_WIDTH, described."""
+    a, b = (values.value(x) for x in ref.node.input[:2])
+    if a is None or b is None or a.dtype.kind != "f":
+        return None
+    x, y = np.broadcast_arrays(a.astype(np.float64), b.astype(np.float64))
+    rel = TIE_WIDTH.get(a.dtype, 0.0)
+    close = np.argwhere(np.abs(x - y) <= rel * np.maximum(np.abs(x), np.abs(y)))
+    if close.size == 0:
+        return None
+    at = tuple(int(i) for i in close[0])
+    return f"{ref.label} compares near-equal operands at {list(at)} ({x[at]:.9g} vs {y[at]:.9g})"
 
 
 def tie(ref: NodeRef, values: CaseValues) -> str | None:

@@ -4,7 +4,9 @@ A case is looked at lazily and at most once per kind of fact: the graph index an
 mismatching outputs' cone when the first op pattern needs them, the intermediate values
 (one interpreter walk, which also yields the margin check's unsafe ops) only when a rule
 got past every cheap matcher. Within a rule the order is scope, message regexes, static op
-patterns, value conditions, margin: cheapest first, each able to stop the rest.
+patterns, value conditions, margin, and last the evidence (oracles.evidence): re-runs of
+the reference with the matched nodes computed another legitimate way, which must move
+every element that mismatched. Cheapest first, each able to stop the rest.
 """
 
 from __future__ import annotations
@@ -18,21 +20,40 @@ import numpy as np
 import onnx
 from pydantic import BaseModel, ConfigDict
 
-from oracles.intermediates import CaseValues, nan_inputs, tie
+from backends.reference import ReferenceError, run_reference
+from oracles.compare import bad_mask
+from oracles.evidence import (
+    Alternative,
+    break_ties,
+    explained,
+    explains,
+    finite,
+    flip_near,
+    nan_alternatives,
+    nudge,
+)
+from oracles.intermediates import CaseValues, MarginFailure, nan_inputs, near, tie
 from oracles.patterns import GraphView, NodeRef
 from oracles.rule_schema import ANY_BACKEND, OpPattern, Rule
+from oracles.tolerances import Tolerance, tolerance_for
 from oracles.verdict import Judgement, Verdict
 
 
 @dataclass(frozen=True)
 class CaseView:
-    """What the rules see of one judged run: which backend, the model and its inputs, and
-    the judgement (verdict, message, comparison naming the mismatching outputs)."""
+    """What the rules see of one judged run: which backend, the model and its inputs, the
+    judgement (verdict, message, comparison naming the mismatching outputs), and, for the
+    evidence a wrong result needs, the backend's outputs, the reference they were judged
+    against, the bounds and the precision envelope of that judgement."""
 
     backend: str
     model: onnx.ModelProto
     inputs: Mapping[str, np.ndarray]
     judgement: Judgement
+    outputs: Mapping[str, np.ndarray] | None = None
+    reference: Mapping[str, np.ndarray] | None = None
+    bounds: Mapping[str, Tolerance] | None = None
+    envelope: Mapping[str, np.ndarray] | None = None
 
 
 class RuleHit(BaseModel):
@@ -94,6 +115,43 @@ class CaseFacts:
     def in_cone(self, index: int) -> bool:
         return self.cone is None or index in self.cone
 
+    @cached_property
+    def expected(self) -> dict[str, np.ndarray] | None:
+        """The reference the judgement used (recomputed by torch when not given)."""
+        if self.case.reference is not None:
+            return dict(self.case.reference)
+        try:
+            return run_reference(self.case.model, self.case.inputs)
+        except ReferenceError:
+            return None
+
+    def bound(self, name: str, dtype: np.dtype) -> Tolerance:
+        return (self.case.bounds or {}).get(name) or tolerance_for(dtype)
+
+    @cached_property
+    def bad_masks(self) -> dict[str, np.ndarray]:
+        """Per mismatching output, its mismatching elements; empty where element evidence is
+        impossible (no backend outputs, or a shape, dtype or missing-output mismatch)."""
+        got, want = self.case.outputs, self.expected
+        if got is None or want is None or not self.bad_outputs:
+            return {}
+        masks: dict[str, np.ndarray] = {}
+        for name in self.bad_outputs:
+            e, a = want.get(name), got.get(name)
+            if e is None or a is None or e.shape != a.shape or e.dtype != a.dtype:
+                return {}
+            masks[name] = bad_mask(e, a, self.bound(name, e.dtype), (self.case.envelope or {}).get(name))
+        return masks
+
+    def explained(self, alternatives: list[Alternative]) -> bool:
+        """Whether the alternatives explain every mismatching element (oracles.evidence)."""
+        want, got = self.expected, self.case.outputs
+        if want is None or got is None or not alternatives or not self.bad_masks:
+            return False
+        bounds = {name: self.bound(name, v.dtype) for name, v in want.items()}
+        covered = explained(self.case.model, self.case.inputs, want, got, bounds, alternatives)
+        return explains(self.bad_masks, covered)
+
 
 def in_scope(rule: Rule, facts: CaseFacts) -> bool:
     scope, case = rule.scope, facts.case
@@ -139,7 +197,7 @@ def value_anchor(pattern: OpPattern, anchor: Anchor, facts: CaseFacts) -> Anchor
         return anchor
     if pattern.values == "ties" and not _decision_reaches_mismatch(anchor.ref, facts):
         return None
-    check = tie if pattern.values == "ties" else nan_inputs
+    check = {"ties": tie, "nan": nan_inputs, "near": near}[pattern.values]
     found = check(anchor.ref, facts.values)
     return Anchor(anchor.ref, found + anchor.fed, anchor.fed) if found else None
 
@@ -155,24 +213,47 @@ def _decision_reaches_mismatch(ref: NodeRef, facts: CaseFacts) -> bool:
     return cone is None or (index < len(ref.node.output) and ref.node.output[index] in cone)
 
 
-def match_ops(patterns: list[OpPattern], facts: CaseFacts) -> list[Anchor]:
-    """Every matched node, static conditions for all patterns before any value is computed."""
+def match_ops(patterns: list[OpPattern], facts: CaseFacts) -> list[tuple[OpPattern, Anchor]]:
+    """Every matched node with its pattern, static conditions for all patterns before any
+    value is computed."""
     candidates = [(p, a) for p in patterns for a in static_anchors(p, facts)]
-    matched = [value_anchor(p, a, facts) for p, a in candidates]
-    return [a for a in matched if a is not None]
+    matched = [(p, value_anchor(p, a, facts)) for p, a in candidates]
+    return [(p, a) for p, a in matched if a is not None]
 
 
-def match_margin(facts: CaseFacts, anchors: list[Anchor] | None) -> str | None:
-    """The first unsafe op within its margin, in the cone and among the anchors if any."""
+def match_margin(facts: CaseFacts, anchors: list[Anchor] | None) -> list[MarginFailure]:
+    """The unsafe ops within their margin, in the cone and among the anchors if any."""
     allowed = None if anchors is None else {a.ref.index for a in anchors}
-    for failure in facts.values.failures:
-        if facts.in_cone(failure.index) and (allowed is None or failure.index in allowed):
-            return f"within the numeric margin: {failure.text}"
-    return None
+    return [f for f in facts.values.failures if facts.in_cone(f.index) and (allowed is None or f.index in allowed)]
+
+
+def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFailure]) -> list[Alternative]:
+    """The re-runs that may explain a wrong result: every matched node's value condition,
+    and every unsafe operand moved by its margin, up and down."""
+    alts: list[Alternative] = []
+    ties = [a.ref for p, a in valued if p.values == "ties"]
+    for first in (True, False) if ties else ():
+        alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, first) for t in ties}))
+    nans = [(a.ref.index, a.ref.node.op_type) for p, a in valued if p.values == "nan"]
+    if nans:
+        alts.extend(nan_alternatives(nans))
+    comparisons = {a.ref.index: flip_near(a.ref.node.op_type) for p, a in valued if p.values == "near"}
+    if comparisons:
+        alts.append(Alternative("near-equal comparisons flipped", comparisons))
+    movable = [f for f in margins if f.slot is not None]
+    for sign in (1.0, -1.0):
+        if movable:
+            moves = {f.index: nudge(f.op_type, f.slot or 0, f.within, f.margin, sign) for f in movable}
+            alts.append(Alternative("operands moved by their margin", moves, sensitivity=True))
+    overflowed = {f.index: finite(f.op_type) for f in margins if f.slot is None}
+    if overflowed:
+        alts.append(Alternative("non-finite intermediates replaced", overflowed, sensitivity=True))
+    return alts
 
 
 def evaluate(rule: Rule, facts: CaseFacts) -> RuleHit | None:
-    """The rule's hit on this case: every kind of matcher it has must match (AND)."""
+    """The rule's hit on this case: every kind of matcher it has must match (AND), and a
+    wrong result must be explained element by element by the re-runs they imply."""
     if not in_scope(rule, facts):
         return None
     reasons: list[str] = []
@@ -181,17 +262,27 @@ def evaluate(rule: Rule, facts: CaseFacts) -> RuleHit | None:
         if found is None:
             return None
         reasons.append(found)
+    valued: list[tuple[OpPattern, Anchor]] = []
     anchors: list[Anchor] | None = None
     if rule.match.ops:
-        anchors = match_ops(rule.match.ops, facts)
-        if not anchors:
+        valued = match_ops(rule.match.ops, facts)
+        if not valued:
             return None
+        anchors = [a for _, a in valued]
         reasons.append(anchors[0].why)
+    margins: list[MarginFailure] = []
     if rule.match.margin:
-        found = match_margin(facts, anchors)
-        if found is None:
+        margins = match_margin(facts, anchors)
+        if not margins:
             return None
-        reasons.append(found)
-    if facts.bad_outputs:
+        reasons.append(f"within the numeric margin: {margins[0].text}")
+    if facts.bad_outputs is not None:
+        alts = alternatives([(p, a) for p, a in valued if p.values is not None], margins)
+        if alts and not facts.explained(alts):
+            return None
+        if alts:
+            count = sum(int(m.sum()) for m in facts.bad_masks.values())
+            why = " / ".join(dict.fromkeys(a.why for a in alts))
+            reasons.append(f"{why} explains all {count} mismatching element(s)")
         reasons.append(f"mismatching output(s): {', '.join(facts.bad_outputs)}")
     return RuleHit(rule_id=rule.id, explanation="; ".join(reasons))

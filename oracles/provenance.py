@@ -1,9 +1,16 @@
-"""What each graph output depends on: the op types and float dtypes in its ancestor cone.
+"""What each graph output depends on: the op types in its ancestor cone, and the float
+arithmetic whose rounding reaches it.
 
 Tolerances and false-positive rules judge an output by what produced it. A float64
-output computed from a float16 tensor carries float16 rounding, so comparing it at
-float64 bounds reports rounding as a bug; an op-type override (say, looser bounds
-wherever Softmax is involved) must reach the outputs Softmax feeds and no others.
+output computed by float16 arithmetic carries float16 rounding, so comparing it at float64
+bounds reports rounding as a bug. But only inexact arithmetic rounds differently from one
+backend to another: a Cast, data movement, selection (Max, Where, Relu), a comparison or
+integer arithmetic gives the same bits everywhere from the same operands. So an output is
+judged at the width of the narrowest inexact float computation behind it, and exactly
+when there is none: a float32 -> float16 -> float32 round trip of an input must come back
+rounded, and a backend that skips it is wrong by one float16 ulp, not within tolerance.
+An op-type override (say, looser bounds wherever Softmax is involved) must reach the
+outputs Softmax feeds and no others.
 """
 
 from __future__ import annotations
@@ -13,7 +20,14 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
+from generator.values.unsafe import same_bits
+
 _FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+_BY_BITS = {16: "float16", 32: "float32", 64: "float64"}
+
+Rounding = int | None
+"""The narrowest float width (bits) whose inexact arithmetic reaches a tensor; None: the
+tensor is exact (the same bits in every correct backend, given the same inputs)."""
 
 
 @dataclass
@@ -21,14 +35,15 @@ class Cone:
     """The ancestors of one graph output."""
 
     ops: set[str] = field(default_factory=set)
-    float_dtypes: set[str] = field(default_factory=set)
     nodes: set[int] = field(default_factory=set)
     """Indices into graph.node."""
+    rounding: Rounding = None
+    """The output's own rounding (see `rounding_widths`)."""
 
     @property
-    def lowest_float(self) -> str | None:
-        """The least precise float type any ancestor tensor had: the rounding that reaches the output."""
-        return min(self.float_dtypes, key=lambda d: _FLOAT_BITS[d], default=None)
+    def rounding_dtype(self) -> str | None:
+        """The float type whose bounds judge the output; None: it must match exactly."""
+        return None if self.rounding is None else _BY_BITS.get(self.rounding, "float16")
 
 
 def tensor_dtypes(model: onnx.ModelProto) -> dict[str, str]:
@@ -48,13 +63,34 @@ def tensor_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     return out
 
 
+def rounding_widths(model: onnx.ModelProto, dtypes: dict[str, str] | None = None) -> dict[str, Rounding]:
+    """Per tensor, the narrowest width of inexact float arithmetic behind it (None: exact).
+
+    Graph inputs and constants are exact. An op that gives the same bits on the same
+    operands (`generator.values.unsafe.same_bits`, or any op with an integer or boolean
+    result) keeps its operands' rounding, narrowed to its own float type; any other op
+    with a float result rounds at its own width. A result whose type shape inference
+    could not tell is taken to round at float16's width: the loosest reading."""
+    dtypes = dtypes if dtypes is not None else tensor_dtypes(model)
+    widths: dict[str, Rounding] = {}
+    for node in model.graph.node:
+        carried = [w for w in (widths.get(i) for i in node.input if i) if w is not None]
+        exact_op = same_bits(node.op_type, [True] * len(node.input))
+        for out in node.output:
+            bits = _FLOAT_BITS.get(dtypes[out]) if out in dtypes else 16
+            own = [] if bits is None or (exact_op and not carried) else [bits]
+            widths[out] = min([*carried, *own], default=None)
+    return widths
+
+
 def output_cones(model: onnx.ModelProto) -> dict[str, Cone]:
     """The cone of every graph output (top-level graph; subgraphs count as their node)."""
     dtypes = tensor_dtypes(model)
+    widths = rounding_widths(model, dtypes)
     producer = {name: i for i, n in enumerate(model.graph.node) for name in n.output if name}
     cones: dict[str, Cone] = {}
     for out in model.graph.output:
-        cone = Cone()
+        cone = Cone(rounding=widths.get(out.name))
         stack = [out.name]
         seen: set[str] = set()
         while stack:
@@ -62,8 +98,6 @@ def output_cones(model: onnx.ModelProto) -> dict[str, Cone]:
             if name in seen:
                 continue
             seen.add(name)
-            if dtypes.get(name) in _FLOAT_BITS:
-                cone.float_dtypes.add(dtypes[name])
             i = producer.get(name)
             if i is None:
                 continue

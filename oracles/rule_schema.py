@@ -22,7 +22,11 @@ from oracles.patterns import ANY_PRODUCER, TIE_OPS
 
 RuleVerdict = Literal["crash", "wrong_result", "timeout"]
 DtypeClass = Literal["float", "int", "bool"]
-ValueCondition = Literal["ties", "nan"]
+ValueCondition = Literal["ties", "nan", "near"]
+NAN_CHOICE_OPS = ("Max", "Min", "Clip", "ReduceMax", "ReduceMin")
+"""Ops whose NaN handling ONNX leaves open (`values: nan`)."""
+COMPARISON_OPS = ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
+"""Ops a near-equal pair of operands can flip (`values: near`)."""
 ANY_BACKEND = "*"
 
 
@@ -77,8 +81,12 @@ class OpPattern(Strict):
     output_dtype: DtypeClass | None = None
     """Of the node's first output."""
     values: ValueCondition | None = None
-    """`ties`: the deciding elements of ArgMax/ArgMin/Hardmax/TopK tie (equal, or within a
-    relative 2^-10 in float32, 2^-5 in float16, 2^-20 in float64). `nan`: an input holds NaN."""
+    """A run-time condition, and the evidence that it explains the difference: `ties`, the
+    deciding elements of ArgMax/ArgMin/Hardmax/TopK tie (equal, or within a relative 2^-10
+    in float32, 2^-5 in float16, 2^-20 in float64) and breaking them the other way moves
+    every mismatching element; `nan`, a NaN reaches Max/Min/Clip/ReduceMax/ReduceMin and
+    another NaN semantics ONNX allows moves every mismatching element; `near`, a comparison
+    whose operands are that close, flipped, does."""
 
     @field_validator("op")
     @classmethod
@@ -91,9 +99,10 @@ class OpPattern(Strict):
         return _known_ops(names, allow_any=True)
 
     @model_validator(mode="after")
-    def _ties_need_arg_ops(self) -> OpPattern:
-        if self.values == "ties" and not set(self.op) <= set(TIE_OPS):
-            raise ValueError(f"values: ties applies to {', '.join(TIE_OPS)} only")
+    def _values_fit_the_ops(self) -> OpPattern:
+        allowed = {"ties": tuple(TIE_OPS), "nan": NAN_CHOICE_OPS, "near": COMPARISON_OPS}
+        if self.values is not None and not set(self.op) <= set(allowed[self.values]):
+            raise ValueError(f"values: {self.values} applies to {', '.join(allowed[self.values])} only")
         return self
 
 
@@ -125,6 +134,10 @@ class Matchers(Strict):
 
 
 class Rule(Strict):
+    """A wrong result is taken off the report only on run-time evidence: a rule for wrong
+    results that names ops must also name a value condition or the margin check, whose
+    re-run shows that the mismatching elements are the ones the condition explains."""
+
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = Field(min_length=1)
     reason: str = Field(min_length=1)
@@ -138,6 +151,16 @@ class Rule(Strict):
     def count_key(self) -> str:
         """The campaign's counter for cases this rule filtered."""
         return f"filtered:{self.id}"
+
+    @model_validator(mode="after")
+    def _wrong_results_need_evidence(self) -> Rule:
+        static = [p for p in self.match.ops if p.values is None]
+        if "wrong_result" in self.scope.verdicts and static and not self.match.margin:
+            raise ValueError(
+                "match.ops: a rule for wrong results needs run-time evidence: give each op pattern "
+                "a values condition (ties, nan, near) or set margin: true"
+            )
+        return self
 
 
 class RulesFile(Strict):

@@ -6,11 +6,17 @@
 | ok | bad | new regression |
 | bad | ok | fixed |
 | bad | bad | persistent |
+| declines it (unsupported) | bad | new in head (shown beside regressions; not a regression) |
 | a side disagrees with itself | | flaky (never a regression) |
 
 "bad" is judged after the false-positive rules: a side whose failure a rule explains
 counts as ok, and a case where only explained failures remain is `filtered:<rule>`.
 A campaign against one build has no base; every bad case is then persistent.
+
+On an input ONNX leaves undefined (integer division by zero, overflow, out-of-range
+casts) no value is wrong, so only a dead process or a hang is bad: one that appears or
+goes away between the builds is a new regression or a fix "on an undefined input", and
+one both builds have is `crash_on_undefined_input`, counted but never reported.
 """
 
 from __future__ import annotations
@@ -27,15 +33,29 @@ class CrossVerdict(StrEnum):
     new_regression = "new_regression"
     fixed = "fixed"
     persistent = "persistent"
+    new_in_head = "new_in_head"
+    """Base declines the model, head runs it wrong: worth flagging, but not a regression."""
     flaky = "flaky"
     unsupported = "unsupported"
     filtered = "filtered"
     """A known false positive; the rule id says which (count key `filtered:<rule>`)."""
+    crash_on_undefined_input = "crash_on_undefined_input"
+    """Both builds (or the one) die or hang on an input ONNX leaves undefined: counted only."""
 
     @property
     def is_reported(self) -> bool:
         """What a maintainer hears about: flaky cases are listed apart, filtered ones only counted."""
-        return self in (CrossVerdict.new_regression, CrossVerdict.fixed, CrossVerdict.persistent)
+        return self in (
+            CrossVerdict.new_regression,
+            CrossVerdict.new_in_head,
+            CrossVerdict.fixed,
+            CrossVerdict.persistent,
+        )
+
+    @property
+    def fails_a_change(self) -> bool:
+        """What a PR check fails on: what head broke, or brought in broken."""
+        return self in (CrossVerdict.new_regression, CrossVerdict.new_in_head)
 
 
 class Localization(BaseModel):
@@ -96,6 +116,15 @@ def _filtered_rule(sides: list[SideRuns]) -> str | None:
     return next((s.rule for s in sides if s.rule is not None), None)
 
 
+def _undefined_note(sides: list[SideRuns]) -> str:
+    reason = next((s.first.undefined for s in sides if s.first.undefined), "")
+    return f"on an undefined input: {reason}" if reason else ""
+
+
+def _notes(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
     """Apply the table. Flakiness is checked first: a side that cannot agree with
     itself says nothing about the other."""
@@ -109,12 +138,18 @@ def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
         rule = _filtered_rule(sides)
         verdict = CrossVerdict.filtered if rule else CrossVerdict.pass_
         return CrossJudgement(verdict=verdict, rule=rule, base=base, head=head)
+    undefined = _undefined_note(sides)
+    judged = "judged against base only: no reference computes this case" if head.first.judged_by == "base" else ""
     if base is None or base.bad == head.bad:
+        if undefined:
+            return CrossJudgement(verdict=CrossVerdict.crash_on_undefined_input, base=base, head=head, note=undefined)
         note = ""
         if base is not None and base.first.signature != head.first.signature:
             note = f"signature changed: {base.first.signature!r} -> {head.first.signature!r}"
         return CrossJudgement(verdict=CrossVerdict.persistent, base=base, head=head, note=note)
+    if head.bad and base.first.verdict is Verdict.unsupported:
+        note = _notes("base declines the model (unsupported)", undefined)
+        return CrossJudgement(verdict=CrossVerdict.new_in_head, base=base, head=head, note=note)
     if head.bad:
-        note = "base declines the model (unsupported)" if base.first.verdict is Verdict.unsupported else ""
-        return CrossJudgement(verdict=CrossVerdict.new_regression, base=base, head=head, note=note)
-    return CrossJudgement(verdict=CrossVerdict.fixed, base=base, head=head)
+        return CrossJudgement(verdict=CrossVerdict.new_regression, base=base, head=head, note=_notes(undefined, judged))
+    return CrossJudgement(verdict=CrossVerdict.fixed, base=base, head=head, note=undefined)

@@ -4,10 +4,12 @@ An element fails only when it exceeds both the absolute and the relative bound
 (Polygraphy's rule), so tiny values are judged by atol and large ones by rtol.
 Lower-precision floats get looser bounds; integers and bools must match exactly.
 
-An output is judged at the bounds of the least precise float type in its ancestor
-cone, not of its own type: a float64 result of a float16 computation carries float16
-rounding. Op-type overrides apply to the outputs that op feeds; where several apply,
-the loosest wins, because each names a known source of legitimate difference.
+An output is judged at the bounds of the narrowest float type whose inexact arithmetic
+reaches it (oracles.provenance), not of its own type: a float64 result of a float16
+computation carries float16 rounding, and a float output that only casts, moves or selects
+exact values must match exactly. Op-type overrides apply to the outputs that op feeds;
+where several apply, the loosest wins, because each names a known source of legitimate
+difference.
 """
 
 from __future__ import annotations
@@ -34,10 +36,15 @@ class Tolerance(BaseModel):
 EXACT = Tolerance(atol=0.0, rtol=0.0)
 
 DEFAULTS: dict[str, Tolerance] = {
+    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
     "float16": Tolerance(atol=1e-2, rtol=1e-2),
     "float32": Tolerance(atol=1e-3, rtol=1e-3),
     "float64": Tolerance(atol=1e-7, rtol=1e-7),
 }
+
+FLOAT_ELEM_TYPES = frozenset(
+    {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE}
+)
 
 DtypeTolerances = dict[str, Tolerance]
 """dtype name -> bounds, e.g. {"float16": {atol: 0.05, rtol: 0.05}}."""
@@ -79,14 +86,15 @@ class ToleranceConfig(BaseModel):
         if model is None:
             return {}
         resolved: dict[str, Tolerance] = {}
+        floats = {o.name for o in model.graph.output if o.type.tensor_type.elem_type in FLOAT_ELEM_TYPES}
         for name, cone in output_cones(model).items():
-            dtype = cone.lowest_float
-            if dtype is None:
-                continue  # nothing float in the cone: compare() holds the output to exact equality
-            tol = self.base(dtype, backend)
+            dtype = cone.rounding_dtype
+            if dtype is None and name not in floats:
+                continue  # an integer or bool output: compare() holds it to exact equality
+            tol = EXACT if dtype is None else self.base(dtype, backend)
             for op in sorted(cone.ops):
                 override = self.ops.get(op, {})
-                if dtype in override:
+                if dtype is not None and dtype in override:
                     tol = tol.loosest(override[dtype])
             resolved[name] = tol
         return resolved

@@ -37,18 +37,25 @@ class Judgement(BaseModel):
     signature: str = ""
     fingerprint: str = ""
     comparison: Comparison | None = None
+    judged_by: str = ""
+    """Which computation the values were compared with (oracles.references.Source); empty
+    when no values were compared (a crash, a hang, a declined model, an undefined input)."""
+    undefined: str = ""
+    """Why the case's result is unspecified by ONNX (oracles.undefined), when it is."""
 
 
 def judge(
     result: RunResult,
-    expected: dict[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
     op_signature: str,
     tolerances: dict[str, Tolerance] | None = None,
     per_output: Mapping[str, Tolerance] | None = None,
+    envelope: Mapping[str, np.ndarray] | None = None,
 ) -> Judgement:
     """`op_signature` names the model's ops; it identifies wrong results, whose
     messages carry nothing stable. `per_output` bounds (by output name, from the
-    outputs' provenance) beat the per-dtype `tolerances`."""
+    outputs' provenance) beat the per-dtype `tolerances`; `envelope` is the other edge of
+    what the outputs may legitimately be (float16 intermediates kept wider)."""
     backend = result.backend.name if result.backend else "unknown"
     stage = result.stage.value if result.stage else None
     if result.status is Status.unsupported:
@@ -69,7 +76,7 @@ def judge(
             signature=signature,
             fingerprint=fingerprint(backend, verdict.value, stage or "", signature),
         )
-    comparison = compare(expected, result.outputs, tolerances, per_output)
+    comparison = compare(expected, result.outputs, tolerances, per_output, envelope)
     if comparison.ok:
         return Judgement(verdict=Verdict.pass_, stage=stage, comparison=comparison)
     symptom = "+".join(sorted({o.mismatch.value for o in comparison.outputs if o.mismatch}))

@@ -1,0 +1,192 @@
+"""One case as the oracles see it: its reference, and every fact about it that judging
+may need, each worked out once, on first need, and shared by every side's runs, the
+false-positive rules and the tie-breaks.
+
+Judging one run (`CaseEvidence.judge`) needs no reference for a crash, a hang or a compile
+error. Values are compared with the reference (torch, else onnx.reference), at bounds
+derived from where inexact arithmetic happens (oracles.tolerances), and where float16
+arithmetic happens, within the envelope between rounding each float16 intermediate and
+keeping it in float32, as backends legitimately do. On an input ONNX leaves undefined
+(oracles.undefined) no value is wrong and an orderly error is an answer; only a dead
+process or a hang still counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import onnx
+
+from backends.reference import ReferenceError, run_reference
+from backends.results import RunResult, Status
+from oracles.compare import bad_mask, compare
+from oracles.matchers import CaseView
+from oracles.provenance import rounding_widths
+from oracles.references import Source, distance, float64_reference, onnx_reference, read_reference
+from oracles.signature import op_signature
+from oracles.tolerances import Tolerance, ToleranceConfig, tolerance_for
+from oracles.undefined import undefined_inputs
+from oracles.verdict import Judgement, Verdict, judge
+
+DISAGREEMENT = "reference-disagreement"
+"""The rule id (count key `filtered:reference-disagreement`) of a wrong result the
+independent readings do not confirm: a question about the spec or about fuzzbot's torch
+reference, never a compiler bug."""
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Whether a wrong result against the torch reference is believed, and what decided."""
+
+    believed: bool
+    path: str
+    """How it was decided, counted in summary.json: `onnx.reference agrees`, or which side
+    the float64 re-run took (`float64 sides with torch`, `... with onnx.reference`, `... with
+    the backend`), or `no float64 reading`."""
+    detail: str = ""
+
+
+class CaseEvidence:
+    """A model, its inputs, its reference (None: nothing could compute it) and what judging
+    it has needed so far."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        inputs: Mapping[str, np.ndarray],
+        reference: Mapping[str, np.ndarray] | None,
+        tolerances: ToleranceConfig | None = None,
+        source: Source = Source.torch,
+        gap: str = "",
+    ) -> None:
+        self.model = model
+        self.inputs = dict(inputs)
+        self.reference = None if reference is None else dict(reference)
+        self.source = source if reference is not None else Source.none
+        self.gap = gap
+        """Why the torch reference could not compute the case, when it could not."""
+        self.tolerances = tolerances or ToleranceConfig()
+        self._bounds: dict[str | None, dict[str, Tolerance]] = {}
+
+    @classmethod
+    def compute(
+        cls, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], tolerances: ToleranceConfig | None = None
+    ) -> CaseEvidence:
+        """The case with its reference computed (oracles.references.read_reference)."""
+        reading = read_reference(model, inputs)
+        return cls(model, inputs, reading.outputs, tolerances, reading.source, reading.gap)
+
+    @cached_property
+    def signature(self) -> str:
+        return op_signature(self.model)
+
+    @cached_property
+    def undefined(self) -> list[str]:
+        return undefined_inputs(self.model, self.inputs)
+
+    @cached_property
+    def rounds_in_float16(self) -> bool:
+        return 16 in rounding_widths(self.model).values()
+
+    @cached_property
+    def widened(self) -> dict[str, np.ndarray] | None:
+        """The reference with float16 arithmetic kept in float32 (the envelope's other edge)."""
+        if self.source is not Source.torch or not self.rounds_in_float16:
+            return None
+        try:
+            return run_reference(self.model, self.inputs, widen_float16=True)
+        except ReferenceError:
+            return None
+
+    @cached_property
+    def onnx_reading(self) -> tuple[dict[str, np.ndarray] | None, str]:
+        return onnx_reference(self.model, self.inputs)
+
+    @cached_property
+    def float64(self) -> dict[str, np.ndarray] | None:
+        return float64_reference(self.model, self.inputs)
+
+    def bounds(self, backend: str | None) -> dict[str, Tolerance]:
+        if backend not in self._bounds:
+            self._bounds[backend] = self.tolerances.for_outputs(self.model, backend)
+        return self._bounds[backend]
+
+    def judge(self, result: RunResult, against: Mapping[str, np.ndarray] | None = None) -> Judgement:
+        """One run's judgement. `against`: judge the values by these outputs (another
+        build's, when no reference computes the case) instead of the reference."""
+        backend = result.backend.name if result.backend else None
+        if result.status in (Status.error, Status.crash, Status.timeout):
+            return self._failure(judge(result, {}, self.signature))
+        if result.status is not Status.ok:
+            return judge(result, {}, self.signature)
+        expected = against if against is not None else self.reference
+        if expected is None:
+            return Judgement(verdict=Verdict.pass_, message="values not judged: no reference computes this case")
+        bounds = self.bounds(backend)
+        j = judge(result, expected, self.signature, per_output=bounds)
+        if j.verdict is Verdict.wrong_result and against is None and self.widened is not None:
+            j = judge(result, expected, self.signature, per_output=bounds, envelope=self.widened)
+        if j.verdict is Verdict.wrong_result and self.undefined:
+            return Judgement(
+                verdict=Verdict.pass_,
+                undefined=self.undefined[0],
+                message=f"values not compared on an undefined input ({self.undefined[0]})",
+            )
+        j.judged_by = Source.base.value if against is not None else self.source.value
+        return j
+
+    def _failure(self, j: Judgement) -> Judgement:
+        """A failure on an undefined input: an orderly error is an answer, a dead process or
+        a hang is still one (and is marked, for the verdict across sides)."""
+        if not self.undefined:
+            return j
+        if j.symptom == "exception":
+            note = f"raised on an undefined input ({self.undefined[0]}): {j.message}"
+            return Judgement(verdict=Verdict.pass_, stage=j.stage, undefined=self.undefined[0], message=note)
+        return j.model_copy(update={"undefined": self.undefined[0]})
+
+    def view(self, backend: str, judgement: Judgement, outputs: Mapping[str, np.ndarray] | None) -> CaseView:
+        """What the false-positive rules see of one judged run."""
+        return CaseView(
+            backend=backend,
+            model=self.model,
+            inputs=self.inputs,
+            judgement=judgement,
+            outputs=outputs,
+            reference=self.reference,
+            bounds=self.bounds(backend),
+            envelope=self.widened if judgement.verdict is Verdict.wrong_result else None,
+        )
+
+    def confirm(self, judgement: Judgement, outputs: Mapping[str, np.ndarray]) -> Confirmation:
+        """Whether a wrong result against the torch reference is believed: onnx.reference
+        agrees with torch, or else a float64 re-run, independent of both references'
+        rounding and of the system under test, sides with torch."""
+        assert self.reference is not None
+        second, why = self.onnx_reading
+        bounds = self.bounds(None)
+        if second is not None:
+            agreement = compare(self.reference, second, per_output=bounds)
+            if agreement.ok:
+                return Confirmation(True, "onnx.reference agrees")
+            why = f"onnx.reference: {agreement.summary()}"
+        wide = self.float64
+        if wide is None:
+            return Confirmation(False, "no float64 reading", f"{why}; the float64 re-run cannot compute the case")
+        rival, name = (second, "onnx.reference") if second is not None else (dict(outputs), "the backend")
+        mine = theirs = 0.0
+        for out, want in self.reference.items():
+            other, truth = rival.get(out), wide.get(out)
+            if other is None or truth is None or other.shape != want.shape:
+                continue
+            tol = bounds.get(out) or tolerance_for(want.dtype)
+            where = bad_mask(want, other, tol) if other.dtype == want.dtype else None
+            mine += distance(want, truth, where)
+            theirs += distance(other, truth, where)
+        detail = f"{why}; float64 re-run: torch {mine:.3g} off, {name} {theirs:.3g} off"
+        if mine <= theirs:
+            return Confirmation(True, "float64 sides with torch", detail)
+        return Confirmation(False, f"float64 sides with {name}", detail)

@@ -1,0 +1,264 @@
+"""Run-time evidence for a false-positive rule: another legitimate computation of the
+case that moves exactly the elements that mismatched.
+
+A rule may not take a case off the report because an op is present. It must show that
+the difference is one the spec allows, on these values: the reference is re-run with the
+matched nodes computed another legitimate way, and every mismatching element of the
+backend's outputs must be explained by one such re-run. A choice the spec leaves open (a
+near-tie broken the other way, NaN handled as ONNX also permits, a near-equal comparison
+flipped) explains an element where the backend's value is that re-run's. An operand near
+an unsafe op's edge, moved by its margin, explains an element that the move changes
+beyond tolerance: there the result is too sensitive to say anything. A bug elsewhere in
+the graph, or in another slice of the same op, is not explained and stays reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import onnx
+import torch
+
+from backends.reference import ReferenceError, Substitute, run_reference
+from generator.ops import registry
+from generator.ops.base import Attrs
+from generator.values.unsafe import MARGIN
+from oracles.compare import bad_mask
+from oracles.tolerances import Tolerance, tolerance_for
+
+Masks = dict[str, np.ndarray]
+
+TIE_WIDTH: dict[torch.dtype, float] = dict(MARGIN)
+"""Relative width within which two computed values are a tie (or a comparison of them a
+toss-up): δ of the margin check, 2^-10 in float32, 2^-5 in float16, 2^-20 in float64."""
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Some nodes computed another legitimate way, all in one re-run. `sensitivity`: the
+    re-run shows instability (what it moves is explained), not a choice (what it equals)."""
+
+    why: str
+    substitute: dict[int, Substitute]
+    sensitivity: bool = False
+
+
+def explained(
+    model: onnx.ModelProto,
+    inputs: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    actual: Mapping[str, np.ndarray],
+    bounds: Mapping[str, Tolerance],
+    alternatives: Sequence[Alternative],
+) -> Masks:
+    """Per output, the elements some alternative explains (see the module docstring)."""
+    out: Masks = {}
+    for alt in alternatives:
+        try:
+            other = run_reference(model, inputs, substitute=alt.substitute)
+        except ReferenceError:
+            continue
+        for name, want in reference.items():
+            got, seen = other.get(name), actual.get(name)
+            if got is None or seen is None or not want.shape == got.shape == seen.shape:
+                continue
+            if not want.dtype == got.dtype == seen.dtype:
+                continue
+            tol = bounds.get(name) or tolerance_for(want.dtype)
+            covered = bad_mask(want, got, tol) if alt.sensitivity else ~bad_mask(got, seen, tol)
+            out[name] = out[name] | covered if name in out else covered
+    return out
+
+
+def explains(bad: Masks, covered: Masks) -> bool:
+    """Every mismatching element is covered (and something mismatched)."""
+    if not bad or not any(m.any() for m in bad.values()):
+        return False
+    for name, mask in bad.items():
+        if not mask.any():
+            continue
+        other = covered.get(name)
+        if other is None or other.shape != mask.shape or bool((mask & ~other).any()):
+            return False
+    return True
+
+
+# -- ties --------------------------------------------------------------------------
+
+
+def _spec(op_type: str) -> Substitute:
+    return cast(Substitute, registry()[op_type].reference)
+
+
+def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, int, int]]:
+    """(slice, i, j): positions along `axis` of two of the `count` deciding elements of a
+    slice that are within TIE_WIDTH of each other (the best two, or the best k + 1)."""
+    rows = torch.movedim(x, axis, -1).reshape(-1, x.shape[axis]).double()
+    count = min(count, rows.shape[1])
+    if count < 2:
+        return []
+    order = torch.argsort(-rows if largest else rows, dim=1, stable=True)[:, :count]
+    best = torch.gather(rows, 1, order)
+    rel = TIE_WIDTH.get(x.dtype, 0.0)
+    hi, lo = best[:, :-1], best[:, 1:]
+    tied = (hi - lo).abs() <= rel * torch.maximum(hi.abs(), lo.abs())
+    return [(int(r), int(order[r, c]), int(order[r, c + 1])) for r, c in tied.nonzero().tolist()]
+
+
+def deciding(op_type: str, attrs: Attrs, x: torch.Tensor, k: torch.Tensor | None) -> tuple[int, int, bool]:
+    """(axis, deciding elements, largest first) of an ArgMax, ArgMin, Hardmax or TopK node."""
+    rank = max(x.dim(), 1)
+    if op_type == "TopK":
+        count = int(k.reshape(-1)[0]) + 1 if k is not None and k.numel() else 0
+        return int(attrs.get("axis", -1)) % rank, count, bool(attrs.get("largest", 1))
+    default = -1 if op_type == "Hardmax" else 0
+    return int(attrs.get("axis", default)) % rank, 2, op_type != "ArgMin"
+
+
+def break_ties(op_type: str, first: bool) -> Substitute:
+    """The op computed on its first input with each slice's tied pair decided one way, the
+    winner an ulp ahead (so an exact tie is broken too): the first of the pair in index
+    order wins, or the second. Either is a winner a backend's rounding may pick."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        x = args[0]
+        assert x is not None
+        if x.dim() == 0:
+            return reference(attrs, args)
+        axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
+        moved = torch.movedim(x, axis, -1).clone()
+        rows = moved.reshape(-1, x.shape[axis])
+        ahead = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
+        for r, i, j in tied_pairs(x, axis, count, largest):
+            hi, lo = torch.maximum(rows[r, i], rows[r, j]), torch.minimum(rows[r, i], rows[r, j])
+            best, rest = (hi, lo) if largest else (lo, hi)
+            win, lose = (min(i, j), max(i, j)) if first else (max(i, j), min(i, j))
+            rows[r, win], rows[r, lose] = torch.nextafter(best, ahead), rest
+        swapped = torch.movedim(rows.reshape(moved.shape), -1, axis)
+        return reference(attrs, [swapped, *args[1:]])
+
+    return run
+
+
+# -- NaN ---------------------------------------------------------------------------
+
+NAN_OPS = {"Max": True, "ReduceMax": True, "Min": False, "ReduceMin": False}
+"""Ops whose NaN handling ONNX leaves open -> True when they pick the largest."""
+
+
+def nan_loses(op_type: str) -> Substitute:
+    """NaN never wins: a max (min) skips it, a NaN Clip bound is no bound."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        out: list[torch.Tensor | None] = []
+        for slot, a in enumerate(args):
+            if a is None or not a.is_floating_point() or (op_type == "Clip" and slot == 0):
+                out.append(a)
+                continue
+            largest = NAN_OPS.get(op_type, slot == 1)
+            out.append(torch.nan_to_num(a, nan=-float("inf") if largest else float("inf")))
+        return reference(attrs, out)
+
+    return run
+
+
+def _select_max(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.where(a > b, a, b)
+
+
+def _select_min(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.where(a < b, a, b)
+
+
+def nan_select(op_type: str, reverse: bool) -> Substitute:
+    """`a > b ? a : b` kernels: which operand a NaN is decides whether it wins."""
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        present = [a for a in args if a is not None]
+        if op_type == "Clip":
+            x = present[0]
+            lo = args[1] if len(args) > 1 else None
+            hi = args[2] if len(args) > 2 else None
+            if lo is not None:
+                x = _select_max(x, lo.to(x.dtype)) if not reverse else _select_max(lo.to(x.dtype), x)
+            if hi is not None:
+                x = _select_min(x, hi.to(x.dtype)) if not reverse else _select_min(hi.to(x.dtype), x)
+            return [x]
+        pick = _select_max if NAN_OPS[op_type] else _select_min
+        order = present[::-1] if reverse else present
+        acc = order[0]
+        for x in order[1:]:
+            acc = pick(acc, x)
+        return [acc]
+
+    return run
+
+
+def nan_alternatives(nodes: Sequence[tuple[int, str]]) -> list[Alternative]:
+    """The NaN semantics backends really have, each applied to every matched node."""
+    loses = Alternative("NaN skipped", {i: nan_loses(op) for i, op in nodes})
+    selects = [(i, op) for i, op in nodes if op in ("Max", "Min", "Clip")]
+    alts = [loses]
+    for reverse in (False, True):
+        if selects:
+            alts.append(Alternative("NaN by operand order", {i: nan_select(op, reverse) for i, op in selects}))
+    return alts
+
+
+# -- comparisons -------------------------------------------------------------------
+
+
+def flip_near(op_type: str) -> Substitute:
+    """The comparison with every near-equal pair of operands decided the other way."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        a, b = args[0], args[1]
+        assert a is not None and b is not None
+        result = reference(attrs, args)[0]
+        if not a.is_floating_point():
+            return [result]
+        x, y = torch.broadcast_tensors(a.double(), b.double())
+        rel = TIE_WIDTH.get(a.dtype, 0.0)
+        near = (x - y).abs() <= rel * torch.maximum(x.abs(), y.abs())
+        return [torch.where(near, ~result, result)]
+
+    return run
+
+
+# -- margins -----------------------------------------------------------------------
+
+
+def nudge(op_type: str, slot: int, where: torch.Tensor | None, margin: float, sign: float) -> Substitute:
+    """The op with one operand moved by its margin (relative above 1) at the elements that
+    lie within it: what a backend's legitimate rounding upstream could have done."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        x = args[slot]
+        assert x is not None
+        step = (margin * x.double().abs().clamp_min(1.0)).to(x.dtype)
+        mask = where if where is not None and where.shape == x.shape else torch.ones_like(x, dtype=torch.bool)
+        moved = torch.where(mask, x + sign * step, x)
+        return reference(attrs, [*args[:slot], moved, *args[slot + 1 :]])
+
+    return run
+
+
+def finite(op_type: str) -> Substitute:
+    """The op with its non-finite results replaced by 0: what depends on a NaN or Inf the
+    reference itself computed, where any answer is as good as another."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        return [
+            torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0) if t.is_floating_point() else t
+            for t in reference(attrs, args)
+        ]
+
+    return run
