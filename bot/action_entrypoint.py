@@ -31,7 +31,13 @@ import yaml
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
 MODES = ("pr", "schedule", "fuzz-only")
 REPORTING_MODES = ("pr", "schedule")
-COUNT_OUTPUTS = {"new-regressions": "new_regression", "fixed": "fixed", "persistent": "persistent", "flaky": "flaky"}
+COUNT_OUTPUTS = {
+    "new-regressions": "new_regression",
+    "new-in-head": "new_in_head",
+    "fixed": "fixed",
+    "persistent": "persistent",
+    "flaky": "flaky",
+}
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD")
 
 
@@ -232,8 +238,10 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
 
 
 def merged_code(out: Path) -> int:
-    """A merge fails the job on new regressions, as a campaign does."""
-    return EXIT_FINDINGS if read_counts(out).get("new_regression", 0) else EXIT_OK
+    """A merge fails the job on new regressions (and models new in head run wrong), as a
+    campaign does."""
+    counts = read_counts(out)
+    return EXIT_FINDINGS if counts.get("new_regression", 0) or counts.get("new_in_head", 0) else EXIT_OK
 
 
 def report(inputs: Inputs, env: Mapping[str, str], root: Path) -> int:

@@ -11,16 +11,14 @@ name one commit and returns the candidates instead.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 
 from backends.client import BackendUnavailable, WorkerClient
-from backends.spec import BackendSpec
+from backends.spec import BackendSpec, system_modules
 from bot.bundle import Bundle
+from bot.isolation import BuildRoots, IsolationError, check_isolation
 from bot.workspace import BuildFailed, Commit, Workspace, WorkspaceError
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
@@ -73,6 +71,9 @@ class BugIdentity:
     verdict: Verdict
     signature: str
     symptom: str = ""
+    declined_is_good: bool = False
+    """For a `new_in_head` finding: a commit that declines the model (unsupported) is before
+    the bug, so the search names the first commit that runs it wrong."""
 
     def shown_by(self, judgement: Judgement) -> bool:
         if judgement.verdict is not self.verdict:
@@ -87,6 +88,8 @@ def classify(identity: BugIdentity, judgements: Sequence[Judgement]) -> tuple[Ou
     kinds = [j.verdict.value for j in judgements]
     if all(j.verdict is Verdict.pass_ for j in judgements):
         return Outcome.good, f"pass x{len(judgements)}"
+    if identity.declined_is_good and all(j.verdict is Verdict.unsupported for j in judgements):
+        return Outcome.good, f"declines the model x{len(judgements)}"
     if all(identity.shown_by(j) for j in judgements):
         return Outcome.bad, f"{identity.verdict.value} x{len(judgements)}"
     if len(set(kinds)) > 1 or len({j.signature for j in judgements}) > 1:
@@ -154,41 +157,37 @@ class CommitTester:
         except BuildFailed as e:
             how = "build failed earlier" if e.cached else "build failed"
             return Step(commit, Outcome.skip, f"{how} (log: {e.log})", built=not e.cached)
-        check_not_shadowed(self.spec, side.python)
+        roots = BuildRoots(side.root, side.shared) if side.root is not None else None
         try:
-            judgements = self.runs(str(side.python))
+            judgements = self.runs(str(side.python), roots)
         except BackendUnavailable as e:
             return Step(commit, Outcome.skip, f"worker unavailable: {e}", built=not side.cached)
         outcome, detail = classify(self.identity, judgements)
         return Step(commit, outcome, detail, built=not side.cached)
 
-    def runs(self, python: str) -> list[Judgement]:
+    @staticmethod
+    def identity_of(finding: Judgement, across: str) -> BugIdentity:
+        """The bug a finding names, as bisection looks for it."""
+        return BugIdentity(finding.verdict, finding.signature, finding.symptom, across == "new_in_head")
+
+    def runs(self, python: str, roots: BuildRoots | None = None) -> list[Judgement]:
+        """k judged runs on the build under `python`; with `roots`, the worker must prove it
+        imports that build (bot.isolation), or the bisection stops: every step would test
+        the same code."""
         out = []
         with WorkerClient(self.spec, python, self.timeout_s) as client:
+            if roots is not None:
+                system = (*system_modules(self.spec), *client.handshake.get("system_modules", ()))
+                try:
+                    check_isolation("under test", client.modules, roots, tuple(system))
+                except IsolationError as e:
+                    raise BisectError(str(e)) from e
             for _ in range(self.reruns):
                 result = client.run(self.model_bytes, self.inputs)
                 backend = result.backend.name if result.backend else None
                 per_output = self.tolerances.for_outputs(self.model, backend)
                 out.append(judge(result, self.reference, self.op_signature, per_output=per_output))
         return out
-
-
-def check_not_shadowed(spec: BackendSpec, python: Path, cwd: Path | None = None) -> None:
-    """A plugin resolves from the current folder first (see WorkerClient), so a source tree of
-    the compiler there would be what every commit's worker imports: each step would test the
-    same code. Refuse when the plugin's package is in the folder and also in the build."""
-    if not spec.plugin:
-        return
-    top = spec.adapter.partition(":")[0].split(".")[0]
-    here = cwd or Path.cwd()
-    if not ((here / top).is_dir() or (here / f"{top}.py").is_file()):
-        return
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({top!r}) is None)"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if subprocess.run([str(python), "-c", probe], cwd="/", env=env, capture_output=True).returncode == 0:
-        raise BisectError(
-            f"{here / top} would shadow the {top} of every build under test: run fuzzbot bisect from another folder"
-        )
 
 
 def bisect(

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
-from bot.bisect import BisectError, BisectResult, BugIdentity, CommitTester, Step, bisect
+from bot.bisect import BisectError, BisectResult, CommitTester, Step, bisect
 from bot.bundle import Bundle, load_bundle
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration
 from bot.workspace import Workspace
@@ -105,7 +105,7 @@ def bisect_command(
     assert cfg.compiler is not None
     found = _bundle(bundle)
     assert found.finding is not None
-    identity = BugIdentity(found.finding.verdict, found.finding.signature, found.finding.symptom)
+    identity = CommitTester.identity_of(found.finding, found.finding.across)
     workspace = Workspace(cfg.compiler, cache_dir or cfg.cache_dir / "sides", retry_failed=retry_failed)
     tester = CommitTester(workspace, _spec(cfg, found, backend), found, identity, reruns, cfg.tolerances, timeout_s)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

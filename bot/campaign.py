@@ -19,19 +19,20 @@ from pathlib import Path
 
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult
-from backends.spec import BackendSpec, adapter_class, parse_backend
+from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bundle import Finding, write_bundle
 from bot.case_source import CaseSource, Prepared, Shard
 from bot.config import FuzzConfig
 from bot.finding_bisect import bisect_finding
 from bot.finding_reduction import SideRun, reduce_one, rename_finding
+from bot.isolation import BuildRoots, check_isolation
 from bot.perf_check import compare_perf
-from bot.probe import ProbeFailure, SupportMatrix, probe_support
+from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
 from bot.repro import render_repro
 from bot.store import FindingStore
 from bot.summary import FindingRef, PerfFinding, Summary, SupportSummary, write_summary
 from bot.summary_md import write_summary_md
-from bot.triage import Side, TieBreaker, Triage
+from bot.triage import Side, Triage
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict
 
@@ -45,6 +46,11 @@ class SideSetup:
     name: str
     spec: BackendSpec
     python: str
+    build_id: str = ""
+    """What identifies the build for caches (workspace.PreparedSide.build_id); empty: the
+    interpreter's path, version and commit identify it."""
+    roots: BuildRoots | None = None
+    """Where the side's modules must come from; None: a build fuzzbot did not make."""
 
 
 Lane = list[Side]
@@ -68,17 +74,25 @@ class Campaign:
         self.lanes: list[Lane] = [self._lane() for _ in range(cfg.jobs)]
         self.client = self.lanes[0][-1].client
         """Lane 0's head worker: the one that probes support."""
-        self.tiebreak = TieBreaker()
-        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules), self.tiebreak)
+        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
         self.store = FindingStore.in_dir(Path(cfg.out))
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
     def _lane(self) -> Lane:
         fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
-        timeout = self.cfg.timeout
+        cfg = self.cfg
         return [
-            Side(s.name, WorkerClient(s.spec, s.python, timeout, fault=fault if s.name == "head" else None))
+            Side(
+                s.name,
+                WorkerClient(
+                    s.spec,
+                    s.python,
+                    cfg.timeout,
+                    fault=fault if s.name == "head" else None,
+                    compile_timeout_s=cfg.compile_timeout,
+                ),
+            )
             for s in self.setups
         ]
 
@@ -94,17 +108,29 @@ class Campaign:
         return time.monotonic() < self.deadline
 
     def start(self) -> BackendInfo:
-        """Bring every worker up; a side that cannot start fails here, before any test."""
+        """Bring every worker up and prove each side runs its own build; a side that cannot
+        start, or imports another's code, fails here, before any test."""
         try:
             infos = [side.client.start() for lane in self.lanes for side in lane]
             self.summary.backend = infos[len(self.setups) - 1]
             self.summary.base = infos[0] if self.two_sided else None
+            self.check_sides()
             if self.cfg.probe and self._worth_probing():
-                self.probe(self.summary.backend)
+                self.probe()
         except BaseException:
             self.close()
             raise
         return self.summary.backend
+
+    def check_sides(self) -> None:
+        """Record where each side's modules came from, and refuse a side fuzzbot built whose
+        system under test (or any dependency) comes from outside its build."""
+        for setup, side in zip(self.setups, self.lanes[0], strict=True):
+            modules = side.client.modules
+            self.summary.imports[setup.name] = modules
+            if setup.roots is not None:
+                system = (*system_modules(setup.spec), *side.client.handshake.get("system_modules", ()))
+                check_isolation(setup.name, modules, setup.roots, tuple(system))
 
     def _worth_probing(self) -> bool:
         """Plugins are never imported here, so they are probed; built-ins say if it pays."""
@@ -112,9 +138,10 @@ class Campaign:
             return True
         return bool(getattr(adapter_class(self.spec.adapter), "probe", True))
 
-    def probe(self, info: BackendInfo) -> SupportMatrix:
-        """Probe the head build: what head cannot run is left out; a case base declines is
-        judged by the table (head ok: pass; head bad: a new regression)."""
+    def probe(self) -> list[SupportMatrix]:
+        """Probe every side: generation draws from what every side runs, so a case is a
+        comparison, not a declined model; what only head runs (an op a change adds) is drawn
+        for a share of the seeds, where a wrong answer is `new_in_head`."""
         failures: list[ProbeFailure] = []
 
         def failed(f: ProbeFailure) -> None:
@@ -122,16 +149,22 @@ class Campaign:
             self.on_probe_failure(f)
 
         lossy = {} if self.spec.plugin else dict(getattr(adapter_class(self.spec.adapter), "lossy_dtypes", {}))
-        matrix = probe_support(
-            self.client, info, self.cfg.generator.opset, self.cfg.cache_dir, failed, self.on_probe_progress, lossy=lossy
-        )
-        self.source.support = matrix.support()
+        opset, cache, progress = self.cfg.generator.opset, self.cfg.cache_dir, self.on_probe_progress
+        matrices = [
+            probe_support(c.client, c.client.start(), opset, cache, failed, progress, lossy=lossy, build_id=s.build_id)
+            for s, c in zip(self.setups, self.lanes[0], strict=True)
+        ]
+        both, head_only = shared_support(matrices)
+        self.source.support = both
+        self.source.head_support = matrices[-1].support() if head_only else None
+        head = matrices[-1]
         self.summary.support = SupportSummary(
-            supported=sum(len(v) for v in matrix.supported.values()),
-            unsupported=sum(len(v) for v in matrix.unsupported.values()),
+            supported=sum(len(v) for v in head.supported.values()),
+            unsupported=sum(len(v) for v in head.unsupported.values()),
             unexpected=failures,
+            head_only=head_only,
         )
-        return matrix
+        return matrices
 
     def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
         if on_test is not None:
@@ -199,9 +232,29 @@ class Campaign:
             for side in lane:
                 side.client.close()
                 side.close()
-        self.tiebreak.close()
 
-    def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> None:
+    def run_cases(self, cases: list[Prepared]) -> list[tuple[CrossJudgement, list[RunResult]]]:
+        """Judge cases a user already has, as the campaign judges its own (`fuzzbot check`):
+        the same sides, rules, references, re-runs and localization, no generation."""
+        if self.summary.backend is None:
+            self.start()
+        lane = self.lanes[0]
+        judged = []
+        start = time.monotonic()
+        try:
+            for case in cases:
+                for side in lane:
+                    side.client.submit(case.model_bytes, case.inputs)
+                results = [side.client.collect() for side in lane]
+                judged.append((self.record(case, results, lane), results))
+        finally:
+            self._stop_fuzzing(start)
+            self.finish()
+            write_summary(self.summary, Path(self.cfg.out))
+            write_summary_md(Path(self.cfg.out), self.summary)
+        return judged
+
+    def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> CrossJudgement:
         """Triage the first runs (re-runs, rules and localization happen there), then count."""
         lane = lane or self.lanes[0]
         cross = self.triage.triage(case, lane, results)
@@ -223,6 +276,7 @@ class Campaign:
         every = self.cfg.oracles.perf.every
         if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
             self.check_perf(case, lane)
+        return cross
 
     def _count_key(self, cross: CrossJudgement) -> str:
         """One build: a reported case counts by its symptom (crash, wrong_result, ...);
@@ -240,7 +294,7 @@ class Campaign:
             self.store.record(finding, None, shard=self.summary.shard)
             return
         dest = Path(self.cfg.out) / "findings" / f"{self._count_key(cross)}-{j.fingerprint}-seed{case.seed}"
-        self._write(dest, case, cross, finding)
+        self._write(dest, case, cross, finding, results)
         self.store.record(finding, dest, shard=self.summary.shard)
         self.kept[j.fingerprint] += 1
         local = cross.culprit.localization
@@ -259,17 +313,25 @@ class Campaign:
     def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
         """Flaky and (on request) filtered cases: saved apart, never listed as findings."""
         where = "flaky" if cross.verdict is CrossVerdict.flaky else f"filtered/{cross.rule}"
-        self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, self._finding(case, results, cross))
+        finding = self._finding(case, results, cross)
+        self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
 
     def _culprit_index(self, cross: CrossJudgement) -> int:
         return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.culprit.side)
 
-    def _write(self, dest: Path, case: Prepared, cross: CrossJudgement, finding: Finding) -> None:
+    def _write(
+        self, dest: Path, case: Prepared, cross: CrossJudgement, finding: Finding, results: list[RunResult]
+    ) -> None:
+        """The bundle, with what the values were judged against as its expected outputs: the
+        reference, or base's outputs where base was head's reference, or none for a crash."""
         spec = self.setups[self._culprit_index(cross)].spec
         title = f"{cross.key} in {spec}: {finding.signature}"
         bounds = self.cfg.tolerances.for_outputs(case.model, finding.backend.name)
-        repro = render_repro(case.model, case.inputs, case.reference, spec, title, bounds)
-        write_bundle(dest, case.model, case.inputs, case.reference, finding, repro)
+        expected = case.reference
+        if expected is None and finding.judged_by == "base":
+            expected = dict(results[0].outputs)
+        repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds)
+        write_bundle(dest, case.model, case.inputs, expected, finding, repro)
 
     def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
         result = results[self._culprit_index(cross)]
@@ -302,7 +364,7 @@ class Campaign:
         for ref in list(self.summary.findings[: settings.max_findings]):
             finding = Finding.model_validate_json((Path(ref.path) / "finding.json").read_text())
             culprit = names.index(finding.side)
-            guard = 1 - culprit if ref.across in ("new_regression", "fixed") else None
+            guard = 1 - culprit if ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
             reduced = reduce_one(
                 ref, self._side_run(culprit), None if guard is None else self._side_run(guard), settings
             )
@@ -317,7 +379,7 @@ class Campaign:
         if not (self.cfg.bisect and self.two_sided):
             return
         for ref in self.summary.findings:
-            if ref.across == "new_regression":
+            if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 result = bisect_finding(self.cfg, Path(ref.path))
                 if result is not None and result.culprit is not None:
                     ref.culprit = f"{result.culprit.sha} {result.culprit.subject}"
@@ -348,3 +410,6 @@ class Campaign:
         self.summary.time_s.values = self.source.times.values
         self.summary.value_work = dict(sorted(self.source.value_work.items()))
         self.summary.time_s.reference = self.source.times.reference
+        self.summary.references = dict(sorted(self.source.references.items()))
+        self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
+        self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))

@@ -23,11 +23,14 @@ from backends.results import RunResult
 from backends.spec import BackendSpecError, parse_backend
 from bot.bisect import BisectError
 from bot.bisect_cli import bisect_command
-from bot.bundle import BundleError, load_bundle, write_bundle
+from bot.bundle import BundleError, write_bundle
 from bot.campaign import Campaign, SideSetup
 from bot.case_source import Shard
+from bot.check_cli import check_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
+from bot.errors import UserError
+from bot.isolation import IsolationError
 from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
 from bot.reduce_cli import ReduceError, reduce_command
@@ -35,14 +38,17 @@ from bot.report_cli import ReportError, report_command
 from bot.side_builds import CannotCompare, cannot_compare, prepare_sides
 from bot.store import StoreError
 from bot.summary import SideRecord, Summary
+from bot.triage import Side, Triage
+from bot.user_cases import load_user_case
 from bot.workspace import WorkspaceError
 from generator.api import GenConfig, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
-from oracles.rules import RulesError
-from oracles.signature import op_signature
+from oracles.config import OracleConfig
+from oracles.rules import RulesError, load_rules
+from oracles.sides import CrossJudgement
 from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Verdict, judge
+from oracles.verdict import Verdict
 
 app = typer.Typer(
     add_completion=False,
@@ -52,10 +58,6 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
-
-
-class UserError(Exception):
-    """Bad input from the person at the keyboard: reported in one line, exit 1."""
 
 
 def _fault(text: str | None) -> dict[str, Any] | None:
@@ -74,7 +76,8 @@ def fuzz(
     backend: Annotated[str | None, typer.Option(help="NAME[:LEVEL], e.g. onnxruntime:all")] = None,
     nodes: Annotated[int | None, typer.Option(help="operators per model [10]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
-    timeout: Annotated[str | None, typer.Option(help="per-test limit [10s]")] = None,
+    timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [10s]")] = None,
+    compile_timeout: Annotated[str | None, typer.Option(help="per-test import+compile limit [120s]")] = None,
     max_tests: Annotated[int | None, typer.Option(help="stop after N tests")] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel lanes, each with a worker per side [1]")] = None,
     shard: Annotated[str | None, typer.Option(help="I/N: run the I-th of N disjoint seed partitions")] = None,
@@ -96,6 +99,7 @@ def fuzz(
         "nodes": nodes,
         "python": python,
         "timeout": timeout,
+        "compile_timeout": compile_timeout,
         "max_tests": max_tests,
         "jobs": jobs,
         "probe": probe,
@@ -106,7 +110,7 @@ def fuzz(
     cfg = load_config(config, overrides)
     summary = _campaign(cfg, _shard(shard), Console(stderr=True))
     if cfg.compiler is not None:  # a PR check fails on what head broke, not on old bugs
-        raise typer.Exit(EXIT_FINDINGS if summary.new_regressions else EXIT_OK)
+        raise typer.Exit(EXIT_FINDINGS if summary.fails_a_change else EXIT_OK)
     raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)
 
 
@@ -124,7 +128,7 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
         campaign.on_probe_progress = on_progress
         try:
             campaign.start()
-        except BackendUnavailable as e:
+        except (BackendUnavailable, IsolationError) as e:
             if cfg.compiler is None:
                 raise
             raise cannot_compare(cfg, records, e) from e
@@ -188,7 +192,7 @@ def gen(
 
 @app.command()
 def run(
-    target: Annotated[Path, typer.Argument(help="a bundle folder or an .onnx file")],
+    target: Annotated[Path, typer.Argument(help="a bundle folder or an .onnx file (inputs from an .npz beside it)")],
     backend: Annotated[list[str] | None, typer.Option(help="NAME[:LEVEL][,KEY=VALUE...]; repeatable")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
     python: Annotated[
@@ -198,32 +202,31 @@ def run(
     memory_mb: Annotated[int | None, typer.Option(min=64, help="worker address-space headroom in MiB")] = None,
     seed: Annotated[int, typer.Option(help="seed for inputs of a bare .onnx file")] = 0,
 ) -> None:
-    """Run one case on one or more backends and judge each against the reference."""
+    """Run one case on one or more backends and judge each as a campaign would: the
+    reference with its fallback, the false-positive rules and the numeric margin."""
     specs = [parse_backend(b) for b in (backend or ["onnxruntime:all"])]
     pythons = _pythons(python, len(specs))
     limit = _duration(timeout, "--timeout")
-    bundle = load_bundle(target)
-    inputs = bundle.inputs or _inputs(bundle.model, seed)
-    reference = bundle.reference if bundle.reference is not None else run_reference(bundle.model, inputs)
-    model = bundle.model.SerializeToString()
+    case = load_user_case(str(target), target, seed)
+    triage = Triage(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules())
     rows = []
     for spec, py in zip(specs, pythons, strict=True):
         try:
             with WorkerClient(spec, py, limit, memory_mb=memory_mb) as client:
-                result = client.run(model, inputs)
+                result = client.run(case.model_bytes, case.inputs)
                 label = str(replace(spec, level=client.level))  # a plugin's default level comes from its worker
+                cross = triage.triage(case, [Side("head", client)], [result])
         except BackendUnavailable as e:
             if len(specs) == 1:
                 raise
             rows.append(_unavailable_row(str(spec), str(e)))
             continue
-        bounds = ToleranceConfig().for_outputs(bundle.model, result.backend.name if result.backend else None)
-        rows.append(_run_row(label, result, judge(result, reference, op_signature(bundle.model), per_output=bounds)))
+        rows.append(_run_row(label, result, cross))
     if json_output:
-        typer.echo(json.dumps({"target": str(target), "results": rows}, indent=2))
+        typer.echo(json.dumps({"target": str(target), "inputs": case.inputs_from, "results": rows}, indent=2))
     else:
         _print_runs(rows)
-    if any(Verdict(r["verdict"]).is_bug for r in rows if r["verdict"]):
+    if any(r["verdict"] and Verdict(r["verdict"]).is_bug and not r["rule"] for r in rows):
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_ERROR if any(r["status"] == "unavailable" for r in rows) else EXIT_OK)
 
@@ -237,8 +240,9 @@ def _pythons(python: list[str] | None, n: int) -> list[str]:
     return given
 
 
-def _run_row(backend: str, result: RunResult, j: Judgement) -> dict[str, Any]:
+def _run_row(backend: str, result: RunResult, cross: CrossJudgement) -> dict[str, Any]:
     info = result.backend
+    j = cross.head.first
     return {
         "backend": backend,
         "version": info.version if info else "",
@@ -254,13 +258,16 @@ def _run_row(backend: str, result: RunResult, j: Judgement) -> dict[str, Any]:
         "max_rel": j.comparison.max_rel if j.comparison else None,
         "message": j.message,
         "fingerprint": j.fingerprint,
+        "rule": cross.head.rule,
+        "rule_detail": cross.head.rule_detail,
+        "judged_by": j.judged_by,
     }
 
 
 def _unavailable_row(backend: str, reason: str) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(("version", "commit", "stage", "verdict", "compile_s", "run_s"))
     row.update(backend=backend, status="unavailable", python="", seconds=None, max_abs=None, max_rel=None)
-    return {**row, "message": reason, "fingerprint": ""}
+    return {**row, "message": reason, "fingerprint": "", "rule": None, "rule_detail": "", "judged_by": ""}
 
 
 def _built(r: SideRecord) -> str:
@@ -292,7 +299,7 @@ def _inputs(model: Any, seed: int) -> dict[str, Any]:
         raise UserError(str(e)) from e
 
 
-RUN_COLUMNS = ("backend", "version", "status", "stage", "verdict", "seconds", "max_abs", "max_rel")
+RUN_COLUMNS = ("backend", "version", "status", "stage", "verdict", "rule", "seconds", "max_abs", "max_rel")
 
 
 def _print_runs(rows: list[dict[str, Any]]) -> None:
@@ -312,6 +319,7 @@ def _print_runs(rows: list[dict[str, Any]]) -> None:
             console.print(f"{r['backend']}: {first}", markup=False, highlight=False)
 
 
+app.command("check")(check_command)
 app.command("reduce")(reduce_command)
 app.command("report")(report_command)
 app.command("bisect")(bisect_command)

@@ -82,7 +82,10 @@ class FuzzConfig(BaseModel):
         None, description="two builds to compare (base and head); without it, one build is fuzzed"
     )
     python: str | None = Field(None, description="interpreter the backend worker runs under; default: this one")
-    timeout: Duration = Field(10.0, description="per-test limit before a run counts as a hang")
+    timeout: Duration = Field(10.0, description="limit on a test's run stage before it counts as a hang")
+    compile_timeout: Duration = Field(
+        120.0, description="limit on a test's import and compile stages (a JIT is slow, not hung)"
+    )
     max_tests: int | None = Field(None, ge=1, description="stop after this many tests even if budget remains")
     keep_per_fingerprint: int = Field(1, ge=1, description="bundles kept for each distinct fingerprint")
     jobs: int = Field(1, ge=1, le=64, description="parallel lanes, each with its own worker per side")

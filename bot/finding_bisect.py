@@ -14,7 +14,7 @@ from pathlib import Path
 
 from backends.client import BackendUnavailable
 from backends.spec import BackendSpecError, parse_backend
-from bot.bisect import BisectError, BisectResult, BugIdentity, CommitTester, bisect
+from bot.bisect import BisectError, BisectResult, CommitTester, bisect
 from bot.bundle import BundleError, load_bundle
 from bot.config import FuzzConfig
 from bot.workspace import Workspace, WorkspaceError
@@ -32,7 +32,7 @@ def bisect_finding(cfg: FuzzConfig, bundle_path: Path) -> BisectResult | None:
         finding = bundle.finding
         if finding is None:
             return None
-        identity = BugIdentity(finding.verdict, finding.signature, finding.symptom)
+        identity = CommitTester.identity_of(finding, finding.across)
         workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
         spec = parse_backend(finding.spec or cfg.backend)
         tester = CommitTester(workspace, spec, bundle, identity, cfg.oracles.reruns, cfg.tolerances, cfg.timeout)

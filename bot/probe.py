@@ -1,10 +1,13 @@
 """Per-backend support probing: which op x dtype combinations a backend implements.
 
 Before a campaign generates for a backend, every (op type, key dtype) the generator
-could draw is compiled and run as a single-op model on that backend. What the backend
-reports as unimplemented is left out of generation, so "not implemented" can never
-become a finding. The answers are cached per backend name, version and build commit
-(and fuzzbot's opset), so each build is probed once.
+could draw is compiled and run as single-op models on that backend, on every side of a
+two-build campaign. What a backend reports as unimplemented for every model tried is
+left out of generation (one model it runs is enough to keep the pair: a 4-D Resize runs
+where a 3-D one is declined), so "not implemented" can never become a finding. The
+answers are cached per build: its identity (commit and recipe, pip spec, or interpreter),
+name, version and commit, and fuzzbot's opset, so each build is probed once and two
+builds of one version never share a matrix.
 
 A probe that fails for any other reason (a crash, a timeout, an error that does not
 say "unsupported") is a possible bug in the backend or in fuzzbot: it is shown to the
@@ -13,6 +16,7 @@ user and never cached as "unsupported", and the combination stays in generation.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -58,9 +62,28 @@ class SupportMatrix(BaseModel):
         return {op: set(dtypes) for op, dtypes in self.supported.items() if dtypes}
 
 
-def cache_path(cache_dir: Path, info: BackendInfo, opset: int) -> Path:
-    build = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{info.name}-{info.version}-{info.commit or 'release'}")
+def cache_path(cache_dir: Path, info: BackendInfo, opset: int, build_id: str = "") -> Path:
+    """`build_id` (workspace.PreparedSide.build_id) keys a build fuzzbot made; without it the
+    interpreter's path stands for the build, so two venvs of one release stay apart."""
+    where = build_id or f"python-{hashlib.sha256(info.executable.encode()).hexdigest()[:10]}"
+    build = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{info.name}-{info.version}-{info.commit or 'release'}-{where}")
     return cache_dir / "support" / f"{build}-opset{opset}.json"
+
+
+def shared_support(matrices: list[SupportMatrix]) -> tuple[Support, dict[str, list[str]]]:
+    """What every side runs, and what only the last (head) does: op -> its dtypes."""
+    supports = [m.support() for m in matrices]
+    both: Support = {}
+    for op, dtypes in supports[-1].items():
+        common = set(dtypes).intersection(*(s.get(op, set()) for s in supports[:-1]))
+        if common:
+            both[op] = common
+    head_only = {
+        op: sorted(d.value for d in dtypes - both.get(op, set()))
+        for op, dtypes in supports[-1].items()
+        if dtypes - both.get(op, set())
+    }
+    return both, head_only
 
 
 def is_unsupported(result: RunResult) -> bool:
@@ -70,9 +93,10 @@ def is_unsupported(result: RunResult) -> bool:
 
 
 def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[RunResult]:
-    """Run up to PROBE_MODELS single-op models of this combination; one model is not
-    enough, as arity and attributes change which kernel is needed (a one-input Mean is
-    optimized away, a two-input one needs a kernel)."""
+    """Run up to PROBE_MODELS single-op models of this combination, until one runs; one
+    model is not enough, as arity, rank and attributes change which kernel is needed (a
+    one-input Mean is optimized away, a two-input one needs a kernel; TVM declines a 3-D
+    Resize and runs a 4-D one)."""
     cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, feedback=False)
     results: list[RunResult] = []
     for seed in range(PROBE_SEEDS):
@@ -83,7 +107,7 @@ def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[
         if any(n.op_type == op for n in case.model.graph.node):
             client.submit(case.model.SerializeToString(), case.inputs)
             results.append(client.collect())
-            if len(results) == PROBE_MODELS or results[-1].status is not Status.ok:
+            if len(results) == PROBE_MODELS or results[-1].status is Status.ok:
                 break
     return results
 
@@ -97,9 +121,10 @@ def probe_support(
     on_progress: Callable[[int, int], None] | None = None,
     ops: list[str] | None = None,
     lossy: dict[str, str] | None = None,
+    build_id: str = "",
 ) -> SupportMatrix:
     """The support matrix of the backend behind `client`, from the cache where it has it."""
-    path = cache_path(cache_dir, info, opset)
+    path = cache_path(cache_dir, info, opset, build_id)
     matrix = SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
     if path.exists():
         try:
@@ -126,9 +151,10 @@ def probe_support(
         result = results[-1]
         if result.status is Status.ok:
             matrix.supported.setdefault(op, []).append(dtype)
-        elif is_unsupported(result):
+        elif all(is_unsupported(r) for r in results):
             matrix.unsupported.setdefault(op, {})[dtype.value] = result.message.strip().splitlines()[0][:300]
         else:
+            result = next(r for r in results if not is_unsupported(r))
             on_failure(ProbeFailure(op=op, dtype=dtype, status=result.status.value, message=_summary(result)))
             unexpected.append((op, dtype))
     if todo:

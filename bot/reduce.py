@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import queue
+import re
 import shlex
 import subprocess
 import sys
@@ -43,10 +44,11 @@ from backends.reference import ReferenceError, run_reference
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
 from bot.repro import render_repro
-from oracles.margin import UnsupportedModel, is_unstable
-from oracles.signature import normalize, op_signature
-from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Verdict, judge
+from oracles.case import CaseEvidence
+from oracles.references import read_reference
+from oracles.rules import RuleSet, load_rules
+from oracles.signature import normalize
+from oracles.verdict import Judgement, Verdict
 from reducers.case import Case, onnx_reference_values, with_all_outputs
 from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
 from reducers.tester import ReduceConfig
@@ -98,13 +100,31 @@ def reference_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> d
     return {**{i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}, **inputs, **values}
 
 
-def _finite(arrays: dict[str, np.ndarray]) -> bool:
-    return all(a.dtype.kind not in "fc" or bool(np.isfinite(a).all()) for a in arrays.values())
-
-
 def similar_messages(a: str, b: str) -> bool:
     na, nb = normalize(a), normalize(b)
     return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= MESSAGE_SIMILARITY
+
+
+class CandidateJudge:
+    """A candidate judged as a campaign judges a case: the reference with its fallback,
+    the bounds of where its arithmetic rounds, undefined inputs, and the false-positive
+    rules with their evidence, so a reduction step never turns a case into a known false
+    positive (an epsilon polished to 0, a divisor left at rounding noise)."""
+
+    def __init__(self, pool: ClientPool, rules: RuleSet | None = None) -> None:
+        self.pool = pool
+        self.rules = rules or load_rules()
+
+    def judge(self, case: Case) -> Judgement | None:
+        """The candidate's judgement after the rules (None: a rule explains its failure)."""
+        ev = CaseEvidence.compute(case.model, case.inputs)
+        with self.pool.lend() as client:
+            result = client.run(case.model.SerializeToString(), case.inputs)
+        j = ev.judge(result)
+        backend = result.backend.name if result.backend else ""
+        if j.verdict.is_bug and self.rules.match(ev.view(backend, j, result.outputs)):
+            return None
+        return j
 
 
 class StillPasses:
@@ -112,17 +132,11 @@ class StillPasses:
     reduction could drift onto a bug both builds share."""
 
     def __init__(self, pool: ClientPool) -> None:
-        self.pool = pool
+        self.judge = CandidateJudge(pool)
 
     def holds(self, case: Case) -> bool:
-        try:
-            reference = run_reference(case.model, case.inputs)
-        except ReferenceError:
-            return False
-        with self.pool.lend() as client:
-            result = client.run(case.model.SerializeToString(), case.inputs)
-        bounds = ToleranceConfig().for_outputs(case.model, result.backend.name if result.backend else None)
-        return judge(result, reference, op_signature(case.model), per_output=bounds).verdict is Verdict.pass_
+        j = self.judge.judge(case)
+        return j is not None and j.verdict is Verdict.pass_
 
 
 class SameBug:
@@ -130,32 +144,19 @@ class SameBug:
 
     def __init__(self, original: Judgement, pool: ClientPool) -> None:
         self.original = original
-        self.pool = pool
+        self.candidates = CandidateJudge(pool)
 
     def judge(self, case: Case) -> Judgement | None:
-        """The candidate's judgement, or None when the reference cannot vouch for it."""
-        try:
-            reference = run_reference(case.model, case.inputs)
-        except ReferenceError:
-            return None
-        if not _finite(reference):
-            return None
-        with self.pool.lend() as client:
-            result = client.run(case.model.SerializeToString(), case.inputs)
-        bounds = ToleranceConfig().for_outputs(case.model, result.backend.name if result.backend else None)
-        return judge(result, reference, op_signature(case.model), per_output=bounds)
+        """The candidate's judgement, or None when a false-positive rule explains it."""
+        return self.candidates.judge(case)
 
     def holds(self, case: Case) -> bool:
         j = self.judge(case)
         if j is None or j.verdict is not self.original.verdict:
             return False
         if j.verdict is Verdict.wrong_result:
-            if not set(j.symptom.split("+")) <= set(self.original.symptom.split("+")):
-                return False  # a new kind of mismatch (say, shape where values differed) is another bug
-            try:
-                return not is_unstable(case.model, case.inputs)
-            except UnsupportedModel:
-                return False
+            # a new kind of mismatch (say, shape where values differed) is another bug
+            return set(j.symptom.split("+")) <= set(self.original.symptom.split("+"))
         if self.original.stage and j.stage != self.original.stage:
             return False
         if j.symptom != self.original.symptom:
@@ -219,11 +220,11 @@ def reduce_bundle(
 def write_reduced(
     dest: Path, case: Case, original: Finding, final: Judgement, spec: BackendSpec, result: ReductionResult
 ) -> Path:
-    reference = run_reference(case.model, case.inputs)
+    reference = read_reference(case.model, case.inputs).outputs
     model = _without_value_info(case.model)
     finding = original.model_copy(update={**dict(final), "created": ""})
     title = f"{final.verdict.value} in {spec}: {final.signature} (reduced)"
-    repro = render_repro(model, case.inputs, reference, spec, title)
+    repro = render_repro(model, case.inputs, reference or {}, spec, title)
     write_bundle(dest, model, case.inputs, reference, finding, repro)
     (dest / "model.txt").write_text(onnx.printer.to_text(model) + "\n")
     (dest / "reduction.json").write_text(result.model_dump_json(indent=2) + "\n")
@@ -238,13 +239,23 @@ def _without_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 class ExternalCheck:
-    """`command` with `{model}` replaced by a candidate's path; non-zero exit = still failing."""
+    """`command` with `{model}` replaced by a candidate's path. A candidate still fails
+    only the way the original did, as Polygraphy's `debug reduce` asks: the same exit
+    code (`fail_code`, learned from the original when not given) and, with `fail_regex`,
+    output that matches it. Any other non-zero exit is the check breaking for its own
+    reason (a missing file, a typo), not the bug, and must not steer the reduction."""
 
-    def __init__(self, command: str, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, command: str, timeout_s: float = 60.0, fail_code: int | None = None, fail_regex: str | None = None
+    ) -> None:
         if "{model}" not in command:
             raise ValueError("the check command must contain {model}")
+        if fail_code == 0:
+            raise ValueError("--fail-code 0 would keep every candidate that passes")
         self.command = command
         self.timeout_s = timeout_s
+        self.fail_code = fail_code
+        self.fail_regex = re.compile(fail_regex) if fail_regex else None
         self._dir = tempfile.TemporaryDirectory(prefix="fuzzbot-reduce-")
         self._lock = threading.Lock()
         self._count = 0
@@ -254,17 +265,42 @@ class ExternalCheck:
             self._count += 1
             return Path(self._dir.name) / f"candidate-{self._count}.onnx"
 
-    def holds(self, case: Case) -> bool:
+    def run(self, case: Case) -> subprocess.CompletedProcess[bytes] | None:
+        """The command's run on the candidate; None when it ran past its time limit."""
         path = self._path()
         path.write_bytes(case.model.SerializeToString())
         cmd = self.command.replace("{model}", shlex.quote(str(path)))
         try:
-            done = subprocess.run(cmd, shell=True, capture_output=True, timeout=self.timeout_s, check=False)
+            return subprocess.run(cmd, shell=True, capture_output=True, timeout=self.timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            return False
+            return None
         finally:
             path.unlink(missing_ok=True)
-        return done.returncode != 0
+
+    def learn(self, case: Case) -> None:
+        """Take the original's failure as the one to keep; NotInteresting when it passes or
+        does not fail the way the given code and regex say."""
+        done = self.run(case)
+        if done is None:
+            raise NotInteresting(f"the command runs past {self.timeout_s:g}s on the original model")
+        if done.returncode == 0:
+            raise NotInteresting("the command exits 0 on the original model")
+        if self.fail_code is None:
+            self.fail_code = done.returncode
+        if not self._same_failure(done):
+            raise NotInteresting(f"the original fails with exit code {done.returncode}, not the one asked for")
+
+    def _same_failure(self, done: subprocess.CompletedProcess[bytes]) -> bool:
+        if done.returncode == 0 or (self.fail_code is not None and done.returncode != self.fail_code):
+            return False
+        if self.fail_regex is None:
+            return True
+        text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+        return self.fail_regex.search(text) is not None
+
+    def holds(self, case: Case) -> bool:
+        done = self.run(case)
+        return done is not None and self._same_failure(done)
 
     def close(self) -> None:
         self._dir.cleanup()
@@ -278,13 +314,16 @@ def reduce_model_file(
     jobs: int = 1,
     max_tests: int | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    fail_code: int | None = None,
+    fail_regex: str | None = None,
 ) -> ReductionResult:
-    """Reduce the model at `path` while `command` keeps failing on it; writes `out`
-    (and `out` with .txt, the ONNX text form). Raises NotInteresting when the
-    command does not fail on the original model."""
+    """Reduce the model at `path` while `command` keeps failing on it the way it fails on
+    the original (see ExternalCheck); writes `out` (and `out` with .txt, the ONNX text
+    form). Raises NotInteresting when the command does not fail on the original model."""
     model = load_model(path)
-    check = ExternalCheck(command)
+    check = ExternalCheck(command, fail_code=fail_code, fail_regex=fail_regex)
     try:
+        check.learn(Case(model))
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         reduced, result = reduce_case(Case(model), check.holds, config, on_progress=on_progress)
     finally:

@@ -7,6 +7,7 @@ one `error:` line.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -75,6 +76,12 @@ def reduce_command(
     check: Annotated[
         str | None, typer.Option(help="shell command with {model}; non-zero exit = still failing = keep")
     ] = None,
+    fail_code: Annotated[
+        int | None, typer.Option(help="with --check: the exit code that means still failing [the original's]")
+    ] = None,
+    fail_regex: Annotated[
+        str | None, typer.Option(help="with --check: a regex the check's output must match to count as failing")
+    ] = None,
     backend: Annotated[str | None, typer.Option(help="override the finding's NAME[:LEVEL]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str, typer.Option(help="per-test limit")] = "10s",
@@ -84,8 +91,10 @@ def reduce_command(
     budget_s = _seconds(budget, "--budget")
     console = Console(stderr=True)
     if check is not None:
-        _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests)
+        _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests, (fail_code, fail_regex))
         return
+    if fail_code is not None or fail_regex is not None:
+        raise ReduceError("--fail-code and --fail-regex go with --check")
     if target.is_file():
         raise ReduceError(f'{target}: a bare model needs --check "CMD {{model}}" (or give a finding bundle folder)')
     with reduce_progress(console, budget_s) as on_progress:
@@ -105,18 +114,33 @@ def reduce_command(
 
 
 def _reduce_with_check(
-    console: Console, target: Path, check: str, out: Path | None, budget_s: float, jobs: int, max_tests: int | None
+    console: Console,
+    target: Path,
+    check: str,
+    out: Path | None,
+    budget_s: float,
+    jobs: int,
+    max_tests: int | None,
+    failure: tuple[int | None, str | None],
 ) -> None:
     if "{model}" not in check:
         raise ReduceError("--check: the command must contain {model}, the candidate's path")
+    fail_code, fail_regex = failure
+    if fail_code == 0:
+        raise ReduceError("--fail-code: 0 means passing; give the exit code of the failure to keep")
+    if fail_regex is not None:
+        try:
+            re.compile(fail_regex)
+        except re.error as e:
+            raise ReduceError(f"--fail-regex: not a regular expression: {e}") from e
     dest = out or target.with_name(target.stem + ".reduced.onnx")
     try:
         with reduce_progress(console, budget_s) as on_progress:
-            result = reduce_model_file(target, check, dest, budget_s, jobs, max_tests, on_progress)
+            result = reduce_model_file(
+                target, check, dest, budget_s, jobs, max_tests, on_progress, fail_code=fail_code, fail_regex=fail_regex
+            )
     except NotInteresting as e:
-        raise ReduceError(
-            "--check: the command exits 0 on the original model, so it is not failing and there is nothing to reduce"
-        ) from e
+        raise ReduceError(f"--check: {e}, so there is nothing to reduce") from e
     stats = result.stats
     console.print(
         f"reduced {result.nodes_before} -> {result.nodes_after} nodes in {stats.tests} checks "

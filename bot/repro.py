@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -101,7 +102,8 @@ def render_repro(
     """`bounds`: the per-output tolerances the oracle judged with (default: by dtype)."""
     if spec.plugin:
         module, _, qualname = spec.adapter.partition(":")
-        snippet = adapter_snippet(module, qualname, spec.level)
+        folder = str(Path(spec.plugin_file).parent) if spec.plugin_file else None
+        snippet = adapter_snippet(module, qualname, spec.level, folder)
     else:
         snippet = adapter_class(spec.adapter).repro_snippet(spec.level)
     tols = {name: (bounds or {}).get(name) or tolerance_for(a.dtype) for name, a in expected.items()}

@@ -12,6 +12,7 @@ from pathlib import Path
 from backends.spec import parse_backend
 from bot.campaign import SideSetup
 from bot.config import FuzzConfig
+from bot.isolation import BuildRoots
 from bot.summary import SideRecord, Summary, write_summary
 from bot.workspace import Workspace, WorkspaceError
 
@@ -51,5 +52,6 @@ def prepare_sides(
         )
         records[which] = record
         on_side(which, record)
-        setups.append(SideSetup(which, spec, str(side.python)))
+        roots = BuildRoots(side.root, side.shared) if side.root is not None else None
+        setups.append(SideSetup(which, spec, str(side.python), side.build_id, roots))
     return setups, records

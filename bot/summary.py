@@ -13,8 +13,9 @@ from oracles.perf import PerfJudgement
 from oracles.sides import CrossVerdict
 from oracles.verdict import Verdict
 
-REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.persistent.value}
-"""Count keys of a two-build campaign that are bugs (fixed is good news, flaky is listed apart)."""
+REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
+"""Count keys of a two-build campaign that are bugs (fixed is good news, flaky is listed apart,
+a crash on an undefined input is counted only)."""
 
 
 def is_bug_key(count_key: str) -> bool:
@@ -65,6 +66,8 @@ class SupportSummary(BaseModel):
     unsupported: int
     unexpected: list[ProbeFailure] = Field(default_factory=list)
     """Probes that failed for another reason than "unsupported": shown, kept in generation."""
+    head_only: dict[str, list[str]] = Field(default_factory=dict)
+    """op -> dtypes head runs and base declines (two builds): drawn for a share of the seeds."""
 
 
 class SideRecord(BaseModel):
@@ -88,6 +91,15 @@ class Summary(BaseModel):
     value_work: dict[str, int] = Field(default_factory=dict)
     """Insertions whose values were repaired, and insertions refused because no values kept
     them safe, while the models grew (generator.witness)."""
+    references: dict[str, int] = Field(default_factory=dict)
+    """Cases by what gave their reference: torch, onnx.reference or none (then base judges
+    head's values in a two-build campaign, and only crashes and hangs count in one)."""
+    reference_gaps: dict[str, int] = Field(default_factory=dict)
+    """Cases the torch reference could not compute, by the op type it stopped at."""
+    tiebreaks: dict[str, int] = Field(default_factory=dict)
+    """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
+    imports: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Per side, where each module its worker's adapter imported came from (bot.isolation)."""
     findings: list[FindingRef] = Field(default_factory=list)
     perf: list[PerfFinding] = Field(default_factory=list)
     occurrences: dict[str, int] = Field(default_factory=dict)
@@ -115,6 +127,11 @@ class Summary(BaseModel):
     @property
     def new_regressions(self) -> int:
         return self.counts.get(CrossVerdict.new_regression.value, 0)
+
+    @property
+    def fails_a_change(self) -> int:
+        """New regressions and what head brought in broken (new_in_head): a PR check's failure."""
+        return self.new_regressions + self.counts.get(CrossVerdict.new_in_head.value, 0)
 
 
 def write_summary(summary: Summary, out: Path) -> Path:

@@ -23,6 +23,7 @@ SIGNATURE_CHARS = 70
 
 _COUNT_ORDER = (
     "new_regression",
+    "new_in_head",
     "fixed",
     "persistent",
     "crash",
@@ -30,6 +31,7 @@ _COUNT_ORDER = (
     "wrong_result",
     "perf_regression",
     "flaky",
+    "crash_on_undefined_input",
     "filtered:",
     "unsupported",
     "pass",
@@ -102,7 +104,23 @@ def _counts(summary: Summary) -> list[str]:
         lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} |")
     if not summary.counts and not summary.dropped:
         lines.append("| (no test ran) | 0 |")
-    return [*lines, ""]
+    return [*lines, "", *_judging(summary)]
+
+
+def _judging(summary: Summary) -> list[str]:
+    """What judged the values, when anything but the torch reference had to."""
+    lines: list[str] = []
+    if set(summary.references) - {"torch"}:
+        by = ", ".join(f"{k} {v}" for k, v in sorted(summary.references.items()))
+        gaps = ", ".join(f"{op} {n}" for op, n in sorted(summary.reference_gaps.items()))
+        lines.append(f"References: {by}" + (f" (the torch reference stopped at: {gaps})" if gaps else "") + ".")
+    if summary.tiebreaks:
+        lines.append(
+            "Wrong results confirmed or set aside: "
+            + ", ".join(f"{_cell(k)} {v}" for k, v in sorted(summary.tiebreaks.items()))
+            + "."
+        )
+    return [*lines, ""] if lines else []
 
 
 def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str], int, str]:

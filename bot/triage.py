@@ -1,17 +1,21 @@
 """From a first bad run to a verdict a maintainer can trust.
 
-A candidate finding goes through, in order: the known-false-positive rules (cheap,
-and a filtered case needs nothing more), the second reference (a wrong result the
-two references cannot agree on is not believed), k runs on every side (a side that
-disagrees with itself is flaky), the verdict table across sides, and localization at
-the lowest level of each bad side's build. Only a case that survives all of it is
-reported.
+A candidate finding goes through, in order: the known-false-positive rules (cheap, and
+a filtered case needs nothing more), the confirmation of a wrong result (onnx.reference
+must agree with the torch reference, or a float64 re-run must side with torch), k runs
+on every side (a side that disagrees with itself is flaky), the verdict table across
+sides, and localization at the lowest level of each bad side's build. Only a case that
+survives all of it is reported. Nothing here asks the system under test to judge
+itself: every reference and tie-break is an independent computation (oracles.case).
+
+The same pipeline judges a campaign's generated cases, `fuzzbot check`'s and `fuzzbot
+run`'s given ones, and the reducer's candidates.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -19,17 +23,15 @@ from typing import Protocol
 import numpy as np
 import onnx
 
-from backends.client import BackendUnavailable, WorkerClient
-from backends.results import RunResult
-from backends.spec import parse_backend
+from backends.client import WorkerClient
+from backends.results import RunResult, Status
+from oracles.case import DISAGREEMENT, CaseEvidence
 from oracles.config import OracleConfig
-from oracles.rules import CaseView, RuleSet
-from oracles.second_reference import RULE_ID as DISAGREEMENT
-from oracles.second_reference import second_opinion
+from oracles.references import Source
+from oracles.rules import RuleSet
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
-from oracles.signature import op_signature
-from oracles.tolerances import Tolerance, ToleranceConfig
-from oracles.verdict import Judgement, Verdict, judge
+from oracles.tolerances import ToleranceConfig
+from oracles.verdict import Judgement, Verdict
 
 
 class Case(Protocol):
@@ -38,7 +40,9 @@ class Case(Protocol):
     model: onnx.ModelProto
     model_bytes: bytes
     inputs: dict[str, np.ndarray]
-    reference: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray] | None
+    source: Source
+    gap: str
 
 
 @dataclass
@@ -57,7 +61,9 @@ class Side:
         if self.lowest is None:
             c = self.client
             spec = replace(c.spec, level=level)
-            self.lowest = WorkerClient(spec, c.python, c.timeout_s, fault=c.fault, memory_mb=c.memory_mb)
+            self.lowest = WorkerClient(
+                spec, c.python, c.timeout_s, fault=c.fault, memory_mb=c.memory_mb, compile_timeout_s=c.compile_timeout_s
+            )
         return self.lowest
 
     def close(self) -> None:
@@ -65,103 +71,86 @@ class Side:
             self.lowest.close()
 
 
-class TieBreaker:
-    """A third opinion when the two references disagree: onnxruntime with every graph
-    optimization off, in this interpreter's own env, started on first need.
-
-    onnx.reference has known defects on common cases (MaxPool with pads, grouped
-    ConvTranspose, LRN); without a tie-break every wrong result through those ops would
-    be set aside. When plain onnxruntime agrees with the torch reference, two of three
-    readings of the spec stand behind it and the finding is believed.
-    """
-
-    SPEC = "onnxruntime:disable"
-
-    def __init__(self) -> None:
-        self.client: WorkerClient | None = None
-        self.unavailable = False
-        self._lock = threading.Lock()  # one worker, shared by every lane of a campaign
-
-    def agrees(self, case: Case, per_output: dict[str, Tolerance]) -> bool:
-        with self._lock:
-            return self._agrees(case, per_output)
-
-    def _agrees(self, case: Case, per_output: dict[str, Tolerance]) -> bool:
-        if self.unavailable:
-            return False
-        if self.client is None:
-            self.client = WorkerClient(parse_backend(self.SPEC), sys.executable)
-        try:
-            result = self.client.run(case.model_bytes, case.inputs)
-        except BackendUnavailable:
-            self.unavailable = True
-            return False
-        return judge(result, case.reference, "", per_output=per_output).verdict is Verdict.pass_
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-
-
 class Triage:
-    def __init__(
-        self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet, tiebreak: TieBreaker | None = None
-    ) -> None:
+    def __init__(self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet) -> None:
         self.cfg = cfg
         self.tolerances = tolerances
         self.rules = rules
-        self.tiebreak = tiebreak
+        self.tiebreaks: Counter[str] = Counter()
+        """How each wrong result against torch was confirmed or set aside (summary.json)."""
+        self._lock = threading.Lock()
 
-    def judge(self, case: Case, result: RunResult) -> Judgement:
-        backend = result.backend.name if result.backend else None
-        per_output = self.tolerances.for_outputs(case.model, backend)
-        return judge(result, case.reference, op_signature(case.model), per_output=per_output)
+    def evidence(self, case: Case) -> CaseEvidence:
+        return CaseEvidence(case.model, case.inputs, case.reference, self.tolerances, case.source, case.gap)
 
     def triage(self, case: Case, sides: Sequence[Side], first: Sequence[RunResult]) -> CrossJudgement:
         """`sides` and `first` are in the order (base, head), or just (head,)."""
-        runs = [SideRuns(side=s.name, runs=[self.judge(case, r)]) for s, r in zip(sides, first, strict=True)]
+        ev = self.evidence(case)
+        against = self._base_as_reference(ev, first)
+        runs = [
+            SideRuns(side=s.name, runs=[self._judge(ev, r, against, s.name)])
+            for s, r in zip(sides, first, strict=True)
+        ]
         if not any(r.first.verdict.is_bug for r in runs):
             return self._combine(runs)
-        self._apply_rules(case, runs, first)
+        self._apply_rules(ev, runs, first)
         if not any(r.bad for r in runs):
             return self._combine(runs)
         for side, side_runs in zip(sides, runs, strict=True):
             for _ in range(self.cfg.reruns - 1):
-                side_runs.runs.append(self.judge(case, side.client.run(case.model_bytes, case.inputs)))
+                again = side.client.run(case.model_bytes, case.inputs)
+                side_runs.runs.append(self._judge(ev, again, against, side.name))
         verdict = self._combine(runs)
         if self.cfg.localize and verdict.verdict.is_reported:
             for side, side_runs in zip(sides, runs, strict=True):
                 if side_runs.bad:
-                    side_runs.localization = self.localize(case, side, side_runs.first)
+                    side_runs.localization = self.localize(ev, side, side_runs.first, against)
         return verdict
 
-    def _apply_rules(self, case: Case, runs: list[SideRuns], first: Sequence[RunResult]) -> None:
+    @staticmethod
+    def _base_as_reference(ev: CaseEvidence, first: Sequence[RunResult]) -> dict[str, np.ndarray] | None:
+        """Base's outputs, when no reference computes the case and base ran it: DeepDiffer's
+        oracle, head must not move away from base (and then nothing is called persistent)."""
+        if ev.reference is not None or len(first) != 2 or first[0].status is not Status.ok:
+            return None
+        return dict(first[0].outputs)
+
+    @staticmethod
+    def _judge(ev: CaseEvidence, result: RunResult, against: dict[str, np.ndarray] | None, side: str) -> Judgement:
+        if against is None:
+            return ev.judge(result)
+        if side == "base":
+            return Judgement(verdict=Verdict.pass_, judged_by=Source.base.value, message="the reference for head")
+        return ev.judge(result, against=against)
+
+    def _apply_rules(self, ev: CaseEvidence, runs: list[SideRuns], first: Sequence[RunResult]) -> None:
         for side_runs, result in zip(runs, first, strict=True):
-            if not side_runs.first.verdict.is_bug:
+            j = side_runs.first
+            if not j.verdict.is_bug:
                 continue
             backend = result.backend.name if result.backend else ""
-            view = CaseView(backend=backend, model=case.model, inputs=case.inputs, judgement=side_runs.first)
-            hit = self.rules.match(view)
+            hit = self.rules.match(ev.view(backend, j, result.outputs))
             if hit is not None:
                 side_runs.rule, side_runs.rule_detail = hit.rule_id, hit.explanation
-        wrong = [r for r in runs if r.bad and r.first.verdict is Verdict.wrong_result]
-        if wrong and self.cfg.second_reference:
-            per_output = self.tolerances.for_outputs(case.model, None)
-            check = second_opinion(case.model, case.inputs, case.reference, per_output)
-            if check.agree:
-                return
-            if self.tiebreak is not None and self.tiebreak.agrees(case, per_output):
-                for r in wrong:
-                    r.rule_detail = f"{check.detail}; {TieBreaker.SPEC} agrees with the torch reference"
-                return
-            for r in wrong:
-                r.rule, r.rule_detail = DISAGREEMENT, check.detail
+            elif j.verdict is Verdict.wrong_result and j.judged_by == Source.torch.value and self.cfg.second_reference:
+                self._confirm(ev, side_runs, result)
 
-    def localize(self, case: Case, side: Side, bad: Judgement) -> Localization | None:
+    def _confirm(self, ev: CaseEvidence, side_runs: SideRuns, result: RunResult) -> None:
+        """A wrong result against torch stands only with an independent second reading."""
+        found = ev.confirm(side_runs.first, result.outputs)
+        with self._lock:
+            self.tiebreaks[found.path] += 1
+        side_runs.rule_detail = f"{found.path}: {found.detail}" if found.detail else found.path
+        if not found.believed:
+            side_runs.rule = DISAGREEMENT
+
+    def localize(
+        self, ev: CaseEvidence, side: Side, bad: Judgement, against: dict[str, np.ndarray] | None = None
+    ) -> Localization | None:
         client = side.lowest_client()
         if client is None:
             return None
-        low = self.judge(case, client.run(case.model_bytes, case.inputs))
+        low = self._judge(ev, client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
         return Localization(
             level=client.level,
             verdict=low.verdict,
@@ -176,4 +165,4 @@ class Triage:
         return combine(runs[1], runs[0])
 
 
-__all__ = ["Case", "CrossJudgement", "CrossVerdict", "Side", "TieBreaker", "Triage"]
+__all__ = ["Case", "CrossJudgement", "CrossVerdict", "Side", "Triage"]

@@ -31,7 +31,7 @@ import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +81,17 @@ class PreparedSide:
     seconds: float = 0.0
     """Time spent preparing it now: near zero when it came from the cache."""
     cached: bool = False
+    root: Path | None = None
+    """The folder that holds this side's build and nothing else's (its venv, its worktree);
+    None for a python side, whose build fuzzbot did not make."""
+    shared: Path | None = None
+    """The shared packages venv layered under the side's own (numpy, onnx, ...)."""
+
+    @property
+    def build_id(self) -> str:
+        """What identifies the build for caches: commit and recipe, or the pip spec (the
+        build folder's name), or the interpreter's path for a python side."""
+        return self.root.name if self.root is not None else f"python-{digest(str(self.python))}"
 
 
 @contextmanager
@@ -270,7 +281,7 @@ class Workspace:
                 log.run(command, checkout, env)
 
         what = f"{label}: build failed" if sha[:12] in label else f"{label}: build of {sha[:12]} failed"
-        return self._cached(root, what, label, sha, build)
+        return self._rooted(self._cached(root, what, label, sha, build), root)
 
     def prepare_pip(self, requirements: list[str], label: str) -> PreparedSide:
         root = self.cache_dir / "builds" / f"pip-{digest(*requirements, self._packages_digest())}"
@@ -279,9 +290,14 @@ class Workspace:
             self._layered_venv(root / "venv", log)
             log.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", *requirements], root)
 
-        return self._cached(root, f"{label}: installing {' '.join(requirements)} failed", label, None, build)
+        side = self._cached(root, f"{label}: installing {' '.join(requirements)} failed", label, None, build)
+        return self._rooted(side, root)
 
     # -- building ---------------------------------------------------------------------
+
+    def _rooted(self, side: PreparedSide, root: Path) -> PreparedSide:
+        packages = self.cache_dir / "builds" / f"packages-{self._packages_digest()}"
+        return replace(side, root=root, shared=packages)
 
     def _recipe_digest(self) -> str:
         return digest(*self.cfg.build, "--", self._packages_digest())

@@ -90,9 +90,34 @@ def test_the_action_finds_the_new_regression_and_exits_2(fuzz_only: ActionRun) -
     assert int(r.outputs["new-regressions"]) >= 1
     assert r.outputs["fixed"] == r.outputs["persistent"] == "0"
     assert int(r.outputs["findings"]) >= int(r.outputs["new-regressions"])
-    assert set(r.outputs) == {"new-regressions", "fixed", "persistent", "flaky", "findings", "report-path"}
+    outputs = {"new-regressions", "new-in-head", "fixed", "persistent", "flaky", "findings", "report-path"}
+    assert set(r.outputs) == outputs
     assert r.outputs["report-path"] == "fuzzbot-out"  # relative to the workspace, ready for upload-artifact
     assert (r.workspace / "fuzzbot-out" / "summary.json").is_file()
+
+
+def test_the_action_in_the_compilers_own_checkout_finds_the_new_regression(
+    toy_repo: ToyRepo, build_cache: Path, tmp_path: Path
+) -> None:
+    """The README's layout: actions/checkout puts the compiler (at head) in the workspace,
+    and `compiler-repo` is left to its default, the workspace itself. Base must still run
+    base's build, not the head source it runs among."""
+    ws = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "--quiet", str(toy_repo.path), str(ws)], check=True)
+    r = run_action(
+        ws,
+        mode="fuzz-only",
+        base_ref="fusion",
+        head_ref="docs",
+        build="pip install --no-build-isolation .\n",
+        backend=BACKEND,
+        budget="90s",
+        config=_user_config(ws, toy_repo, build_cache),
+    )
+    assert r.code == 2, r.err[-2000:]
+    assert int(r.outputs["new-regressions"]) >= 1 and r.outputs["persistent"] == "0", r.outputs
+    summary = json.loads((ws / "fuzzbot-out" / "summary.json").read_text())
+    assert not Path(summary["imports"]["base"]["toycc"]).is_relative_to(ws)
 
 
 def test_the_action_writes_a_step_summary_and_never_prints_the_token(fuzz_only: ActionRun) -> None:

@@ -106,13 +106,15 @@ def test_bad_input_is_one_error_line(
     assert "error: " in r.err_lines[-1] and message in r.err_lines[-1] and "Traceback" not in r.err
 
 
-def test_a_compiler_source_tree_in_the_current_folder_is_refused(
+def test_bisect_from_inside_the_compiler_checkout_tests_each_build(
     cli: Cli, bundle: Path, config: Path, build_cache: Path, toy_repo: ToyRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Run from the compiler's checkout, every worker would import that checkout, not the build."""
+    """The Action's layout: run from the compiler's checkout (at head, with the bug), each
+    commit's worker still imports that commit's build, so the culprit is found."""
     monkeypatch.chdir(toy_repo.path)
     r = _bisect(cli, bundle, config, build_cache, "fusion", "main")
-    assert r.code == 1 and "would shadow the toycc of every build under test" in r.err_lines[-1]
+    assert r.code == 0, r.err
+    assert f"first bad commit: {toy_repo.sha('bug')}" in r.out
 
 
 def test_the_backend_comes_from_the_flag_when_the_config_has_none(

@@ -21,6 +21,7 @@ def ort_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[SupportMatrix,
     with WorkerClient(parse_backend("onnxruntime:all")) as client:
         assert client.info is not None
         matrix = probe_support(client, client.info, 17, cache, failures.append)
+        (cache / "executable").write_text(client.info.executable)
     return matrix, cache, failures
 
 
@@ -48,12 +49,17 @@ def test_the_cache_is_keyed_by_build_and_reused(ort_matrix: tuple[SupportMatrix,
     try:
         from backends.results import BackendInfo
 
+        python = (cache / "executable").read_text()
         info = BackendInfo(name=matrix.backend, level="all", version=matrix.version, commit=matrix.commit)
+        info = info.model_copy(update={"executable": python})
         again = probe_support(idle, info, 17, cache, lambda f: pytest.fail(f"probed again: {f}"))
     finally:
         idle.close()
     assert again.supported == matrix.supported
     assert cache_path(cache, info, 17) == files[0]
+    # Another interpreter of the same release is another build: it gets its own matrix.
+    other = info.model_copy(update={"executable": python + "-other"})
+    assert cache_path(cache, other, 17) != files[0]
 
 
 def test_generation_draws_only_supported_pairs(ort_matrix: tuple[SupportMatrix, Path, list[ProbeFailure]]) -> None:

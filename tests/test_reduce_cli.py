@@ -63,6 +63,41 @@ def test_external_check_reduces_to_the_op_pair(cli: Cli, tmp_path: Path, planted
     assert f"reduced {len(onnx.load(str(planted)).graph.node)} -> 2 nodes" in r.err
 
 
+BRITTLE_CHECK = """
+import sys
+import onnx
+m = onnx.load(sys.argv[1])
+ops = [n.op_type for n in m.graph.node]
+if "Sigmoid" not in ops:
+    sys.exit(1)  # the check's own assumption breaks (it needs a Sigmoid to look at): not the bug
+made = {o: n.op_type for n in m.graph.node for o in n.output}
+bug = any(n.op_type == "Softsign" and made.get(i) == "Sigmoid" for n in m.graph.node for i in n.input)
+print("BUG: Softsign after Sigmoid" if bug else "fine")
+sys.exit(3 if bug else 0)
+"""
+
+
+def test_a_check_that_breaks_for_its_own_reason_does_not_steer_the_reduction(
+    cli: Cli, tmp_path: Path, planted: Path
+) -> None:
+    """The check exits 3 on the bug but 1 whenever its own assumption breaks. Keeping any
+    non-zero exit drifts to a model without the trigger; keeping the original's exit code
+    (or its message) keeps the trigger."""
+    script = tmp_path / "brittle.py"
+    script.write_text(BRITTLE_CHECK)
+    check = f"{sys.executable} {script} {{model}}"
+    for extra in ([], ["--fail-regex", "BUG: Softsign"], ["--fail-code", "3"]):
+        out = tmp_path / f"out{len(extra)}.onnx"
+        r = cli("reduce", str(planted), "--check", check, "--out", str(out), *extra)
+        assert r.code == 0, r.err
+        ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+        assert ops == ["Sigmoid", "Softsign"], (extra, ops)
+    r = cli("reduce", str(planted), "--check", check, "--fail-code", "1", "--out", str(tmp_path / "x.onnx"))
+    assert r.code == 1 and "not the one asked for" in r.err_lines[-1]
+    r = cli("reduce", str(planted), "--check", check, "--fail-regex", "(", "--out", str(tmp_path / "x.onnx"))
+    assert r.code == 1 and "--fail-regex: not a regular expression" in r.err_lines[-1]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.results import RunResult, Status
 from backends.spec import parse_backend
+from oracles.case import CaseEvidence
 from oracles.intermediates import CaseValues, tie
 from oracles.patterns import GraphView
 from oracles.rules import SHIPPED_RULES, CaseView, RulesError, RuleSet, load_rules, read_rules_file
@@ -60,10 +62,16 @@ def model(
 
 
 def run_case(client: WorkerClient, m: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> CaseView:
+    """What the rules see of one real run, judged as a campaign judges it."""
     result = client.run(m.SerializeToString(), inputs)
-    expected = run_reference(m, inputs) if result.status is Status.ok else {}  # failures need no reference
-    j = judge(result, expected, "+".join(n.op_type for n in m.graph.node))
-    return CaseView(backend="onnxruntime", model=m, inputs=inputs, judgement=j)
+    evidence = CaseEvidence.compute(m, inputs)
+    return evidence.view("onnxruntime", evidence.judge(result), result.outputs)
+
+
+def counterfactual(case: CaseView, m: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> CaseView:
+    """The same judgement and backend outputs on another model or other inputs: what a rule
+    that read only the op types, and not the values, would still match."""
+    return replace(case, model=m, inputs=inputs, reference=run_reference(m, inputs))
 
 
 def sigmoid_argmax() -> onnx.ModelProto:
@@ -102,8 +110,7 @@ def test_argmax_near_tie_is_filtered_and_clear_winner_is_not(ort: WorkerClient, 
     assert clear.judgement.verdict is Verdict.pass_
     assert rules.match(clear) is None
     # The same wrong verdict on values with a clear winner: the rule reads the values.
-    counterfactual = CaseView("onnxruntime", m, clear.inputs, tied.judgement)
-    assert rules.match(counterfactual) is None
+    assert rules.match(counterfactual(tied, m, clear.inputs)) is None
 
 
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
@@ -120,11 +127,15 @@ def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: Rul
     assert run_case(ort, m, x).judgement.verdict is Verdict.pass_
     tied = run_case(ort, sigmoid_argmax(), {"x": np.array([SIGMOID_FLIPS], np.float32)})
     assert tied.judgement.verdict is Verdict.wrong_result
-    assert rules.match(CaseView("onnxruntime", m, x, tied.judgement)) is None
+    assert rules.match(counterfactual(tied, m, x)) is None
     computed = [helper.make_node("Sigmoid", ["x"], ["s"]), *nodes]
     computed[1].input[0] = "s"
     m2 = model(computed, {"x": (F32, [1, 2])}, {"y": (TensorProto.INT64, [1, 1])}, [repeats])
-    hit = rules.match(CaseView("onnxruntime", m2, x, tied.judgement))
+    wrong = counterfactual(tied, m2, x)
+    assert wrong.reference is not None and wrong.outputs is not None
+    assert int(wrong.reference["y"][0, 0]) == 3  # select_last_index: the last of the four copies
+    wrong = replace(wrong, outputs={"y": np.zeros((1, 1), np.int64)})  # the first: another rounding's winner
+    hit = rules.match(wrong)
     assert hit is not None and hit.rule_id == "arg-ties", hit
     assert "exact tie" in hit.explanation and "fed by Sigmoid" in hit.explanation
 
@@ -180,7 +191,8 @@ def test_less_on_computed_floats_is_filtered(ort: WorkerClient, rules: RuleSet) 
     assert case.judgement.verdict is Verdict.wrong_result
     hit = rules.match(case)
     assert hit is not None and hit.rule_id == "float-comparison", hit
-    assert "Less node 'lt' on float inputs, fed by Sigmoid" in hit.explanation
+    assert "Less node 'lt' compares near-equal operands" in hit.explanation and "fed by Sigmoid" in hit.explanation
+    assert "flipped explains all 1 mismatching element" in hit.explanation
 
 
 def test_pattern_on_a_matching_output_does_not_hide_another_output(ort: WorkerClient, rules: RuleSet) -> None:
@@ -220,7 +232,7 @@ def test_margin_rule_sqrt_near_zero(ort: WorkerClient, rules: RuleSet) -> None:
     assert "'root'" in hit.explanation or "root (Sqrt)" in hit.explanation
     far = {"a": np.array([-3.0], np.float32), "b": np.array([3.0], np.float32)}  # sqrt(0.9)
     assert run_case(ort, m, far).judgement.verdict is Verdict.pass_
-    assert rules.match(CaseView("onnxruntime", m, far, near.judgement)) is None
+    assert rules.match(counterfactual(near, m, far)) is None
 
 
 @pytest.mark.parametrize("step", ["Floor", "Cast"])
@@ -279,7 +291,7 @@ def test_crash_messages_by_regex(rules: RuleSet, tmp_path: Path) -> None:
     assert extended.ids == [*rules.ids, "reshape-size"]
     found = extended.match(reshape)
     assert found is not None and found.count_key == "filtered:reshape-size"
-    on_tvm = CaseView("tvm", reshape.model, reshape.inputs, reshape.judgement)
+    on_tvm = replace(reshape, backend="tvm")
     assert extended.match(on_tvm) is None, "scoped to onnxruntime"
 
 
@@ -367,5 +379,5 @@ def test_a_tie_explains_a_wrong_topk_index_but_not_wrong_topk_values(rules: Rule
         outputs[bad] = 1 - expected[bad] if bad == "i" else expected[bad] + np.float32(0.5)
         j = judge(RunResult(status=Status.ok, outputs=outputs), expected, "Sigmoid+TopK")
         assert j.verdict is Verdict.wrong_result, j
-        hit = rules.match(CaseView("onnxruntime", m, x, j))
+        hit = rules.match(CaseView("onnxruntime", m, x, j, outputs, expected))
         assert (hit is not None and hit.rule_id == "arg-ties") is explained, (bad, hit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bot.github.actions import Action
 from bot.github.findings import Report
 from bot.github.render import pr_comment
+from oracles.sides import CrossVerdict
 
 EXIT_REGRESSIONS = 2
 
@@ -15,7 +16,9 @@ def pr_action(report: Report, number: int) -> Action:
 
 
 def new_regressions(report: Report) -> int:
-    return sum(1 for item in report.items if item.across == "new_regression") or report.summary.new_regressions
+    """What head broke, or brought in broken (`new_in_head`): what fails the check."""
+    flagged = (CrossVerdict.new_regression, CrossVerdict.new_in_head)
+    return sum(1 for item in report.items if item.across in flagged) or report.summary.fails_a_change
 
 
 def exit_code(report: Report, fail_on_regression: bool) -> int:

@@ -173,20 +173,28 @@ def pr_comment(report: Report) -> str:
     for item in report.items:
         by.setdefault(item.across, []).append(item)
     regressions = by.get("new_regression", [])
+    new_in_head = by.get("new_in_head", [])
     head = [PR_MARKER, "## fuzzbot", ""]
     builds = f"base {_build(s.base)} → head {_build(s.backend)}" if s.base else f"one build: {_build(s.backend)}"
     head += [f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
     if s.cannot_compare:
         head += [f"**Could not compare:** {_one_line(s.cannot_compare, 300)}", ""]
     head += [f"**{len(regressions)} new regression(s)**" + (" introduced by this change." if regressions else "."), ""]
+    if new_in_head:
+        head += [
+            f"**{len(new_in_head)} model(s) new in head run wrong**: base declines them, so no regression, "
+            "but the change brought them in broken.",
+            "",
+        ]
     rest = _rest(report, by)
+    flagged = regressions + new_in_head
     budget = MAX_BODY - len("\n".join(head + rest)) - 500
-    per_part = max(1_000, min(PART_CHARS, budget // max(1, 2 * len(regressions))))
+    per_part = max(1_000, min(PART_CHARS, budget // max(1, 2 * len(flagged))))
     body: list[str] = []
-    for n, item in enumerate(regressions):
+    for n, item in enumerate(flagged):
         part = _regression(item, per_part)
         if len("\n".join(head + body + part + rest)) > MAX_BODY - 500:
-            body += [f"*... {len(regressions) - n} more regression(s) not shown: see summary.md.*", ""]
+            body += [f"*... {len(flagged) - n} more not shown: see summary.md.*", ""]
             break
         body += part
     return cap_body("\n".join(head + body + rest) + "\n")

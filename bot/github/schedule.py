@@ -48,6 +48,8 @@ def labels_for(item: Item) -> list[str]:
     labels = [BOT_LABEL, f"fuzzbot:{item.ref.verdict.value}"]
     if item.across == "new_regression":
         labels.append("fuzzbot:regression")
+    elif item.across == "new_in_head":
+        labels.append("fuzzbot:new-in-head")
     return labels
 
 

@@ -1,0 +1,324 @@
+"""Real onnxruntime bugs that appear or vanish between two consecutive releases.
+
+Found by running the PyPI wheels of onnxruntime 1.15 to 1.31 (the newest patch of
+each minor release, listed in RELEASES) side by side on CPUExecutionProvider at
+every optimization level, on systematic variants of the LayerNorm and RMSNorm
+subgraphs that onnxruntime's LayerNormFusion and SimplifiedLayerNormFusion rewrite,
+on single Div and Mod nodes, and on short fuzzbot campaigns (`fuzzbot gen`, eight
+nodes, seeds 1000 to 1399). Each case was then reduced by hand and every fact in a
+docstring was re-checked from a fresh subprocess per release and level (the script
+that does it lives outside the project: /tmp/release-hunt/verify.py).
+
+Each function returns a fresh `(model, inputs)`: a checked ONNX model built with
+onnx.helper (no binary fixtures) and fixed literal inputs. "right" means equal to
+onnx.reference.ReferenceEvaluator and to the numpy formula in the docstring (and to
+the same release at `disable`) within 1e-3; "wrong" gives the max abs error against
+that answer. `disable`, `basic` and `all` are ORT_DISABLE_ALL, ORT_ENABLE_BASIC and
+ORT_ENABLE_ALL.
+
+`ort_python(version)` builds (once) and returns the interpreter of a venv that holds
+that release: releases up to 1.18 need numpy<2, later ones take numpy 2.4.6.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from tests.venvs import cached_venv
+
+Case = tuple[onnx.ModelProto, dict[str, np.ndarray]]
+
+# The newest patch release of every minor release from 1.15 to 1.31.
+RELEASES: tuple[str, ...] = (
+    "1.15.1",
+    "1.16.3",
+    "1.17.3",
+    "1.18.1",
+    "1.19.2",
+    "1.20.1",
+    "1.21.1",
+    "1.22.1",
+    "1.23.2",
+    "1.24.4",
+    "1.25.1",
+    "1.26.0",
+    "1.27.0",
+    "1.28.0",
+    "1.29.0",
+    "1.30.0",
+    "1.31.1",
+)
+
+# (right, wrong): rms_norm_vector_epsilon, at `all`.
+REGRESSION: tuple[str, str] = ("1.26.0", "1.27.0")
+# (right, raises): layernorm_single_element_axis, at every level.
+REGRESSION_RAISES: tuple[str, str] = ("1.20.1", "1.21.1")
+# (right at `basic`, wrong at `basic`): layernorm_pattern_sub_swapped.
+REGRESSION_BASIC: tuple[str, str] = ("1.19.2", "1.20.1")
+# (wrong, right): rms_norm_axis_not_last, at `all`.
+FIX: tuple[str, str] = ("1.15.1", "1.16.3")
+# (wrong, right): rms_norm_epsilon_first, at `all`.
+FIX_EPSILON_FIRST: tuple[str, str] = ("1.27.0", "1.28.0")
+# (wrong, right): reducel2_int32_overflow, at every level.
+FIX_REDUCEL2_INT32: tuple[str, str] = ("1.26.0", "1.27.0")
+# (raises, right): layernorm_single_element_axis, at every level.
+FIX_LAYERNORM_SINGLE_ELEMENT: tuple[str, str] = ("1.23.2", "1.24.4")
+# Releases whose process dies of SIGFPE on an integer Div or Mod by zero (every level).
+DIV_BY_ZERO_CRASHES: list[str] = list(RELEASES[: RELEASES.index("1.24.4") + 1])
+# Releases that raise "Integer division by zero" / "Integer modulo by zero" instead.
+DIV_BY_ZERO_RAISES: list[str] = list(RELEASES[RELEASES.index("1.25.1") :])
+# (first, last) release that fuses layernorm_pattern_sub_swapped wrongly at `all`: all of them.
+NORM_POW_MISCOMPILE: tuple[str, str] = ("1.15.1", "1.31.1")
+
+_F32 = TensorProto.FLOAT
+_I32 = TensorProto.INT32
+_I64 = TensorProto.INT64
+
+
+def ort_packages(version: str) -> list[str]:
+    """The pip requirements of a venv holding onnxruntime `version` (1.15 or later)."""
+    minor = int(version.split(".")[1])
+    if minor <= 18:
+        return ["numpy<2", "ml_dtypes==0.5.4", f"onnxruntime=={version}"]
+    return ["numpy==2.4.6", f"onnxruntime=={version}"]
+
+
+def ort_python(version: str) -> Path:
+    """The interpreter of a cached venv with onnxruntime `version` (built on first use)."""
+    return cached_venv(f"onnxruntime-{version}", ort_packages(version))
+
+
+def _value(name: str, elem_type: int, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    initializers: list[onnx.TensorProto] | None = None,
+    opset: int = 17,
+) -> onnx.ModelProto:
+    """A fully checked model; IR 8 and opset 17 load on every release from 1.15 on."""
+    graph = helper.make_graph(nodes, "release_case", inputs, outputs, initializer=initializers or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _floats(name: str, shape: list[int], values: list[float]) -> onnx.TensorProto:
+    return helper.make_tensor(name, _F32, shape, values)
+
+
+# x for the normalization cases: signs mixed in every row and every column, so both
+# x and x - mean(x) (the base of the Pow) are negative for some elements.
+_X = [[-1.0, 0.5, -0.25, 2.0], [0.75, -1.5, 1.0, -0.5], [1.5, 0.25, -2.0, 0.5]]
+_SCALE = [1.0, 2.0, 0.5, 1.5]
+_BIAS = [0.25, -0.5, 1.0, 0.0]
+
+
+def _rms_norm(eps: onnx.TensorProto, axis: int = -1, epsilon_first: bool = False) -> Case:
+    """Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(scale): the RMSNorm
+    subgraph that SimplifiedLayerNormFusion rewrites (at `all`)."""
+    add_inputs = ["eps", "ms"] if epsilon_first else ["ms", "eps"]
+    nodes = [
+        helper.make_node("Pow", ["x", "two"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[axis], keepdims=1),
+        helper.make_node("Add", add_inputs, ["mse"]),
+        helper.make_node("Sqrt", ["mse"], ["rms"]),
+        helper.make_node("Div", ["x", "rms"], ["n"]),
+        helper.make_node("Mul", ["n", "scale"], ["y"]),
+    ]
+    inits = [_floats("two", [], [2.0]), eps, _floats("scale", [4], _SCALE)]
+    model = _model(nodes, [_value("x", _F32, [3, 4])], [_value("y", _F32, [3, 4])], inits)
+    return model, {"x": np.array(_X, np.float32)}
+
+
+def rms_norm_vector_epsilon() -> Case:
+    """RMSNorm whose epsilon is a (4,) initializer of four equal values 1.0: 1.26.0 right,
+    1.27.0 wrong at `all` (REGRESSION).
+
+    y = x / sqrt(mean(x**2, axis=-1, keepdims=True) + 1.0) * scale; the (3, 1) mean
+    plus the (4,) epsilon broadcasts to (3, 4), and since the four values are equal this
+    is plain RMSNorm with epsilon 1.0. Every release fuses the six nodes into one
+    SimplifiedLayerNormalization at `all` (`disable` and `basic` are right everywhere).
+    Up to 1.26.0 the fused node takes epsilon from the initializer's first element
+    (1.0): right. From 1.27.0 on (checked through 1.31.1) a non-scalar epsilon is
+    ignored and the fused node gets the default epsilon=1e-05: wrong, max abs error
+    0.864 on these inputs (row 0 comes out [-0.868, 0.868, -0.108, 2.603] instead of
+    [-0.655, 0.655, -0.082, 1.966]; the saved optimized model shows epsilon=1e-05).
+    A (1,) or (1, 1) epsilon is still read right by 1.27.0; a (1, 4) one is not (nor a
+    (4, 1) one on a (4, 4) input). The same change hits LayerNormFusion, at `basic` too: a 9-node LayerNorm with
+    a (4,) epsilon of equal values is right on 1.26.0 and wrong on 1.27.0 at `basic`
+    and `all`. (Up to 1.26.0 an epsilon of unequal values was wrong in another way: the
+    first element stood for all of them.)
+    """
+    return _rms_norm(_floats("eps", [4], [1.0, 1.0, 1.0, 1.0]))
+
+
+def rms_norm_axis_not_last() -> Case:
+    """RMSNorm that reduces over axis 0 (of 2) instead of the last axis: 1.15.1 wrong at
+    `all`, 1.16.3 right (FIX).
+
+    y = x / sqrt(mean(x**2, axis=0, keepdims=True) + 1e-05) * scale (the (4,) scale
+    broadcasts over the last axis, as it happens). onnxruntime 1.15.1 at `all` fuses it
+    into a SimplifiedLayerNormalization that normalizes over the last axis, without
+    looking at ReduceMean's axes: wrong, max abs error 0.269. 1.16.3 and every later
+    release (through 1.31.1) check the axes and leave the six nodes alone: right.
+    `disable` and `basic` are right everywhere. The same release fixes the 9-node
+    LayerNorm form, axes [-2] on a 3-D input, and two axes [0, 1] or [-2, -1] (which
+    1.15.1 also fused as a last-axis norm).
+    """
+    return _rms_norm(_floats("eps", [], [1e-5]), axis=0)
+
+
+def rms_norm_epsilon_first() -> Case:
+    """RMSNorm written Add(eps, mean) instead of Add(mean, eps), epsilon 1.0: wrong at
+    `all` from 1.15.1 through 1.27.0, right from 1.28.0 (FIX_EPSILON_FIRST).
+
+    The fusion reads epsilon from the Add's second input only; with the constant first
+    it finds no constant there and falls back to the default 1e-05: wrong, max abs
+    error 0.864 (the same numbers as rms_norm_vector_epsilon on 1.27.0). 1.28.0 and
+    later still fuse it, now with epsilon=1.0: right. `disable` and `basic` are right
+    everywhere.
+    """
+    return _rms_norm(_floats("eps", [], [1.0]), epsilon_first=True)
+
+
+def layernorm_pattern_sub_swapped() -> Case:
+    """A LayerNorm written with Sub(mean, x) where LayerNorm has Sub(x, mean): every
+    release fuses it wrongly (NORM_POW_MISCOMPILE), at `all` on 1.15.1 to 1.31.1 and at
+    `basic` from 1.20.1 (REGRESSION_BASIC).
+
+    d = mean(x, -1) - x; y = d / sqrt(mean(d**2, -1) + 1e-05) * scale + bias, that is
+    -(LayerNorm(x)) * scale + bias. The Pow's base d is negative wherever x is above its
+    row mean. The fusion matches the Sub whichever operand is x, so the nine nodes
+    become LayerNormalization(x, scale, bias), which has the opposite sign before the
+    scale: wrong, max abs error 5.717 (the optimized model, saved with
+    optimized_model_filepath, is a single LayerNormalization). `disable` is right on
+    every release. Up to 1.19.2 `basic` is right; from 1.20.1 on, LayerNormFusion runs
+    at `basic` for opset >= 17 models, so `basic` is wrong too (the same model stamped
+    opset 16 is still right at `basic` on 1.20.1).
+    """
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], keepdims=1),
+        helper.make_node("Sub", ["mean", "x"], ["d"]),
+        helper.make_node("Pow", ["d", "two"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], keepdims=1),
+        helper.make_node("Add", ["var", "eps"], ["vare"]),
+        helper.make_node("Sqrt", ["vare"], ["std"]),
+        helper.make_node("Div", ["d", "std"], ["n"]),
+        helper.make_node("Mul", ["n", "scale"], ["s"]),
+        helper.make_node("Add", ["s", "bias"], ["y"]),
+    ]
+    inits = [
+        _floats("two", [], [2.0]),
+        _floats("eps", [], [1e-5]),
+        _floats("scale", [4], _SCALE),
+        _floats("bias", [4], _BIAS),
+    ]
+    model = _model(nodes, [_value("x", _F32, [3, 4])], [_value("y", _F32, [3, 4])], inits)
+    return model, {"x": np.array(_X, np.float32)}
+
+
+def layernorm_single_element_axis() -> Case:
+    """LayerNormalization over a last axis of size 1: 1.20.1 right, 1.21.1 to 1.23.2
+    raise at every level (REGRESSION_RAISES), 1.24.4 right again.
+
+    With one element per row x - mean is 0, so y is the bias, 0.5 everywhere. 1.21.1,
+    1.22.1 and 1.23.2 refuse it at run time: "... running LayerNormalization node.
+    Name:'' Status Message: Size of X.shape[axis:] must be larger than 1, got 1"
+    (INVALID_ARGUMENT). 1.15.1 to 1.20.1 and 1.24.4 to 1.31.1 return the bias. Found by a
+    fuzzbot campaign (seed 1006) where a ReduceLogSumExp left one element.
+    """
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1, epsilon=1e-5)
+    inits = [_floats("scale", [1], [2.0]), _floats("bias", [1], [0.5])]
+    model = _model([node], [_value("x", _F32, [3, 1])], [_value("y", _F32, [3, 1])], inits)
+    return model, {"x": np.array([[-1.5], [0.25], [3.0]], np.float32)}
+
+
+def reducel2_int32_overflow() -> Case:
+    """ReduceL2 on int32 whose sum of squares passes 2**31 while the result does not:
+    wrong on 1.15.1 to 1.26.0 at every level, right from 1.27.0 (FIX_REDUCEL2_INT32).
+
+    sqrt(30000**2 + 40000**2) = 50000 exactly, which int32 holds; but 2.5e9 does not, and
+    up to 1.26.0 the kernel sums the squares in int32, wraps to a negative sum and
+    returns [-2147483648] (INT32_MIN, at every level). 1.27.0 and later return [50000],
+    as ReferenceEvaluator does. Found by a fuzzbot campaign (seed 1255,
+    ConvInteger into ReduceL2).
+    """
+    node = helper.make_node("ReduceL2", ["x"], ["y"], axes=[-1], keepdims=0)
+    model = _model([node], [_value("x", _I32, [1, 2])], [_value("y", _I32, [1])])
+    return model, {"x": np.array([[30000, 40000]], np.int32)}
+
+
+def reducesum_int32_overflow() -> Case:
+    """ReduceSum on int32 whose exact sum, 2**31, does not fit: an overflow, which ONNX
+    leaves undefined. 1.20.1 and 1.26.0 wrap to -2147483648 (as the torch reference does);
+    1.27.0 and 1.31.1 saturate to 2147483647 (checked on those four releases; the same
+    change turned ReduceL1, ReduceProd and ReduceSumSquare from wrapping to saturating).
+    Neither answer is wrong: a value difference here is never a bug."""
+    node = helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)
+    model = _model([node], [_value("x", _I32, [1, 2])], [_value("y", _I32, [])])
+    return model, {"x": np.array([[2**30, 2**30]], np.int32)}
+
+
+def _binary_by_zero(op_type: str, elem_type: int, dtype: type[np.signedinteger]) -> Case:
+    node = helper.make_node(op_type, ["a", "b"], ["y"])
+    inputs = [_value("a", elem_type, [3]), _value("b", elem_type, [3])]
+    model = _model([node], inputs, [_value("y", elem_type, [3])])
+    return model, {"a": np.array([7, -7, 5], dtype), "b": np.array([2, 0, 1], dtype)}
+
+
+def div_int32_by_zero() -> Case:
+    """Div on int32 with a zero in the divisor (7/2, -7/0, 5/1).
+
+    1.15.1 to 1.24.4: the process dies of SIGFPE, at every level, inside session.run
+    (DIV_BY_ZERO_CRASHES). 1.25.1 to 1.31.1: an exception, "[ONNXRuntimeError] : 1 :
+    FAIL : Non-zero status code returned while running Div node. Name:'' Status
+    Message: element_wise_ops.cc:692 Compute Integer division by zero"
+    (DIV_BY_ZERO_RAISES). No release returns a value. ONNX leaves the result undefined.
+    With the zero in a constant divisor instead, 1.15.1 to 1.24.4 die of SIGFPE while
+    the session is created at `basic`/`all` (constant folding runs the Div) and in run
+    at `disable`; 1.25.1 on refuse the session at every level ("Div<T>::Div ...
+    b_data[i] != T{0} was false. Integer division by zero").
+    """
+    return _binary_by_zero("Div", _I32, np.int32)
+
+
+def div_int64_by_zero() -> Case:
+    """div_int32_by_zero on int64: the same outcome on every release (SIGFPE up to
+    1.24.4, the same "Integer division by zero" exception from 1.25.1)."""
+    return _binary_by_zero("Div", _I64, np.int64)
+
+
+def mod_int32_by_zero() -> Case:
+    """Mod (fmod=0) on int32 with a zero divisor: SIGFPE on 1.15.1 to 1.24.4 at every
+    level; from 1.25.1 an exception "... running Mod node. Name:'' Status Message:
+    element_wise_ops.cc:<line> operator() Integer modulo by zero" (line 2239 on 1.25.1,
+    2231 on 1.26.0, 2242 on 1.27.0 and 1.28.0, 2256 from 1.29.0)."""
+    return _binary_by_zero("Mod", _I32, np.int32)
+
+
+def mod_int64_by_zero() -> Case:
+    """mod_int32_by_zero on int64: the same outcome on every release."""
+    return _binary_by_zero("Mod", _I64, np.int64)
+
+
+CASES = {
+    "rms_norm_vector_epsilon": rms_norm_vector_epsilon,
+    "rms_norm_axis_not_last": rms_norm_axis_not_last,
+    "rms_norm_epsilon_first": rms_norm_epsilon_first,
+    "layernorm_pattern_sub_swapped": layernorm_pattern_sub_swapped,
+    "layernorm_single_element_axis": layernorm_single_element_axis,
+    "reducel2_int32_overflow": reducel2_int32_overflow,
+    "div_int32_by_zero": div_int32_by_zero,
+    "div_int64_by_zero": div_int64_by_zero,
+    "mod_int32_by_zero": mod_int32_by_zero,
+    "mod_int64_by_zero": mod_int64_by_zero,
+}
