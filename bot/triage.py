@@ -25,7 +25,7 @@ import onnx
 
 from backends.client import WorkerClient
 from backends.results import RunResult, Status
-from oracles.case import DISAGREEMENT, CaseEvidence
+from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
 from oracles.references import Source
 from oracles.rules import RuleSet
@@ -142,7 +142,7 @@ class Triage:
             self.tiebreaks[found.path] += 1
         side_runs.rule_detail = f"{found.path}: {found.detail}" if found.detail else found.path
         if not found.believed:
-            side_runs.rule = DISAGREEMENT
+            side_runs.rule = found.rule
 
     def localize(
         self, ev: CaseEvidence, side: Side, bad: Judgement, against: dict[str, np.ndarray] | None = None

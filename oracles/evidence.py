@@ -118,10 +118,26 @@ def deciding(op_type: str, attrs: Attrs, x: torch.Tensor, k: torch.Tensor | None
     return int(attrs.get("axis", default)) % rank, 2, op_type != "ArgMin"
 
 
-def break_ties(op_type: str, first: bool) -> Substitute:
-    """The op computed on its first input with each slice's tied pair decided one way, the
-    winner an ulp ahead (so an exact tie is broken too): the first of the pair in index
-    order wins, or the second. Either is a winner a backend's rounding may pick."""
+TIE_PICKS = 4
+"""How many of a slice's tied candidates, in index order, are tried as the winner."""
+
+
+def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int, list[int]]]:
+    """(slice, candidates): positions along `axis` within TIE_WIDTH of the slice's best, in
+    index order, for the slices where more than one is."""
+    rows = torch.movedim(x, axis, -1).reshape(-1, x.shape[axis]).double()
+    best = rows.amax(dim=1, keepdim=True) if largest else rows.amin(dim=1, keepdim=True)
+    rel = TIE_WIDTH.get(x.dtype, 0.0)
+    close = (rows - best).abs() <= rel * torch.maximum(rows.abs(), best.abs())
+    return [(r, close[r].nonzero().flatten().tolist()) for r in range(rows.shape[0]) if int(close[r].sum()) > 1]
+
+
+def break_ties(op_type: str, pick: int) -> Substitute:
+    """The op computed on its first input with each slice's tie decided one way, the winner
+    an ulp ahead of the best (so an exact tie is broken too): for ArgMax, ArgMin and Hardmax
+    the `pick`-th of the candidates tied with the best; for TopK, of each tied pair at the
+    boundary of the k chosen, the first (pick 0) or the second. Each is a winner a
+    backend's rounding may pick."""
     reference = _spec(op_type)
 
     def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -133,13 +149,17 @@ def break_ties(op_type: str, first: bool) -> Substitute:
         moved = torch.movedim(x, axis, -1).clone()
         rows = moved.reshape(-1, x.shape[axis])
         ahead = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
-        for r, i, j in tied_pairs(x, axis, count, largest):
-            hi, lo = torch.maximum(rows[r, i], rows[r, j]), torch.minimum(rows[r, i], rows[r, j])
-            best, rest = (hi, lo) if largest else (lo, hi)
-            win, lose = (min(i, j), max(i, j)) if first else (max(i, j), min(i, j))
-            rows[r, win], rows[r, lose] = torch.nextafter(best, ahead), rest
-        swapped = torch.movedim(rows.reshape(moved.shape), -1, axis)
-        return reference(attrs, [swapped, *args[1:]])
+        if op_type == "TopK":
+            for r, i, j in tied_pairs(x, axis, count, largest):
+                best = torch.maximum(rows[r, i], rows[r, j]) if largest else torch.minimum(rows[r, i], rows[r, j])
+                rows[r, min(i, j) if pick == 0 else max(i, j)] = torch.nextafter(best, ahead)
+        else:
+            for r, candidates in tied_with_best(x, axis, largest):
+                values = rows[r, candidates]
+                best = values.max() if largest else values.min()
+                rows[r, candidates[min(pick, len(candidates) - 1)]] = torch.nextafter(best, ahead)
+        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
+        return reference(attrs, [changed, *args[1:]])
 
     return run
 

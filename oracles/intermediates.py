@@ -105,8 +105,10 @@ def near(ref: NodeRef, values: CaseValues) -> str | None:
     return f"{ref.label} compares near-equal operands at {list(at)} ({x[at]:.9g} vs {y[at]:.9g})"
 
 
-def tie(ref: NodeRef, values: CaseValues) -> str | None:
+def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str | None:
     """The first slice along the reduced axis whose winners tie, described; None if none.
+    With `slices` (those whose result mismatched, when the node's result is itself an
+    output), a tied slice among them is the one described.
 
     A tie: two of the deciding elements (the best two for ArgMax/ArgMin/Hardmax, the best
     k + 1 for TopK) are equal, or within the relative width of TIE_WIDTH."""
@@ -136,10 +138,11 @@ def tie(ref: NodeRef, values: CaseValues) -> str | None:
     hits = np.argwhere(tied)
     if hits.size == 0:
         return None
-    row, j = (int(v) for v in hits[0])
+    chosen = [h for h in hits if slices is not None and int(h[0]) in slices] or list(hits)
+    row, j = (int(v) for v in chosen[0])
     a, b = int(order[row, j]), int(order[row, j + 1])
-    kind = "exact tie" if best[row, j] == best[row, j + 1] else "near-tie"
+    kind = "an exact tie" if best[row, j] == best[row, j + 1] else "a near-tie"
     return (
-        f"{ref.label} input has a {kind} along axis {axis} in slice {row}: "
+        f"{ref.label} input has {kind} along axis {axis} in slice {row}: "
         f"positions {a} and {b} ({best[row, j]:.9g} vs {best[row, j + 1]:.9g})"
     )

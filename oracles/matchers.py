@@ -21,8 +21,10 @@ import onnx
 from pydantic import BaseModel, ConfigDict
 
 from backends.reference import ReferenceError, run_reference
+from generator.ops.base import node_attrs
 from oracles.compare import bad_mask
 from oracles.evidence import (
+    TIE_PICKS,
     Alternative,
     break_ties,
     explained,
@@ -33,7 +35,7 @@ from oracles.evidence import (
     nudge,
 )
 from oracles.intermediates import CaseValues, MarginFailure, nan_inputs, near, tie
-from oracles.patterns import GraphView, NodeRef
+from oracles.patterns import TIE_OPS, GraphView, NodeRef
 from oracles.rule_schema import ANY_BACKEND, OpPattern, Rule
 from oracles.tolerances import Tolerance, tolerance_for
 from oracles.verdict import Judgement, Verdict
@@ -197,9 +199,27 @@ def value_anchor(pattern: OpPattern, anchor: Anchor, facts: CaseFacts) -> Anchor
         return anchor
     if pattern.values == "ties" and not _decision_reaches_mismatch(anchor.ref, facts):
         return None
-    check = {"ties": tie, "nan": nan_inputs, "near": near}[pattern.values]
-    found = check(anchor.ref, facts.values)
+    if pattern.values == "ties":
+        found = tie(anchor.ref, facts.values, _mismatching_slices(anchor.ref, facts))
+    else:
+        found = {"nan": nan_inputs, "near": near}[pattern.values](anchor.ref, facts.values)
     return Anchor(anchor.ref, found + anchor.fed, anchor.fed) if found else None
+
+
+def _mismatching_slices(ref: NodeRef, facts: CaseFacts) -> set[int] | None:
+    """The slices (in the order `tie` numbers them) where the node's decided result is itself
+    a mismatching output: its elements beyond the reduced axis are the slices, in order."""
+    out = ref.node.output[TIE_DECIDED_OUTPUT.get(ref.node.op_type, 0)]
+    mask = facts.bad_masks.get(out)
+    if mask is None or ref.node.op_type == "Hardmax":
+        return None
+    x = facts.values.value(ref.node.input[0])
+    if x is None or x.ndim == 0 or mask.ndim != x.ndim:
+        return None
+    default_axis, _ = TIE_OPS[ref.node.op_type]
+    axis = int(node_attrs(ref.node).get("axis", default_axis)) % x.ndim
+    per_slice = np.moveaxis(mask, axis, -1).reshape(-1, mask.shape[axis]).any(axis=1)
+    return {int(i) for i in np.flatnonzero(per_slice)}
 
 
 TIE_DECIDED_OUTPUT = {"TopK": 1}
@@ -232,8 +252,8 @@ def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFai
     and every unsafe operand moved by its margin, up and down."""
     alts: list[Alternative] = []
     ties = [a.ref for p, a in valued if p.values == "ties"]
-    for first in (True, False) if ties else ():
-        alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, first) for t in ties}))
+    for pick in range(TIE_PICKS) if ties else ():
+        alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, pick) for t in ties}))
     nans = [(a.ref.index, a.ref.node.op_type) for p, a in valued if p.values == "nan"]
     if nans:
         alts.extend(nan_alternatives(nans))

@@ -18,10 +18,11 @@ from enum import StrEnum
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from backends.reference import ReferenceError, run_reference, trace_reference
+from oracles.provenance import tensor_dtypes
 
 
 class Source(StrEnum):
@@ -82,8 +83,11 @@ _DTYPE_ATTRS = ("to", "dtype")
 
 
 def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The same graph with every float tensor, cast target and float constant in float64:
-    what the computation means without the rounding of any narrower type."""
+    """The same graph with every float tensor, float constant and arithmetic in float64:
+    what the computation means without the rounding of narrower types. An explicit Cast to
+    a narrower float still rounds there (it is part of the model's meaning, not rounding
+    noise): it becomes that Cast followed by a Cast back to float64."""
+    narrow = {name: helper.np_dtype_to_tensor_dtype(np.dtype(d)) for name, d in tensor_dtypes(model).items()}
     wide = onnx.ModelProto()
     wide.CopyFrom(model)
     g = wide.graph
@@ -92,13 +96,34 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
         t.elem_type = _WIDE.get(t.elem_type, t.elem_type)
     for init in g.initializer:
         _widen_tensor(init)
+    nodes: list[onnx.NodeProto] = []
     for node in g.node:
+        target = _narrowing_target(node, narrow)
         for attr in node.attribute:
-            if attr.name in _DTYPE_ATTRS and attr.type == onnx.AttributeProto.INT:
+            if attr.name in _DTYPE_ATTRS and attr.type == onnx.AttributeProto.INT and target is None:
                 attr.i = _WIDE.get(attr.i, attr.i)
             elif attr.type == onnx.AttributeProto.TENSOR:
                 _widen_tensor(attr.t)
+        if target is None:
+            nodes.append(node)
+            continue
+        rounded = f"{node.output[0]}__rounded"
+        nodes.append(helper.make_node("Cast", [node.input[0]], [rounded], to=target, name=node.name))
+        nodes.append(helper.make_node("Cast", [rounded], [node.output[0]], to=TensorProto.DOUBLE))
+    del g.node[:]
+    g.node.extend(nodes)
     return wide
+
+
+def _narrowing_target(node: onnx.NodeProto, dtypes: Mapping[str, int]) -> int | None:
+    """The narrower float type a Cast or CastLike rounds to, or None."""
+    if node.op_type == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+    elif node.op_type == "CastLike" and len(node.input) > 1:
+        to = dtypes.get(node.input[1])
+    else:
+        return None
+    return to if to in _WIDE else None
 
 
 def _widen_tensor(t: onnx.TensorProto) -> None:

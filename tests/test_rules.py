@@ -113,6 +113,22 @@ def test_argmax_near_tie_is_filtered_and_clear_winner_is_not(ort: WorkerClient, 
     assert rules.match(counterfactual(tied, m, clear.inputs)) is None
 
 
+def test_a_tie_explains_only_the_slice_it_is_in(ort: WorkerClient, rules: RuleSet) -> None:
+    """Row 0 holds the near-tie onnxruntime breaks the other way, row 1 a clear winner. The
+    real mismatch (row 0) is filtered and its slice named; the same tie does not explain a
+    wrong index in row 1."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("ArgMax", ["s"], ["y"], axis=1, name="am")]
+    m = model(nodes, {"x": (F32, [2, 2])}, {"y": (TensorProto.INT64, [2, 1])})
+    x = {"x": np.array([SIGMOID_FLIPS, [0.0, 2.0]], np.float32)}
+    real = run_case(ort, m, x)
+    assert real.judgement.comparison is not None and real.judgement.comparison.outputs[0].bad_elements == 1
+    hit = rules.match(real)
+    assert hit is not None and hit.rule_id == "arg-ties" and "in slice 0" in hit.explanation, hit
+    assert real.reference is not None
+    other_row = replace(real, outputs={"y": np.array([[real.reference["y"][0, 0]], [0]], np.int64)})
+    assert rules.match(other_row) is None
+
+
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
     """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
     follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,

@@ -147,7 +147,11 @@ def _log_sum_exp(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
 
 
 def _l2(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
-    """Squares summed as sums are; the root taken in float and, for integers, truncated back."""
+    """Squares summed as sums are; the root taken in float and, for integers, truncated back.
+    Integers square in float64: the norm of int64 values past 3e9 fits its type though
+    their squares do not (sqrt(x**2) is |x|), so an int64 square would wrap to garbage."""
+    if not x.dtype.is_floating_point:
+        return torch.sqrt((exact(x) ** 2).sum(dim=axes, keepdim=keep))
     acc = _sum_like(x)
     return torch.sqrt(_float_of((acc * acc).sum(dim=axes, keepdim=keep)))
 
