@@ -21,13 +21,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from backends.client import BackendUnavailable
 from backends.results import RunResult
-from bot.campaign import Campaign, SideSetup
 from bot.config import FuzzConfig, load_config
-from bot.isolation import IsolationError
-from bot.side_builds import cannot_compare, prepare_sides
-from bot.summary import SideRecord
+from bot.side_builds import open_campaign
 from bot.user_cases import UserCase, find_targets, load_user_case
 from oracles.sides import CrossJudgement
 
@@ -75,22 +71,6 @@ def _config(config: Path | None, out: Path | None, timeout: str | None) -> FuzzC
     return cfg.model_copy(update={"oracles": cfg.oracles.model_copy(update={"perf": perf}), "reduce": reduce})
 
 
-def _campaign(cfg: FuzzConfig, console: Console) -> Campaign:
-    setups: list[SideSetup] | None = None
-    records: dict[str, SideRecord] = {}
-    if cfg.compiler is not None:
-        setups, records = prepare_sides(cfg, lambda name, r: console.print(f"{name}: {r.label}", markup=False))
-    campaign = Campaign(cfg, setups)
-    campaign.summary.sides = records
-    try:
-        campaign.start()
-    except (BackendUnavailable, IsolationError) as e:
-        if cfg.compiler is None:
-            raise
-        raise cannot_compare(cfg, records, e) from e
-    return campaign
-
-
 def check_command(
     paths: Annotated[list[Path], typer.Argument(help=".onnx files, bundle folders, or folders of either")],
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml: backend, and compiler: for base and head")] = None,
@@ -108,7 +88,7 @@ def check_command(
         for case in cases:
             if case.inputs_from not in ("bundle",) and not case.inputs_from.endswith(".npz"):
                 console.print(f"{case.path}: inputs {case.inputs_from}", markup=False)
-        campaign = _campaign(cfg, console)
+        campaign = open_campaign(cfg, on_side=lambda name, r: console.print(f"{name}: {r.label}", markup=False))
         judged = campaign.run_cases(list(cases))
         names = [s.name for s in campaign.setups]
         rows = [case_row(c, cross, results, names) for c, (cross, results) in zip(cases, judged, strict=True)]

@@ -24,18 +24,17 @@ from backends.spec import BackendSpecError, parse_backend
 from bot.bisect import BisectError
 from bot.bisect_cli import bisect_command
 from bot.bundle import BundleError, write_bundle
-from bot.campaign import Campaign, SideSetup
+from bot.campaign import Campaign
 from bot.case_source import Shard
 from bot.check_cli import check_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.errors import UserError
-from bot.isolation import IsolationError
 from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
 from bot.reduce_cli import ReduceError, reduce_command
 from bot.report_cli import ReportError, report_command
-from bot.side_builds import CannotCompare, cannot_compare, prepare_sides
+from bot.side_builds import CannotCompare, open_campaign
 from bot.store import StoreError
 from bot.summary import SideRecord, Summary
 from bot.triage import Side, Triage
@@ -115,23 +114,16 @@ def fuzz(
 
 
 def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary:
-    setups: list[SideSetup] | None = None
-    records: dict[str, SideRecord] = {}
-    if cfg.compiler is not None:
-        setups, records = prepare_sides(cfg, lambda name, r: console.print(_built(r), markup=False))
-    campaign = Campaign(cfg, setups, shard)
-    campaign.summary.sides = records
-    campaign.on_probe_failure = lambda f: console.print(
-        f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}", markup=False
-    )
     with probe_progress(console) as on_progress:
-        campaign.on_probe_progress = on_progress
-        try:
-            campaign.start()
-        except (BackendUnavailable, IsolationError) as e:
-            if cfg.compiler is None:
-                raise
-            raise cannot_compare(cfg, records, e) from e
+
+        def hooks(campaign: Campaign) -> None:
+            campaign.on_probe_progress = on_progress
+            campaign.on_probe_failure = lambda f: console.print(
+                f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}",
+                markup=False,
+            )
+
+        campaign = open_campaign(cfg, shard, lambda name, r: console.print(_built(r), markup=False), hooks)
     if campaign.summary.support is not None:
         s = campaign.summary.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")

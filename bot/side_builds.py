@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from backends.client import BackendUnavailable
 from backends.spec import parse_backend
-from bot.campaign import SideSetup
+from bot.campaign import Campaign, SideSetup
+from bot.case_source import Shard
 from bot.config import FuzzConfig
-from bot.isolation import BuildRoots
+from bot.isolation import BuildRoots, IsolationError
 from bot.summary import SideRecord, Summary, write_summary
 from bot.workspace import Workspace, WorkspaceError
 
@@ -55,3 +57,28 @@ def prepare_sides(
         roots = BuildRoots(side.root, side.shared) if side.root is not None else None
         setups.append(SideSetup(which, spec, str(side.python), side.build_id, roots))
     return setups, records
+
+
+def open_campaign(
+    cfg: FuzzConfig,
+    shard: Shard | None = None,
+    on_side: Callable[[str, SideRecord], None] = lambda name, rec: None,
+    configure: Callable[[Campaign], None] = lambda campaign: None,
+) -> Campaign:
+    """A started campaign: sides built or reused, every worker up and proven to import its
+    own build. A side that fails any of it is `cannot compare`, in summary.json and in the
+    one-line error. `configure` sets the campaign's hooks before it starts."""
+    setups: list[SideSetup] | None = None
+    records: dict[str, SideRecord] = {}
+    if cfg.compiler is not None:
+        setups, records = prepare_sides(cfg, on_side)
+    campaign = Campaign(cfg, setups, shard)
+    campaign.summary.sides = records
+    configure(campaign)
+    try:
+        campaign.start()
+    except (BackendUnavailable, IsolationError) as e:
+        if cfg.compiler is None:
+            raise
+        raise cannot_compare(cfg, records, e) from e
+    return campaign
