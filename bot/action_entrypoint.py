@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from bot.credentials import looks_secret
+
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
 MODES = ("pr", "schedule", "fuzz-only")
 REPORTING_MODES = ("pr", "schedule")
@@ -38,7 +40,6 @@ COUNT_OUTPUTS = {
     "persistent": "persistent",
     "flaky": "flaky",
 }
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD")
 
 
 class InputError(Exception):
@@ -63,6 +64,7 @@ class Inputs:
     shard: str
     merge: list[str]
     pr_number: str
+    close_after: str = ""
 
 
 def read_input(env: Mapping[str, str], name: str, default: str = "") -> str:
@@ -111,9 +113,12 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         shard=read_input(env, "shard"),
         merge=_lines(read_input(env, "merge")),
         pr_number=read_input(env, "pr-number"),
+        close_after=read_input(env, "close-after"),
     )
     if inputs.pr_number and not inputs.pr_number.isdigit():
         raise InputError(f"pr-number: {inputs.pr_number!r} is not a pull request number")
+    if inputs.close_after and not (inputs.close_after.isdigit() and int(inputs.close_after) >= 1):
+        raise InputError(f"close-after: {inputs.close_after!r} is not a number of runs (1 or more)")
     if mode == "pr" and not inputs.merge and not inputs.base_ref and not _file_gives_base(config):
         raise InputError("base-ref: required in pr mode (e.g. ${{ github.event.pull_request.base.sha }})")
     return inputs
@@ -177,7 +182,7 @@ def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in env.items()
-        if not k.startswith("INPUT_") and not any(word in k.upper() for word in SECRET_WORDS)
+        if not k.startswith("INPUT_") and not looks_secret(k)
     }
 
 
@@ -252,12 +257,22 @@ def report(inputs: Inputs, env: Mapping[str, str], root: Path) -> int:
         args += ["--repo", env["GITHUB_REPOSITORY"]]
     if inputs.pr_number:  # a workflow_run job has no PR event of its own to read it from
         args += ["--pr", inputs.pr_number]
+    if inputs.mode == "schedule":
+        args += ["--cache-dir", str(cache_dir(inputs, root))]
+        args += ["--close-after", inputs.close_after] if inputs.close_after else []
     dry_run = dry_run_dir(inputs.dry_run, inputs.out, root)
     if dry_run is not None:
         args += ["--dry-run", str(dry_run)]
     if inputs.token:
         clean["GITHUB_TOKEN"] = inputs.token
     return fuzzbot(args, clean)
+
+
+def cache_dir(inputs: Inputs, root: Path) -> Path:
+    """Where the report finds or builds head to re-run repros: the config's cache_dir, as the
+    campaign used it, so a restored cache (actions/cache) is found; else the default."""
+    configured = load_user_config(inputs.config).get("cache_dir")
+    return root / (configured if isinstance(configured, str) and configured else ".fuzzbot-cache")
 
 
 def dry_run_dir(value: str, out: Path, root: Path) -> Path | None:

@@ -9,6 +9,7 @@ a lane the next case is generated while the workers compute, so both cores stay 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -29,8 +30,16 @@ from bot.isolation import BuildRoots, check_isolation
 from bot.perf_check import compare_perf
 from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
 from bot.repro import render_repro
-from bot.store import FindingStore
-from bot.summary import FindingRef, PerfFinding, Summary, SupportSummary, write_summary
+from bot.store import FindingStore, relative_to_root
+from bot.summary import (
+    FindingRef,
+    PerfFinding,
+    Summary,
+    SupportSummary,
+    ci_run_url,
+    in_output,
+    write_summary,
+)
 from bot.summary_md import write_summary_md
 from bot.triage import Side, Triage
 from oracles.rules import load_rules
@@ -64,7 +73,8 @@ class Campaign:
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
         self.source = CaseSource(cfg.generator, cfg.seed, shard)
-        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=str(shard) if shard else None)
+        part = str(shard) if shard else None
+        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
         self.counts: Counter[str] = Counter()
         self.kept: Counter[str] = Counter()
         self.deadline = 0.0
@@ -300,7 +310,7 @@ class Campaign:
         local = cross.culprit.localization
         self.summary.findings.append(
             FindingRef(
-                path=str(dest),
+                path=relative_to_root(dest, Path(self.cfg.out)),
                 verdict=j.verdict,
                 across=cross.key,
                 fingerprint=j.fingerprint,
@@ -330,7 +340,7 @@ class Campaign:
         expected = case.reference
         if expected is None and finding.judged_by == "base":
             expected = dict(results[0].outputs)
-        repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds)
+        repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds, finding)
         write_bundle(dest, case.model, case.inputs, expected, finding, repro)
 
     def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
@@ -361,18 +371,19 @@ class Campaign:
             return
         t0 = time.monotonic()
         names = [s.name for s in self.setups]
+        out = Path(self.cfg.out)
         for ref in list(self.summary.findings[: settings.max_findings]):
-            finding = Finding.model_validate_json((Path(ref.path) / "finding.json").read_text())
+            bundle = in_output(out, ref.path)
+            finding = Finding.model_validate_json((bundle / "finding.json").read_text())
             culprit = names.index(finding.side)
             guard = 1 - culprit if ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
-            reduced = reduce_one(
-                ref, self._side_run(culprit), None if guard is None else self._side_run(guard), settings
-            )
-            if reduced is not None and not rename_finding(ref, reduced, self.summary, self.store):
+            other = None if guard is None else self._side_run(guard)
+            reduced = reduce_one(bundle, self._side_run(culprit), other, settings)
+            if reduced is not None and not rename_finding(ref, bundle, reduced, self.summary, self.store):
                 self.summary.findings.remove(ref)
-                dest = Path(self.cfg.out) / "duplicates" / Path(ref.path).name
+                dest = out / "duplicates" / bundle.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                Path(ref.path).rename(dest)
+                bundle.rename(dest)
         self.summary.time_s.reduction += time.monotonic() - t0
 
     def bisect_regressions(self) -> None:
@@ -380,7 +391,7 @@ class Campaign:
             return
         for ref in self.summary.findings:
             if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
-                result = bisect_finding(self.cfg, Path(ref.path))
+                result = bisect_finding(self.cfg, in_output(Path(self.cfg.out), ref.path))
                 if result is not None and result.culprit is not None:
                     ref.culprit = f"{result.culprit.sha} {result.culprit.subject}"
 
@@ -400,7 +411,8 @@ class Campaign:
             write_bundle(dest, case.model, case.inputs, case.reference)
             (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
             self.counts["perf_regression"] += 1
-            self.summary.perf.append(PerfFinding(path=str(dest), seed=case.seed, judgements=judgements))
+            path = relative_to_root(dest, Path(self.cfg.out))
+            self.summary.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))
 
     def finish(self) -> None:
         self.summary.coverage = self.source.coverage.stats()

@@ -20,7 +20,7 @@ from backends.spec import parse_backend
 from bot.bundle import BundleError, Finding
 from bot.config import ReduceSettings
 from bot.reduce import ClientPool, StillPasses, reduce_bundle
-from bot.store import FindingStore
+from bot.store import FindingStore, relative_to_root
 from bot.summary import FindingRef, Summary
 from oracles.signature import canonical_ops
 from oracles.verdict import Verdict, wrong_result_name
@@ -44,16 +44,16 @@ def final_name(model: onnx.ModelProto, finding: Finding) -> tuple[str, str]:
     return wrong_result_name(finding.backend.name, finding.symptom, canonical_ops(model))
 
 
-def reduce_one(ref: FindingRef, culprit: SideRun, other: SideRun | None, cfg: ReduceSettings) -> Path | None:
-    """The reduced bundle of `ref`, or None when it did not reproduce (a flaky bug slips
-    through k runs now and then; it stays unreduced rather than being misnamed)."""
+def reduce_one(bundle: Path, culprit: SideRun, other: SideRun | None, cfg: ReduceSettings) -> Path | None:
+    """The reduced bundle of the finding at `bundle`, or None when it did not reproduce (a
+    flaky bug slips through k runs now and then; it stays unreduced rather than misnamed)."""
     pool = None
     if other is not None:
         spec, python, timeout = parse_backend(other.spec), other.python, other.timeout_s
         pool = ClientPool(lambda: WorkerClient(spec, python, timeout), 1)
     try:
         return reduce_bundle(
-            Path(ref.path),
+            bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
             backend=culprit.spec,
@@ -63,20 +63,20 @@ def reduce_one(ref: FindingRef, culprit: SideRun, other: SideRun | None, cfg: Re
             also=StillPasses(pool) if pool else None,
         )
     except BundleError as e:
-        print(f"warning: {ref.path}: not reduced: {e}", file=sys.stderr)
+        print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
     finally:
         if pool is not None:
             pool.close()
 
 
-def rename_finding(ref: FindingRef, reduced: Path, summary: Summary, store: FindingStore) -> bool:
-    """Give `ref` its final name; False when that name belongs to an earlier finding, whose
-    occurrences then absorb this one's."""
+def rename_finding(ref: FindingRef, bundle: Path, reduced: Path, summary: Summary, store: FindingStore) -> bool:
+    """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
+    an earlier finding, whose occurrences then absorb this one's."""
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
     model = onnx.load(str(reduced / "model.onnx"))
     signature, fp = final_name(model, finding)
-    ref.reduced_path = str(reduced)
+    ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
     old = ref.fingerprint
     if fp != old:
@@ -85,5 +85,5 @@ def rename_finding(ref: FindingRef, reduced: Path, summary: Summary, store: Find
         store.rename(old, fp, signature)
         summary.occurrences[fp] = summary.occurrences.get(fp, 0) + summary.occurrences.pop(old, 0)
         ref.fingerprint, ref.signature = fp, signature
-    store.offer(fp, Path(ref.path))
+    store.offer(fp, bundle)
     return not any(other is not ref and other.fingerprint == fp for other in summary.findings)

@@ -183,6 +183,9 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         reference_gaps=_sum(s.reference_gaps for s in summaries),
         tiebreaks=_sum(s.tiebreaks for s in summaries),
         imports=next((s.imports for s in summaries if s.imports), {}),
+        sides=next((s.sides for s in summaries if s.sides), {}),
+        compiler=next((s.compiler for s in summaries if s.compiler is not None), None),
+        run_url=next((s.run_url for s in summaries if s.run_url), None),
         occurrences=_sum(s.occurrences for s in summaries),
         wall_s=max((s.wall_s for s in summaries), default=0.0),
         time_s=Timings(**_sum_floats(s.time_s.model_dump() for s in summaries)),
@@ -235,12 +238,13 @@ def merge_rows(outputs: list[ShardOutput]) -> list[StoredFinding]:
     return list(merged.values())
 
 
-def _ref(known: FindingRef | None, bundle: Path, path: Path, row: StoredFinding) -> FindingRef:
-    """The shard's own FindingRef at its new path (or one rebuilt from finding.json), with
-    the reduced model the store chose."""
+def _ref(known: FindingRef | None, bundle: Path, path: str, row: StoredFinding) -> FindingRef:
+    """The shard's own FindingRef at its new path (relative to the merged output, like every
+    path summary.json holds), or one rebuilt from finding.json, with the reduced model the
+    store chose."""
     reduced = {
-        "path": str(path),
-        "reduced_path": str(path / REDUCED_DIR) if row.reduced else None,
+        "path": path,
+        "reduced_path": f"{path}/{REDUCED_DIR}" if row.reduced else None,
         "reduced_nodes": row.nodes if row.reduced else None,
     }
     if known is not None:
@@ -263,7 +267,7 @@ _SKIP_TEMPORARY = shutil.ignore_patterns(".*")
 
 
 def _copy_findings(
-    rows: list[StoredFinding], outputs: list[ShardOutput], tmp: Path, out: Path, report: MergeReport
+    rows: list[StoredFinding], outputs: list[ShardOutput], tmp: Path, report: MergeReport
 ) -> tuple[list[StoredFinding], list[FindingRef]]:
     """Copy each row's chosen bundle to tmp/findings/; rows and refs point at the copies."""
     known = {Path(r.path).name: r for o in outputs for r in o.summary.findings}
@@ -278,11 +282,11 @@ def _copy_findings(
             continue
         shutil.copytree(src, tmp / "findings" / src.name, ignore=_SKIP_TEMPORARY)
         new_rows.append(row.model_copy(update={"bundle": f"findings/{src.name}"}))
-        refs.append(_ref(known.get(src.name), src, out / "findings" / src.name, row))
+        refs.append(_ref(known.get(src.name), src, f"findings/{src.name}", row))
     return new_rows, refs
 
 
-def _copy_set_aside(outputs: list[ShardOutput], tmp: Path, out: Path) -> list[PerfFinding]:
+def _copy_set_aside(outputs: list[ShardOutput], tmp: Path) -> list[PerfFinding]:
     """flaky/, filtered/<rule>/ and perf/ cases of every shard; one seed is one case, so
     a name two shards share is the same case and either copy will do. Returns the perf
     findings, pointing at their copies."""
@@ -294,7 +298,7 @@ def _copy_set_aside(outputs: list[ShardOutput], tmp: Path, out: Path) -> list[Pe
     for o in outputs:
         for p in o.summary.perf:
             name = Path(p.path).name
-            perf.setdefault(name, p.model_copy(update={"path": str(out / "perf" / name)}))
+            perf.setdefault(name, p.model_copy(update={"path": f"perf/{name}"}))
     return sorted(perf.values(), key=lambda p: p.seed)
 
 
@@ -309,8 +313,8 @@ def _write_merged_summary(summary: Summary, covers: set[str], tmp: Path) -> None
 
 def _build(tmp: Path, taken: list[ShardOutput], out: Path, report: MergeReport) -> Summary:
     summary = merge_summaries([o.summary for o in taken])
-    rows, summary.findings = _copy_findings(merge_rows(taken), taken, tmp, out, report)
-    summary.perf = _copy_set_aside(taken, tmp, out)
+    rows, summary.findings = _copy_findings(merge_rows(taken), taken, tmp, report)
+    summary.perf = _copy_set_aside(taken, tmp)
     FindingStore.in_dir(tmp).add_all(rows)
     _write_merged_summary(summary, set().union(*(o.covers for o in taken)), tmp)
     write_summary_md(tmp, summary)

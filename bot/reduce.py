@@ -224,7 +224,7 @@ def write_reduced(
     model = _without_value_info(case.model)
     finding = original.model_copy(update={**dict(final), "created": ""})
     title = f"{final.verdict.value} in {spec}: {final.signature} (reduced)"
-    repro = render_repro(model, case.inputs, reference or {}, spec, title)
+    repro = render_repro(model, case.inputs, reference or {}, spec, title, finding=finding)
     write_bundle(dest, model, case.inputs, reference, finding, repro)
     (dest / "model.txt").write_text(onnx.printer.to_text(model) + "\n")
     (dest / "reduction.json").write_text(result.model_dump_json(indent=2) + "\n")

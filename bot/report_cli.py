@@ -54,7 +54,12 @@ def report_command(
         bool, typer.Option("--fail-on-regression/--no-fail-on-regression", help="pr mode: exit 2 on new regressions")
     ] = True,
     close_after: Annotated[int, typer.Option(min=1, help="close an issue after K clean runs in a row")] = 3,
-    python: Annotated[str | None, typer.Option(help="head's interpreter for re-running repros")] = None,
+    python: Annotated[
+        str | None, typer.Option(help="head's interpreter for re-running repros [the campaign's, or head rebuilt]")
+    ] = None,
+    cache_dir: Annotated[
+        Path, typer.Option(help="where head is found built, or built from summary.json's pinned config")
+    ] = Path(".fuzzbot-cache"),
     repro_timeout: Annotated[float, typer.Option(min=1, help="seconds per repro re-run")] = 300.0,
     api_url: Annotated[str | None, typer.Option(help=f"REST API address [GITHUB_API_URL or {DEFAULT_API}]")] = None,
     retries: Annotated[int, typer.Option(min=1, max=20, help="tries per GitHub step")] = 5,
@@ -76,6 +81,7 @@ def report_command(
         fail_on_regression=fail_on_regression,
         close_after=close_after,
         python=python,
+        cache_dir=cache_dir,
         repro_timeout_s=repro_timeout,
         retries=retries,
         max_wait_s=max_wait,

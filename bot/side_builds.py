@@ -15,6 +15,7 @@ from bot.campaign import Campaign, SideSetup
 from bot.case_source import Shard
 from bot.config import FuzzConfig
 from bot.isolation import BuildRoots, IsolationError
+from bot.sides_config import CompilerConfig, SideSpec
 from bot.summary import SideRecord, Summary, write_summary
 from bot.workspace import Workspace, WorkspaceError
 
@@ -59,6 +60,17 @@ def prepare_sides(
     return setups, records
 
 
+def pinned(compiler: CompilerConfig, records: dict[str, SideRecord]) -> CompilerConfig:
+    """The config with each ref side replaced by the commit it resolved to: `main` tonight is
+    not `main` when tomorrow's report job rebuilds head to re-run a repro."""
+    sides = {
+        which: SideSpec(ref=record.commit)
+        for which, record in records.items()
+        if getattr(compiler, which).ref and record.commit
+    }
+    return compiler.model_copy(update=sides)
+
+
 def open_campaign(
     cfg: FuzzConfig,
     shard: Shard | None = None,
@@ -74,6 +86,8 @@ def open_campaign(
         setups, records = prepare_sides(cfg, on_side)
     campaign = Campaign(cfg, setups, shard)
     campaign.summary.sides = records
+    if cfg.compiler is not None:
+        campaign.summary.compiler = pinned(cfg.compiler, records)
     configure(campaign)
     try:
         campaign.start()

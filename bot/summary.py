@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from backends.results import BackendInfo
 from bot.probe import ProbeFailure
+from bot.sides_config import CompilerConfig
 from generator.coverage import CoverageStats
 from oracles.perf import PerfJudgement
 from oracles.sides import CrossVerdict
@@ -27,8 +29,17 @@ def is_bug_key(count_key: str) -> bool:
         return False
 
 
+def in_output(out: Path, path: str) -> Path:
+    """Where a path summary.json holds is now: relative to the output folder (what campaigns
+    and merges write), so a folder that was moved or downloaded as an artifact still reads;
+    an absolute path (an older summary) stays as it is."""
+    p = Path(path)
+    return p if p.is_absolute() else out / p
+
+
 class FindingRef(BaseModel):
     path: str
+    """The bundle folder, relative to the output folder (`in_output`)."""
     verdict: Verdict
     """The culprit side's own verdict (crash, wrong_result, timeout)."""
     across: str = ""
@@ -38,6 +49,7 @@ class FindingRef(BaseModel):
     signature: str
     depends_on_optimization: bool | None = None
     reduced_path: str | None = None
+    """The reduced bundle, relative to the output folder like `path`."""
     reduced_nodes: int | None = None
     culprit: str | None = None
     """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
@@ -45,6 +57,7 @@ class FindingRef(BaseModel):
 
 class PerfFinding(BaseModel):
     path: str
+    """Relative to the output folder, like FindingRef.path."""
     seed: int
     judgements: list[PerfJudgement]
 
@@ -86,6 +99,9 @@ class Summary(BaseModel):
     cannot_compare: str | None = None
     """Why a two-build campaign ran no test: a side that failed to build or start."""
     sides: dict[str, SideRecord] = Field(default_factory=dict)
+    compiler: CompilerConfig | None = None
+    """The `compiler:` section the sides were built from, each ref pinned to the commit it
+    named then: a report job on a fresh runner rebuilds head from it to re-run repros."""
     counts: dict[str, int] = Field(default_factory=dict)
     dropped: dict[str, int] = Field(default_factory=dict)
     value_work: dict[str, int] = Field(default_factory=dict)
@@ -98,6 +114,9 @@ class Summary(BaseModel):
     """Cases the torch reference could not compute, by the op type it stopped at."""
     tiebreaks: dict[str, int] = Field(default_factory=dict)
     """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
+    run_url: str | None = None
+    """The CI run that made this output (GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY
+    and GITHUB_RUN_ID), whose artifact holds the bundles; reports link it."""
     imports: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Per side, where each module its worker's adapter imported came from (bot.isolation)."""
     findings: list[FindingRef] = Field(default_factory=list)
@@ -132,6 +151,14 @@ class Summary(BaseModel):
     def fails_a_change(self) -> int:
         """New regressions and what head brought in broken (new_in_head): a PR check's failure."""
         return self.new_regressions + self.counts.get(CrossVerdict.new_in_head.value, 0)
+
+
+def ci_run_url(env: Mapping[str, str]) -> str | None:
+    """The Actions run this process belongs to, or None outside Actions."""
+    repo, run = env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
+    if not repo or not run:
+        return None
+    return f"{env.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{repo}/actions/runs/{run}"
 
 
 def write_summary(summary: Summary, out: Path) -> Path:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from bot.credentials import without_credentials
 from bot.sides_config import CompilerConfig, SideSpec
 
 COMPLETE = ".complete"
@@ -140,8 +141,11 @@ def describe(repo: Path, sha: str) -> Commit:
 
 
 def _build_env(venv: Path) -> dict[str, str]:
-    """The environment of an activated venv; the bot's own PYTHONPATH is not passed on."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")}
+    """The environment of an activated venv. The bot's own PYTHONPATH is not passed on, nor
+    anything named like a credential: a report job rebuilds head with its GitHub token in
+    the environment, and a build runs the compiler's own code."""
+    dropped = ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")
+    env = {k: v for k, v in without_credentials(os.environ).items() if k not in dropped}
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"

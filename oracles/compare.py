@@ -25,6 +25,19 @@ class Mismatch(StrEnum):
     values = "values"
 
 
+class Sample(BaseModel):
+    """One differing element, for a person to read: where, what was expected, what came
+    (as text: NaN and Inf survive JSON, and every digit the dtype has is kept)."""
+
+    index: list[int]
+    expected: str
+    actual: str
+
+
+SAMPLES = 5
+"""Differing elements kept per output (the first ones, in index order)."""
+
+
 class OutputDiff(BaseModel):
     name: str
     mismatch: Mismatch | None = None
@@ -33,6 +46,18 @@ class OutputDiff(BaseModel):
     max_rel: float = 0.0
     bad_elements: int = 0
     first_bad_index: list[int] | None = None
+    samples: list[Sample] = []
+    """The first differing elements, with their expected and actual values."""
+
+
+def _samples(expected: np.ndarray, actual: np.ndarray, bad: np.ndarray) -> list[Sample]:
+    found = []
+    for at in np.argwhere(bad)[:SAMPLES]:
+        where = tuple(at)
+        found.append(
+            Sample(index=[int(i) for i in at], expected=repr(expected[where].item()), actual=repr(actual[where].item()))
+        )
+    return found
 
 
 class Comparison(BaseModel):
@@ -106,12 +131,16 @@ def compare_output(
         bad = expected != actual
         count = int(bad.sum())
         first = [int(i) for i in np.argwhere(bad)[0]] if count else None
+        abs_err, rel_err = _errors(expected, actual)
         return OutputDiff(
             name=name,
             mismatch=Mismatch.values if count else None,
             bad_elements=count,
             first_bad_index=first,
             detail=f"{count} elements differ" if count else "",
+            max_abs=float(abs_err.max(initial=0.0)),
+            max_rel=float(rel_err.max(initial=0.0)),
+            samples=_samples(expected, actual, bad),
         )
     abs_err, rel_err = _errors(expected, actual)
     diff = OutputDiff(name=name, max_abs=float(abs_err.max(initial=0.0)), max_rel=float(rel_err.max(initial=0.0)))
@@ -119,12 +148,14 @@ def compare_output(
     if nonfinite.any():
         diff.mismatch, diff.bad_elements = Mismatch.nonfinite, int(nonfinite.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(nonfinite)[0]]
+        diff.samples = _samples(expected, actual, nonfinite)
         diff.detail = f"{diff.bad_elements} elements non-finite on one side only"
         return diff
     bad = beyond(expected, actual, tol, edge)
     if bad.any():
         diff.mismatch, diff.bad_elements = Mismatch.values, int(bad.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(bad)[0]]
+        diff.samples = _samples(expected, actual, bad)
         bounds = "exact" if tol.atol == 0 and tol.rtol == 0 else f"atol={tol.atol:g} rtol={tol.rtol:g}"
         diff.detail = f"{diff.bad_elements}/{expected.size} elements beyond {bounds}"
     return diff

@@ -7,7 +7,7 @@ to think about leftovers, and an edit that breaks the model yields None.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -171,29 +171,31 @@ def drop_attribute(case: Case, index: int, attr: str) -> Case | None:
 
 
 def reshape_input(case: Case, name: str, dims: Sequence[int]) -> Case | None:
-    """Graph input `name` given smaller `dims` (its value cut to match); output shapes are
-    left for shape inference to fill in again."""
+    """Graph input `name` given smaller `dims`, keeping the leading elements of its value."""
+    return crop_inputs(case, {name: [(0, size) for size in dims]})
+
+
+def crop_inputs(case: Case, windows: Mapping[str, Sequence[tuple[int, int]]]) -> Case | None:
+    """Graph inputs cut to a (start, stop) window in each dimension, their values cut alike:
+    a window off the origin keeps the elements a wrong result needs, and inputs that
+    broadcast together are cut together. Output shapes are inferred again; one that
+    depends on an input's value (Resize sizes, Reshape shape, fed as a graph input after a
+    cut) is left unknown rather than refusing the candidate: the checker and the bug
+    predicate decide, not shape inference."""
     m = copy_model(case.model)
     g = m.graph
     for vi in g.input:
-        if vi.name == name:
-            shape = vi.type.tensor_type.shape
-            for d, size in zip(shape.dim, dims, strict=True):
+        if vi.name in windows:
+            for d, (start, stop) in zip(vi.type.tensor_type.shape.dim, windows[vi.name], strict=True):
                 d.Clear()
-                d.dim_value = size
+                d.dim_value = stop - start
     for vi in g.output:
         vi.type.tensor_type.ClearField("shape")
     feeds = dict(case.inputs)
-    if name in feeds:
-        feeds[name] = np.ascontiguousarray(feeds[name][tuple(slice(0, d) for d in dims)])
-    checked = rebuild(m, g.node, g.input, g.output, g.initializer, feeds)
-    if checked is None:
-        return None
-    for vi in checked.model.graph.output:  # every output must have a known shape again
-        t = vi.type.tensor_type
-        if not t.HasField("shape") or any(not d.HasField("dim_value") for d in t.shape.dim):
-            return None
-    return checked
+    for name, window in windows.items():
+        if name in feeds:
+            feeds[name] = np.ascontiguousarray(feeds[name][tuple(slice(start, stop) for start, stop in window)])
+    return rebuild(m, g.node, g.input, g.output, g.initializer, feeds)
 
 
 def short_names(case: Case) -> Case | None:

@@ -138,17 +138,49 @@ def default_attributes(case: Case, ctx: Context) -> Case | None:
     return _first_of(ctx, case, _attribute_edits)
 
 
-def _shape_edits(case: Case) -> Iterator[Case | None]:
+def _shrinkable_inputs(case: Case) -> dict[str, list[int]]:
+    """Graph inputs (not initializers) with a known shape that has something to shrink."""
     inits = {t.name for t in case.model.graph.initializer}
+    shapes: dict[str, list[int]] = {}
     for vi in case.model.graph.input:
         dims = [d.dim_value if d.HasField("dim_value") else 0 for d in vi.type.tensor_type.shape.dim]
-        if vi.name in inits or not dims or 0 in dims or max(dims) <= 1:
-            continue
-        ones = [1] * len(dims)
-        halves = [max(1, (d + 1) // 2) for d in dims]
-        yield edit.reshape_input(case, vi.name, ones)
-        if halves != ones:
-            yield edit.reshape_input(case, vi.name, halves)
+        if vi.name not in inits and dims and 0 not in dims and max(dims) > 1:
+            shapes[vi.name] = dims
+    return shapes
+
+
+def _dim_groups(shapes: dict[str, list[int]]) -> list[tuple[int, list[tuple[str, int]]]]:
+    """Dimensions that broadcasting lines up (the same size at the same place counted from
+    the last, numpy's alignment), each with its size: they are cut together, since one cut
+    alone would no longer broadcast against the others."""
+    groups: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name, dims in shapes.items():
+        for axis, size in enumerate(dims):
+            if size > 1:
+                groups.setdefault((len(dims) - axis, size), []).append((name, axis))
+    return [(size, members) for (_, size), members in groups.items()]
+
+
+def _cut(case: Case, shapes: dict[str, list[int]], cuts: dict[tuple[str, int], tuple[int, int]]) -> Case | None:
+    windows = {n: [cuts.get((n, axis), (0, size)) for axis, size in enumerate(shapes[n])] for n, _ in cuts}
+    return edit.crop_inputs(case, windows)
+
+
+def _shape_edits(case: Case) -> Iterator[Case | None]:
+    """Each input at all-ones; then every dimension halved at once; then one dimension (with
+    those that broadcast against it) cut to its first or its second half. Halves on both
+    sides are what lets a bug that lives in a few elements away from the origin (a rounding
+    at one large value) shrink down to them, where leading slices alone lose it."""
+    shapes = _shrinkable_inputs(case)
+    for name, dims in shapes.items():
+        yield _cut(case, shapes, {(name, axis): (0, 1) for axis in range(len(dims))})
+    groups = _dim_groups(shapes)
+    if len(groups) > 1:
+        yield _cut(case, shapes, {m: (0, (size + 1) // 2) for size, members in groups for m in members})
+    for size, members in groups:
+        half = (size + 1) // 2
+        yield _cut(case, shapes, dict.fromkeys(members, (0, half)))
+        yield _cut(case, shapes, dict.fromkeys(members, (half, size)))
 
 
 def shrink_shapes(case: Case, ctx: Context) -> Case | None:

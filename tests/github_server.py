@@ -8,6 +8,12 @@ Fault injection (5xx, primary and secondary rate limits, dropped connections) le
 the bot's error handling deterministically, and a movable clock lets them cover time rules such
 as "at most one comment per day" without sleeping.
 
+Tokens come in GitHub's two kinds, so the bot's identity rules are tested on both: a user token
+(a PAT) for which ``GET /user`` answers, and an app installation token for which it answers 403
+("Resource not accessible by integration") and only GraphQL's ``viewer { login }`` names the
+app's bot account (``<slug>[bot]``).  Every write is attributed to the login of the token that
+made it, so several bots and people can act on one repository over HTTP.
+
 Only what fuzzbot uses is modelled; anything else answers 404 like GitHub does for unknown routes.
 All state lives on the ``FakeGitHub`` instance behind one lock; nothing is global.
 """
@@ -27,15 +33,18 @@ from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 Json = dict[str, Any]
 
 _API_PREFIX = "/api/v3"  # GitHub Enterprise style base_url; PyGithub prepends it to every path
+_GRAPHQL_ENTERPRISE = "/api/graphql"
 _DEFAULT_PER_PAGE = 30
 _MAX_PER_PAGE = 100
 _RATE_LIMIT = 5000
 _STATE_REASONS = {"completed", "not_planned", "reopened", None}
+_VIEWER_LOGIN = re.compile(r"\bviewer\s*\{\s*login\s*\}")
+TokenKind = Literal["user", "app"]
 
 
 def _ts(moment: datetime | None) -> str | None:
@@ -64,6 +73,12 @@ class _Response:
     status: int
     body: Any = None  # JSON-serialisable, or a str sent as HTML
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Token:
+    login: str
+    kind: TokenKind
 
 
 @dataclass
@@ -152,6 +167,8 @@ class _Ctx:
     query: dict[str, str]
     body: Json
     raw: Any  # the decoded JSON as sent: some endpoints (issue labels) take a bare list
+    actor: str = ""  # the login of the token that made the request: every write is theirs
+    kind: TokenKind = "user"
 
 
 Handler = Callable[..., _Response]
@@ -160,9 +177,12 @@ Handler = Callable[..., _Response]
 class FakeGitHub:
     """Stateful GitHub REST server for tests; see the module docstring for why it exists."""
 
-    def __init__(self, token: str = "test-token", bot_login: str = "fuzzbot[bot]") -> None:
+    def __init__(
+        self, token: str = "test-token", bot_login: str = "fuzzbot[bot]", token_kind: TokenKind = "user"
+    ) -> None:
         self.token = token
         self.bot_login = bot_login
+        self._tokens: dict[str, _Token] = {token: _Token(bot_login, token_kind)}
         self.url = ""
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.RLock()
@@ -208,6 +228,12 @@ class FakeGitHub:
         self.stop()
 
     # ----------------------------------------------------------------- test-side API
+
+    def add_token(self, token: str, login: str, kind: TokenKind = "user") -> None:
+        """Another account that may call the API: a person or bot (``kind="user"``), or a GitHub App's
+        installation (``kind="app"``, ``login`` its ``<slug>[bot]``)."""
+        with self._lock:
+            self._tokens[token] = _Token(login, kind)
 
     def add_repo(self, full_name: str) -> None:
         """Create an empty repository the bot may act on (unknown repositories answer 404)."""
@@ -266,6 +292,20 @@ class FakeGitHub:
             repo = self._repo_or_raise(full_name)
             issue = self._issue_or_raise(full_name, number)
             self._add_labels(repo, issue, [name], login)
+
+    def human_comment(self, full_name: str, number: int, body: str, login: str = "maintainer") -> int:
+        """A person comments in the web UI; returns the comment's id."""
+        with self._lock:
+            repo = self._repo_or_raise(full_name)
+            issue = self._issue_or_raise(full_name, number)
+            return self._new_comment(repo, issue, body, login).id
+
+    def human_remove_label(self, full_name: str, number: int, name: str, login: str = "maintainer") -> None:
+        """A person takes a label off the issue, with an 'unlabeled' event by them."""
+        with self._lock:
+            repo = self._repo_or_raise(full_name)
+            issue = self._issue_or_raise(full_name, number)
+            self._replace_labels(repo, issue, [lb for lb in issue.labels if lb.lower() != name.lower()], login)
 
     def fail_next(self, n: int, status: int = 502) -> None:
         """The next n requests answer ``status``: an HTML page for 5xx (as GitHub's edge does), else JSON."""
@@ -333,7 +373,9 @@ class FakeGitHub:
         prefix, path = _strip_prefix(raw_path)
         auth = headers.get("authorization", "")
         scheme, _, given = auth.partition(" ")
-        if scheme.lower() not in ("token", "bearer") or given != self.token:
+        with self._lock:
+            caller = self._tokens.get(given)
+        if scheme.lower() not in ("token", "bearer") or caller is None:
             return _error(401, "Bad credentials")
         try:
             payload = json.loads(body) if body else {}
@@ -341,7 +383,7 @@ class FakeGitHub:
             return _error(400, "Problems parsing JSON")
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
         body_dict = payload if isinstance(payload, dict) else {}
-        ctx = _Ctx(f"{self.url}{prefix}", self.url, path, params, body_dict, payload)
+        ctx = _Ctx(f"{self.url}{prefix}", self.url, path, params, body_dict, payload, caller.login, caller.kind)
         for route_method, pattern, handler in self._routes:
             match = pattern.match(path)
             if match and route_method == method:
@@ -371,6 +413,7 @@ class FakeGitHub:
         issue = repo + r"/issues/(?P<number>\d+)"
         table: list[tuple[str, str, Handler]] = [
             ("GET", r"^/user$", self._get_user),
+            ("POST", r"^/graphql$", self._graphql),
             ("GET", r"^/users/(?P<login>[^/]+)$", self._get_named_user),
             ("GET", r"^/rate_limit$", self._get_rate_limit),
             ("GET", repo + "$", self._get_repo),
@@ -399,8 +442,19 @@ class FakeGitHub:
         return [(method, re.compile(pattern), handler) for method, pattern, handler in table]
 
     def _get_user(self, ctx: _Ctx) -> _Response:
-        user = self._user_json(ctx, self.bot_login)
-        return _Response(200, {**user, "name": self.bot_login, "created_at": _ts(self._now())})
+        """The token's own account; an installation token has none, and GitHub answers 403."""
+        if ctx.kind == "app":
+            raise _HttpError(403, "Resource not accessible by integration")
+        user = self._user_json(ctx, ctx.actor)
+        return _Response(200, {**user, "name": ctx.actor, "created_at": _ts(self._now())})
+
+    def _graphql(self, ctx: _Ctx) -> _Response:
+        """Only ``query { viewer { login } }``, the one way an installation token learns its
+        bot login; anything else is a GraphQL error (HTTP 200 with ``errors``, as GitHub answers)."""
+        query = ctx.body.get("query")
+        if not isinstance(query, str) or not _VIEWER_LOGIN.search(query):
+            return _Response(200, {"errors": [{"message": "fake GitHub answers only viewer { login }"}]})
+        return _Response(200, {"data": {"viewer": {"login": ctx.actor}}})
 
     def _get_named_user(self, ctx: _Ctx, login: str) -> _Response:
         """Any login exists: PyGithub fetches users lazily when e.g. ``issue.user.name`` is read."""
@@ -432,7 +486,7 @@ class FakeGitHub:
             for issue in repo.issues.values()
             if state in ("all", issue.state)
             and all(w in {lb.lower() for lb in issue.labels} for w in wanted)
-            and (creator is None or issue.user == creator)
+            and (creator is None or issue.user.lower() == creator.lower())
             and (since is None or issue.updated_at >= since)
         ]
         sort_keys: dict[str, Callable[[_Issue], Any]] = {
@@ -457,13 +511,13 @@ class FakeGitHub:
             id=next(self._ids),
             title=title,
             body=ctx.body.get("body"),
-            user=self.bot_login,
+            user=ctx.actor,
             created_at=now,
             updated_at=now,
             assignees=list(ctx.body.get("assignees") or []),
         )
         repo.issues[issue.number] = issue
-        self._add_labels(repo, issue, _label_names(ctx.body.get("labels")), self.bot_login)
+        self._add_labels(repo, issue, _label_names(ctx.body.get("labels")), ctx.actor)
         return _Response(201, self._issue_json(ctx, repo, issue))
 
     def _get_issue(self, ctx: _Ctx, owner: str, name: str, number: str) -> _Response:
@@ -483,9 +537,9 @@ class FakeGitHub:
         if "assignees" in ctx.body:
             issue.assignees = list(ctx.body["assignees"] or [])
         if "labels" in ctx.body:
-            self._replace_labels(repo, issue, _label_names(ctx.body["labels"]), self.bot_login)
+            self._replace_labels(repo, issue, _label_names(ctx.body["labels"]), ctx.actor)
         if "state" in ctx.body:
-            self._set_state(issue, ctx.body["state"], reason, self.bot_login)
+            self._set_state(issue, ctx.body["state"], reason, ctx.actor)
         elif reason is not None and issue.state == "closed":
             issue.state_reason = reason
         issue.updated_at = self._now()
@@ -510,12 +564,7 @@ class FakeGitHub:
         body = ctx.body.get("body")
         if not isinstance(body, str) or not body:
             raise _HttpError(422, "Validation Failed", [{"resource": "IssueComment", "code": "missing_field"}])
-        now = self._now()
-        comment = _Comment(next(self._ids), issue.number, body, self.bot_login, now, now)
-        repo.comments[comment.id] = comment
-        issue.comment_ids.append(comment.id)
-        issue.updated_at = now
-        return _Response(201, self._comment_json(ctx, repo, comment))
+        return _Response(201, self._comment_json(ctx, repo, self._new_comment(repo, issue, body, ctx.actor)))
 
     def _get_comment(self, ctx: _Ctx, owner: str, name: str, cid: str) -> _Response:
         repo = self._repo(owner, name)
@@ -548,21 +597,21 @@ class FakeGitHub:
     def _add_issue_labels(self, ctx: _Ctx, owner: str, name: str, number: str) -> _Response:
         repo = self._repo(owner, name)
         issue = self._issue(repo, number)
-        self._add_labels(repo, issue, _label_names(ctx.body.get("labels", ctx.raw)), self.bot_login)
+        self._add_labels(repo, issue, _label_names(ctx.body.get("labels", ctx.raw)), ctx.actor)
         issue.updated_at = self._now()
         return _Response(200, self._labels_json(ctx, repo, issue.labels))
 
     def _set_issue_labels(self, ctx: _Ctx, owner: str, name: str, number: str) -> _Response:
         repo = self._repo(owner, name)
         issue = self._issue(repo, number)
-        self._replace_labels(repo, issue, _label_names(ctx.body.get("labels", ctx.raw)), self.bot_login)
+        self._replace_labels(repo, issue, _label_names(ctx.body.get("labels", ctx.raw)), ctx.actor)
         issue.updated_at = self._now()
         return _Response(200, self._labels_json(ctx, repo, issue.labels))
 
     def _clear_issue_labels(self, ctx: _Ctx, owner: str, name: str, number: str) -> _Response:
         repo = self._repo(owner, name)
         issue = self._issue(repo, number)
-        self._replace_labels(repo, issue, [], self.bot_login)
+        self._replace_labels(repo, issue, [], ctx.actor)
         return _Response(204)
 
     def _remove_issue_label(self, ctx: _Ctx, owner: str, name: str, number: str, label: str) -> _Response:
@@ -570,7 +619,7 @@ class FakeGitHub:
         issue = self._issue(repo, number)
         if label.lower() not in {lb.lower() for lb in issue.labels}:
             raise _HttpError(404, "Label does not exist")
-        self._replace_labels(repo, issue, [lb for lb in issue.labels if lb.lower() != label.lower()], self.bot_login)
+        self._replace_labels(repo, issue, [lb for lb in issue.labels if lb.lower() != label.lower()], ctx.actor)
         issue.updated_at = self._now()
         return _Response(200, self._labels_json(ctx, repo, issue.labels))
 
@@ -662,6 +711,14 @@ class FakeGitHub:
 
     def _user_id(self, login: str) -> int:
         return self._user_ids.setdefault(login, 500 + len(self._user_ids))
+
+    def _new_comment(self, repo: _Repo, issue: _Issue, body: str, login: str) -> _Comment:
+        now = self._now()
+        comment = _Comment(next(self._ids), issue.number, body, login, now, now)
+        repo.comments[comment.id] = comment
+        issue.comment_ids.append(comment.id)
+        issue.updated_at = now
+        return comment
 
     def _ensure_label(self, repo: _Repo, name: str) -> _Label:
         """GitHub creates unknown labels (grey) when an issue is labelled with them."""
@@ -912,6 +969,8 @@ def _label_names(value: Any) -> list[str]:
 def _strip_prefix(raw_path: str) -> tuple[str, str]:
     """Split off the query and the Enterprise '/api/v3' prefix; returns (prefix, path)."""
     path = raw_path.split("?", 1)[0]
+    if path == _GRAPHQL_ENTERPRISE:  # PyGithub's GraphQL address for an Enterprise base_url ".../api/v3"
+        return "/api", "/graphql"
     if path == _API_PREFIX or path.startswith(_API_PREFIX + "/"):
         return _API_PREFIX, path[len(_API_PREFIX) :] or "/"
     return "", path

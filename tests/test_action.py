@@ -196,6 +196,7 @@ def test_a_head_that_does_not_build_is_an_error_not_a_clean_run(
         ({"mode": "fuzz-only", "budget": "soon"}, "error: budget: 'soon' is not a duration"),
         ({"mode": "fuzz-only", "config": "missing.yml"}, "error: config: missing.yml is not a file"),
         ({"mode": "pr", "merge": "out", "pr-number": "7; rm -rf /"}, "error: pr-number: '7; rm -rf /' is not"),
+        ({"mode": "schedule", "merge": "out", "close-after": "0"}, "error: close-after: '0' is not a number of runs"),
     ],
 )
 def test_a_bad_input_is_one_error_line_and_exit_1(tmp_path: Path, inputs: dict[str, str], expected: str) -> None:

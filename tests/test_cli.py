@@ -61,7 +61,7 @@ def test_perturbed_outputs_are_caught_as_wrong_results(cli: Cli, tmp_path: Path,
     assert r.code == 2
     s = _summary(tmp_path)
     assert s.counts == {"wrong_result": 6}
-    bundle = Path(s.findings[0].path)
+    bundle = tmp_path / s.findings[0].path
     assert {p.name for p in bundle.iterdir()} == {
         "model.onnx",
         "inputs.npz",
@@ -99,7 +99,7 @@ def test_repro_exits_nonzero_while_the_bug_is_present(cli: Cli, tmp_path: Path, 
         "--cache-dir",
         probe_cache,
     )
-    bundle = Path(_summary(tmp_path).findings[0].path)
+    bundle = tmp_path / _summary(tmp_path).findings[0].path
     script = (bundle / "repro.py").read_text()
     # Break the expectation itself: the real onnxruntime now disagrees with it.
     broken = script.replace("def main():", "def main():\n    EXPECTED.update({k: v + 1 for k, v in EXPECTED.items()})")
@@ -134,7 +134,7 @@ def test_crashing_or_hanging_worker_does_not_stop_the_campaign(
     assert s.counts.get("pass", 0) >= 1
     assert s.worker_restarts >= 1
     ref = next(f for f in s.findings if f.verdict.value == verdict)
-    finding = Finding.model_validate_json((Path(ref.path) / "finding.json").read_text())
+    finding = Finding.model_validate_json((tmp_path / ref.path / "finding.json").read_text())
     assert finding.verdict.value == verdict
     assert finding.stage == ("compile" if verdict == "crash" else "run")  # the faults: a segv compiling, a hung kernel
     if verdict == "crash":
@@ -263,7 +263,7 @@ def test_a_difference_on_an_operand_inside_its_margin_is_filtered_not_reported(t
         campaign.close()
     assert campaign.counts == {"wrong_result": 1, "filtered:unstable-margin": 1}
     assert len(campaign.summary.findings) == 1 and campaign.summary.finding_count == 1
-    finding = Finding.model_validate_json((Path(campaign.summary.findings[0].path) / "finding.json").read_text())
+    finding = Finding.model_validate_json((tmp_path / campaign.summary.findings[0].path / "finding.json").read_text())
     assert finding.runs == ["wrong_result"] * 3 and finding.across == "persistent"
     assert finding.localization is not None and finding.localization.level == "disable"
     assert not finding.localization.depends_on_optimization  # the fault perturbs every level alike

@@ -292,3 +292,45 @@ def test_concurrent_writes_get_distinct_numbers(fake: FakeGitHub) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         numbers = list(pool.map(lambda k: repo.create_issue(f"t{k}").number, range(12)))
     assert sorted(numbers) == list(range(1, 13))
+
+
+def test_tokens_act_as_their_own_accounts_and_app_tokens_have_no_user(fake: FakeGitHub) -> None:
+    """A user token is named by GET /user; an installation token is refused there, as on GitHub,
+    and only GraphQL's viewer names its bot. Each token's writes are its own account's."""
+    fake.add_token("pat", "alice", "user")
+    fake.add_token("inst", "fuzzbot-app[bot]", "app")
+    assert client(fake, token="pat").get_user().login == "alice"
+    with pytest.raises(GithubException) as refused:
+        client(fake, token="inst").get_user().login  # noqa: B018  (lazy object: the attribute access fetches)
+    assert refused.value.status == 403 and refused.value.data["message"] == "Resource not accessible by integration"
+    app = client(fake, token="inst")
+    _, answer = app.requester.graphql_query("query { viewer { login } }", {})
+    assert answer == {"data": {"viewer": {"login": "fuzzbot-app[bot]"}}}
+    enterprise = client(fake, base_url=f"{fake.url}/api/v3", token="pat")
+    assert enterprise.requester.graphql_query("query{viewer{login}}", {})[1]["data"]["viewer"]["login"] == "alice"
+    assert fake.requests[-1] == ("POST", "/graphql")
+    with pytest.raises(GithubException) as unknown:
+        app.requester.graphql_query("query { repository(owner: 1) { id } }", {})
+    assert unknown.value.status == 400  # PyGithub's mapping of a 200 answer with "errors"
+
+    issue = app.get_repo(REPO).create_issue("by the app", labels=["fuzzbot"])
+    issue.create_comment("app comment")
+    client(fake, token="pat").get_repo(REPO).get_issue(issue.number).create_comment("alice's comment")
+    [snap] = fake.issues(REPO)
+    assert snap["user"] == "fuzzbot-app[bot]" and snap["events"][0]["actor"] == "fuzzbot-app[bot]"
+    assert [c["user"] for c in snap["comments"]] == ["fuzzbot-app[bot]", "alice"]
+    found = app.get_repo(REPO).get_issues(state="all", creator="FuzzBot-App[bot]")  # type: ignore[arg-type]
+    assert [i.number for i in found] == [issue.number]  # logins match without case, as on GitHub
+
+
+def test_people_comment_and_take_labels_off(fake: FakeGitHub) -> None:
+    repo = client(fake).get_repo(REPO)
+    issue = repo.create_issue("x", labels=["fuzzbot", "fuzzbot:crash"])
+    cid = fake.human_comment(REPO, issue.number, "<!-- fuzzbot:pr --> quoted", login="bob")
+    fake.human_remove_label(REPO, issue.number, "FUZZBOT", login="bob")
+    fetched = repo.get_issue(issue.number)
+    assert [lb.name for lb in fetched.labels] == ["fuzzbot:crash"]
+    [comment] = list(fetched.get_comments())
+    assert (comment.id, comment.user.login, comment.body) == (cid, "bob", "<!-- fuzzbot:pr --> quoted")
+    events = [(e.event, e.actor.login) for e in fetched.get_events()]
+    assert events[-1] == ("unlabeled", "bob")

@@ -111,7 +111,7 @@ def test_the_smallest_reduced_bundle_is_the_one_kept(cli: Cli, shards: tuple[Pat
     kept = tmp_path / "m" / row.smallest / "model.onnx"
     assert len(onnx.load(str(kept)).graph.node) == 1
     ref = next(f for f in _summary(tmp_path / "m").findings if f.fingerprint == fp)
-    assert ref.reduced_nodes == 1 and ref.reduced_path == str(tmp_path / "m" / "findings" / bundle.name / "reduced")
+    assert ref.reduced_nodes == 1 and ref.reduced_path == f"findings/{bundle.name}/reduced"
 
 
 def test_merging_is_idempotent(cli: Cli, shards: tuple[Path, Path], tmp_path: Path) -> None:

@@ -105,3 +105,16 @@ def test_normalize_skips_source_locations_and_keeps_the_exception_type() -> None
     assert normalize(ort) != normalize(ort.replace("Add node", "Mul node"))
     # onnxruntime's status class and code change between releases; the message does not.
     assert normalize(ort).startswith("ONNXRuntimeError: Non-zero status code")
+
+
+def test_an_integer_difference_has_its_size_and_the_elements_that_differ() -> None:
+    """An integer output that wraps instead of saturating: a person needs the values and the
+    error, not `max_abs 0.0`."""
+    from oracles.compare import compare_output
+
+    expected = np.array([[7, 2147483647], [0, -3]], np.int32)
+    actual = np.array([[7, -2147483648], [0, -3]], np.int32)
+    diff = compare_output("y", expected, actual, Tolerance(atol=0.0, rtol=0.0))
+    assert diff.mismatch is Mismatch.values and diff.bad_elements == 1
+    assert diff.max_abs == 4294967295.0 and diff.max_rel == 4294967295.0 / 2147483648.0
+    assert [(s.index, s.expected, s.actual) for s in diff.samples] == [([0, 1], "2147483647", "-2147483648")]

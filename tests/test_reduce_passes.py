@@ -161,6 +161,78 @@ def test_shapes_stay_when_the_checker_would_refuse_the_smaller_model() -> None:
     assert out is None or out.model.graph.input[0].type.tensor_type.shape.dim[0].dim_value < 4
 
 
+def _shrink_int32(shape: list[int]) -> onnx.ModelProto:
+    node = helper.make_node("Shrink", ["x"], ["y"], bias=0.248)
+    io = [helper.make_tensor_value_info(n, TensorProto.INT32, shape) for n in "xy"]
+    graph = helper.make_graph([node], "g", io[:1], io[1:])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _shrink_is_wrong(case: Case) -> bool:
+    """onnxruntime's Shrink on int32 computes x - bias in float32, so a large x rounds up
+    (4816896 - 0.248 gives 4816896, not 4816895): a real wrong result, in one element."""
+    onnx.checker.check_model(case.model, full_check=True)  # every tested candidate is valid ONNX
+    x = case.inputs["x"]
+    session = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = np.where(x > 0.5, x - 0.248, np.where(x < -0.5, x + 0.248, 0.0)).astype(np.int32)
+    return bool((session.run(None, {"x": x})[0] != want).any())
+
+
+def test_input_shapes_shrink_to_the_element_the_bug_lives_in() -> None:
+    """A reduced one-node model used to keep its [14, 15, 1, 10] input: every smaller shape
+    kept only the leading elements, and the one element the wrong result needs was not
+    among them. Halves from either side find it."""
+    x = np.zeros((14, 15, 1, 10), np.int32)
+    x[9, 11, 0, 7] = 4816896
+    x[2, 3, 0, 4] = 100  # right on every build: a value that is not the bug
+    case = Case(_shrink_int32([14, 15, 1, 10]), {"x": x})
+    assert _shrink_is_wrong(case)
+    ctx = _ctx(_shrink_is_wrong, values=False)
+    out = passes.shrink_shapes(case, ctx)
+    assert out is not None and out.inputs["x"].shape == (1, 1, 1, 1) and out.inputs["x"].item() == 4816896
+    assert [d.dim_value for d in out.model.graph.output[0].type.tensor_type.shape.dim] == [1, 1, 1, 1]
+    assert ctx.tester.stats.tests < 60
+
+
+def test_inputs_that_broadcast_together_shrink_together() -> None:
+    """Add of two [6, 8] inputs whose failure needs one element of each at the same place:
+    cutting one input alone no longer broadcasts, so both are cut alike."""
+    x, y = np.zeros((6, 8), np.float32), np.zeros((6, 8), np.float32)
+    x[4, 5], y[4, 5] = 7000.0, 777.0
+    case = Case(
+        _model([helper.make_node("Add", ["x", "y"], ["s"])], {"x": [6, 8], "y": [6, 8]}, {"s": [6, 8]}),
+        {"x": x, "y": y},
+    )
+
+    def sums_to_7777(c: Case) -> bool:
+        onnx.checker.check_model(c.model, full_check=True)
+        session = ort.InferenceSession(c.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return bool((session.run(None, c.inputs)[0] == 7777.0).any())
+
+    out = passes.shrink_shapes(case, _ctx(sums_to_7777, values=False))
+    assert out is not None and {k: v.shape for k, v in out.inputs.items()} == {"x": (1, 1), "y": (1, 1)}
+
+
+def test_a_value_dependent_output_shape_does_not_block_shrinking() -> None:
+    """Resize whose sizes arrive as a graph input (as after a cut): the output's shape cannot
+    be inferred from the input's, which used to refuse every smaller input."""
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", F, [6, 10]),
+            helper.make_tensor_value_info("sizes", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", F, [3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    case = Case(model, {"x": _x(6, 10), "sizes": np.array([3, 4], np.int64)})
+    out = passes.shrink_shapes(case, _ctx(_has("Resize")))
+    assert out is not None and out.inputs["x"].shape == (1, 1)
+    np.testing.assert_array_equal(out.inputs["sizes"], [3, 4])
+
+
 def test_tidy_gives_short_names() -> None:
     out = passes.tidy(_chain(), _ctx(_has("Neg")))
     assert out is not None

@@ -75,7 +75,7 @@ def test_the_regression_is_reduced_to_the_fusion_trigger(campaign: tuple[Path, C
     out, _ = campaign
     summary = json.loads((out / "summary.json").read_text())
     for ref in summary["findings"]:
-        model = onnx.load(str(Path(ref["reduced_path"]) / "model.onnx"))
+        model = onnx.load(str(out / ref["reduced_path"] / "model.onnx"))
         ops = [n.op_type for n in model.graph.node]
         # The trigger: a Mul whose only use is the first operand of a Sub.
         assert ops == ["Mul", "Sub"], ops
@@ -93,7 +93,7 @@ def test_the_campaign_bisected_the_regression_to_its_commit(
     out, _ = campaign
     ref = json.loads((out / "summary.json").read_text())["findings"][0]
     assert ref["culprit"].split()[0] == toy_repo.sha("bug")
-    steps = json.loads((Path(ref["path"]) / "bisect.json").read_text())["steps"]
+    steps = json.loads((out / ref["path"] / "bisect.json").read_text())["steps"]
     assert any(s["outcome"] == "skip" for s in steps)  # the broken build was stepped over
 
 
@@ -103,7 +103,7 @@ def test_fuzzbot_bisect_names_the_culprit_of_the_campaigns_finding(
     out, _ = campaign
     ref = json.loads((out / "summary.json").read_text())["findings"][0]
     config = _config(tmp_path, toy_repo, build_cache)
-    r = cli("bisect", ref["path"], "--good", "fusion", "--bad", "docs", "--config", str(config))
+    r = cli("bisect", str(out / ref["path"]), "--good", "fusion", "--bad", "docs", "--config", str(config))
     assert r.code == 0, r.err
     assert toy_repo.sha("bug") in r.out and "first bad commit" in r.out.lower()
 

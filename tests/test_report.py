@@ -146,16 +146,49 @@ def test_issue_title_and_body_carry_markers_and_a_runnable_repro(two_builds: Pat
     assert "new_regression" in body and "optimization" in body
 
 
-def test_big_parts_are_clipped_with_a_pointer_and_never_run(two_builds: Path) -> None:
+def test_a_repro_is_whole_or_named_never_cut(two_builds: Path) -> None:
+    """A 47,654-character repro, with a long model text, fits an issue whole: the model text
+    gives way. One over the limit is named with where the run keeps it, and never posted cut
+    (auto-close could never run it)."""
     rep = load_report(two_builds)
+    fits = replace(rep.items[0], repro="x = 1  # " + "y" * 47_640 + "\n", model_text="node\n" * 40_000)
+    body = issue_body(fits, rep)
+    assert len(body) < MAX_BODY and extract_repro(body) == fits.repro
+    assert f"see `{fits.bundle}/model.txt`" in body
     item = replace(rep.items[0], repro="print('x')\n" * 20_000, model_text="node\n" * 40_000)
     body = issue_body(item, rep)
     assert len(body) < MAX_BODY
-    assert f"see `{item.bundle}/repro.py`" in body and f"see `{item.bundle}/model.txt`" in body
-    assert extract_repro(body) is None, "a clipped repro must not be run by auto-close"
+    assert f"repro.py is 220,000 characters, more than an issue can hold: it is `{item.bundle}/repro.py`" in body
+    assert extract_repro(body) is None, "a repro that does not fit is never posted cut"
     many = Report(rep.out, rep.summary, [item] * 40, rep.flaky, rep.run_id)
     comment = pr_comment(many)
     assert len(comment) < MAX_BODY and comment.startswith(PR_MARKER)
+
+
+def test_a_repro_with_large_inputs_runs_from_the_issue_body(two_builds: Path, tmp_path: Path) -> None:
+    """A real repro of a model with 6,000 random float inputs: its compressed data alone is
+    over 20,000 characters. It is posted whole, and the script taken back out of the issue
+    runs on onnxruntime and gives its verdict (exit 0: Relu is right on this build)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from backends.spec import parse_backend
+    from bot.repro import render_repro
+
+    x = np.random.default_rng(7).standard_normal(6_000).astype(np.float32)
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [6_000]) for n in "xy"]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", vi[:1], vi[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    script = render_repro(model, {"x": x}, {"y": np.maximum(x, 0)}, parse_backend("onnxruntime:all"), "big")
+    assert len(script) > 20_000
+    rep = load_report(two_builds)
+    body = issue_body(replace(rep.items[0], repro=script, model_text=onnx.printer.to_text(model)), rep)
+    assert len(body) <= MAX_BODY and extract_repro(body) == script
+    (tmp_path / "repro.py").write_text(extract_repro(body) or "")
+    done = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "OK: outputs match the reference"), done.stderr
 
 
 def test_pr_comment_puts_regressions_first_and_the_rest_in_one_line(two_builds: Path) -> None:
@@ -518,16 +551,15 @@ def test_fuzzbot_runs_without_pygithub_and_report_says_what_is_missing(
     assert r.code == 1 and len(r.err_lines) == 1 and "pip install pygithub==2.10.0" in r.err
 
 
-def test_no_head_interpreter_means_no_issue_is_closed(tmp_path: Path) -> None:
-    """A merge job on a fresh runner has none of the shards' venvs: it must not fall back to
-    its own interpreter, where a repro may pass on another build."""
-    from bot.github.findings import load_report
-    from bot.github.run import _head_python
+def test_no_head_build_to_be_had_is_said_and_never_borrows_this_interpreter(tmp_path: Path) -> None:
+    """A merge job on a fresh runner has none of the shards' venvs: with no config to rebuild
+    head from, it must say so, not fall back to its own interpreter, where a repro may pass
+    on another build."""
+    from bot.head_build import HeadUnavailable, head_python
+    from bot.summary import SideRecord, Summary
 
-    out = tmp_path / "out"
-    out.mkdir()
-    summary = {"tests": 0, "sides": {"head": {"label": "head", "python": str(tmp_path / "gone" / "python")}}}
-    (out / "summary.json").write_text(json.dumps(summary))
-    report = load_report(out)
-    assert _head_python(report, None) is None
-    assert _head_python(report, "/usr/bin/python3") == "/usr/bin/python3"
+    summary = Summary(sides={"head": SideRecord(label="head", python=str(tmp_path / "gone" / "python"))})
+    with pytest.raises(HeadUnavailable, match="give --python"):
+        head_python(summary, tmp_path / "cache")
+    here = Summary(sides={"head": SideRecord(label="head", python=sys.executable)})
+    assert head_python(here, tmp_path / "cache") == sys.executable

@@ -247,7 +247,7 @@ def test_findings_record_their_runs_and_localization(tmp_path: Path) -> None:
     cfg = FuzzConfig(out=tmp_path, probe=False, max_tests=3, budget=60, test_fault={"kind": "perturb"})
     summary = Campaign(cfg).run()
     assert summary.findings and all(f.depends_on_optimization is False for f in summary.findings)
-    finding = Finding.model_validate_json((Path(summary.findings[0].path) / "finding.json").read_text())
+    finding = Finding.model_validate_json((tmp_path / summary.findings[0].path / "finding.json").read_text())
     assert finding.runs == [finding.verdict] * 3 and finding.localization is not None
 
 

@@ -139,3 +139,18 @@ def test_commits_between_lists_the_range_oldest_first(toy_repo: ToyRepo) -> None
     assert commits[4].author == "Toy Dev <dev@toycc.test>" and commits[4].date.startswith("2026-01-")
     with pytest.raises(WorkspaceError, match="not an ancestor"):
         commits_between(toy_repo.path, toy_repo.sha("docs"), toy_repo.sha("wip_fix"))
+
+
+def test_a_build_never_sees_a_token(
+    toy_repo: ToyRepo, build_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report job rebuilds head with its GitHub token in the environment; the recipe runs
+    the compiler's own code and must not get it, whatever the variable is called."""
+    for name in ("GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "MY_PYPI_PASSWORD"):
+        monkeypatch.setenv(name, "ghs_" + "x" * 36)
+    seen = tmp_path / "build-env.txt"
+    cfg = toy_compiler_config(toy_repo).model_copy(update={"build": [f"env > {seen}"]})
+    side = Workspace(cfg, build_cache).prepare_side("head")
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "ghs_" + "x" * 36 not in seen.read_text()
+    assert env["VIRTUAL_ENV"] == str(side.python.parent.parent)

@@ -3,7 +3,8 @@
 An adapter runs inside the worker, under the side's own interpreter, so this module
 uses the standard library only. A plugin may subclass `Adapter` (the `backends`
 package is on every worker's path) or just provide the same attributes: the worker
-reads the optional ones with defaults.
+reads the optional ones with defaults. A plugin's repro script carries this module's
+code (bot.repro, docstrings dropped) in place of fuzzbot, so it must stay self-contained.
 
 Required: `name`, `levels`, `default_level`, `__init__(options)`, `info()`,
 `compile(model, level)` and `run(compiled, inputs)`.
@@ -51,6 +52,11 @@ class Adapter:
     lossy_dtypes: ClassVar[dict[str, str]] = {}
     """Element types the system computes in a narrower type by design, with why: probing
     leaves them out, since every difference they cause is documented behaviour."""
+    repro_requires: ClassVar[tuple[str, ...]] = ()
+    """pip requirements of a repro script besides numpy, `{version}` standing for the
+    finding's build: the install line a maintainer copies from an issue."""
+    repro_note: ClassVar[str] = ""
+    """What else a repro needs that pip alone does not give (a GPU, a checkout)."""
     probe: ClassVar[bool] = True
     """Whether support probing is worth it: False where the system runs every registry op
     by construction (torch.compile compiles the registry's own torch code), or where one
@@ -78,9 +84,9 @@ class Adapter:
 
 
 def adapter_snippet(module: str, qualname: str, level: str, folder: str | None = None) -> str:
-    """`run(model_bytes, inputs)` through an adapter class by name: how a plugin's repro
-    runs, since the bot process never imports a plugin (its system is not installed here).
-    `folder`: where a plugin given as a file lives, put on the path first."""
+    """`run(model_bytes, inputs)` through an adapter class by name, for an adapter with no
+    snippet of its own (torch.compile's repro needs fuzzbot's generator anyway; plugin repros
+    are rendered by bot.repro, which inlines the plugin). `folder`: put on the path first."""
     find = f"    import sys\n\n    sys.path.insert(0, {folder!r})\n" if folder else ""
     return f"""def run(model_bytes, inputs):
 {find}    from {module} import {qualname} as Adapter

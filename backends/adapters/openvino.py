@@ -36,6 +36,7 @@ class OpenVinoAdapter(Adapter):
         r"is not supported",
         r"unconverted_ops_report",
     )
+    repro_requires = ("openvino=={version}",)
     options = {"precision": "INFERENCE_PRECISION_HINT [f32]", "threads": "INFERENCE_NUM_THREADS [1]"}
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -83,7 +84,6 @@ class OpenVinoAdapter(Adapter):
         mode = cls.level_modes[level]
         return f"""def run(model_bytes, inputs):
     import numpy as np
-    import onnx
     import openvino as ov
 
     core = ov.Core()
@@ -91,7 +91,6 @@ class OpenVinoAdapter(Adapter):
     config = {{"EXECUTION_MODE_HINT": "{mode}", "INFERENCE_PRECISION_HINT": "f32"}}
     compiled = core.compile_model(model, "CPU", config)
     result = compiled.create_infer_request().infer(inputs)
-    by_name = {{n: out for out in compiled.outputs for n in out.get_names()}}
-    names = [o.name for o in onnx.load_from_string(model_bytes).graph.output]
-    return {{n: np.array(result[by_name[n]]) for n in names if n in by_name}}
+    # Every name of every output port (a port may carry several): the graph outputs among them.
+    return {{n: np.array(result[out]) for out in compiled.outputs for n in out.get_names()}}
 """

@@ -30,6 +30,7 @@ class OrtAdapter(Adapter):
         r"Could not find an implementation for",
         r"is not (?:currently )?supported",
     )
+    repro_requires = ("onnxruntime=={version}",)
     options = {
         "provider": "execution provider(s), '+'-separated in priority order [CPUExecutionProvider]",
         "threads": "intra-op threads [1]",

@@ -33,6 +33,8 @@ class TensorRtAdapter(Adapter):
         r"is not supported",
         r"does not support",
     )
+    repro_requires = ("tensorrt=={version}", "torch")
+    repro_note = "Needs a CUDA GPU, and torch built with CUDA (device buffers come from torch)."
     options = {"device": "CUDA device index [0]", "workspace_mb": "builder workspace limit in MiB [1024]"}
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -107,8 +109,11 @@ class TensorRtAdapter(Adapter):
     def repro_snippet(cls, level: str) -> str:
         return f"""def run(model_bytes, inputs):
     import numpy as np
-    import tensorrt as trt
     import torch
+
+    if not torch.cuda.is_available():
+        raise Unavailable("tensorrt: no CUDA device")
+    import tensorrt as trt
 
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)

@@ -47,6 +47,7 @@ class TvmAdapter(Adapter):
     """TVM's own wording for what it does not handle, from the Relax ONNX frontend's raises
     and asserts and the legalizers' messages (tests/test_tvm_limits.py reads them from the
     installed TVM's source and checks each is classified, and no invalid-model error is)."""
+    repro_requires = ("onnx", "apache-tvm=={version}")
     options = {"threads": "TVM_NUM_THREADS for the compiled code [1]", "target": "TVM target string [llvm]"}
 
     def __init__(self, options: dict[str, str]) -> None:

@@ -4,6 +4,12 @@ dry-run against.
 PyGithub's own retry and request pacing are turned off: `RetryPolicy` retries whole
 idempotent steps (look up by marker, then write), never a bare POST, so a response lost
 after the server acted cannot make a duplicate.
+
+The bot's memory is its markers, and anyone who can comment can type a marker: so a reader
+returns only what the token's own account wrote. That account is asked of GitHub, never
+guessed from a name: `GET /user` for a user token, GraphQL's `viewer` for an app
+installation token (which has no user, and whose bot login `<slug>[bot]` any other app's
+`...[bot]` must not pass for).
 """
 
 from __future__ import annotations
@@ -14,16 +20,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
+from github.Issue import Issue
+from github.NamedUser import NamedUser
+from github.Organization import Organization
 
 from bot.github.errors import GitHubUnavailable, ReportError
 from bot.github.text import scrub
 
 T = TypeVar("T")
 SECONDARY_WAIT_S = 60.0
+VIEWER_QUERY = "query { viewer { login } }"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The account the token acts as: everything it wrote, and nothing else, is the bot's."""
+
+    login: str
+    kind: Literal["user", "app"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +53,7 @@ class IssueInfo:
     state_reason: str | None
     labels: tuple[str, ...]
     author: str
-    """Who opened it: for a bot issue, the bot's own login (any token type, no /user call)."""
+    """Who opened it: for a bot issue, the bot's own login."""
     created_at: datetime
 
 
@@ -48,8 +66,14 @@ class CommentInfo:
 
 
 class Reader(Protocol):
-    def bot_issues(self, label: str) -> list[IssueInfo]: ...
-    def comments(self, number: int) -> list[CommentInfo]: ...
+    def bot_issues(self) -> list[IssueInfo]:
+        """Every issue the bot opened, open or closed, whatever its labels now."""
+        ...
+
+    def bot_comments(self, number: int) -> list[CommentInfo]:
+        """The bot's own comments on an issue or PR: a person's comment never counts."""
+        ...
+
     def reopened_by(self, number: int) -> list[str]: ...
     def now(self) -> datetime: ...
 
@@ -59,15 +83,16 @@ class Tracker(Reader, Protocol):
     def create_comment(self, number: int, body: str) -> int: ...
     def edit_comment(self, number: int, comment_id: int, body: str) -> None: ...
     def close_issue(self, number: int) -> None: ...
+    def add_labels(self, number: int, labels: list[str]) -> None: ...
 
 
 class EmptyRepo:
     """The reader of a dry run without a token: a repository with no bot issue or comment yet."""
 
-    def bot_issues(self, label: str) -> list[IssueInfo]:
+    def bot_issues(self) -> list[IssueInfo]:
         return []
 
-    def comments(self, number: int) -> list[CommentInfo]:
+    def bot_comments(self, number: int) -> list[CommentInfo]:
         return []
 
     def reopened_by(self, number: int) -> list[str]:
@@ -106,44 +131,32 @@ class LiveRepo:
             per_page=100,
         )
         self._repo = self._gh.get_repo(full_name)
-        self._me: str | None = None
+        self._me: Identity | None = None
 
-    def _trusted(self, author: str) -> bool:
-        """Whether an issue is the bot's own: opened by the token's user (GET /user), or, for an
-        app installation token that has no user, by an app (`...[bot]`). Anyone who can label
-        issues could otherwise make the bot run the "repro" of an issue they wrote."""
+    def identity(self) -> Identity:
+        """Asked once per report; a 5xx or a rate limit is raised for the caller's retry."""
         if self._me is None:
-            try:
-                self._me = self._gh.get_user().login
-            except GithubException as e:
-                if e.status >= 500 or _rate_limit_wait(e) is not None:
-                    raise
-                self._me = ""
-        return author == self._me if self._me else author.endswith("[bot]")
+            self._me = whoami(self._gh)
+        return self._me
 
-    def bot_issues(self, label: str) -> list[IssueInfo]:
-        found = []
-        for i in self._repo.get_issues(state="all", labels=[label], sort="created", direction="asc"):
-            if i.pull_request is not None or not self._trusted(i.user.login if i.user else ""):
-                continue
-            found.append(
-                IssueInfo(
-                    number=i.number,
-                    title=i.title,
-                    body=i.body or "",
-                    state=i.state,
-                    state_reason=i.state_reason,
-                    labels=tuple(lb.name for lb in i.labels),
-                    author=i.user.login if i.user else "",
-                    created_at=_aware(i.created_at),
-                )
-            )
-        return found
+    def bot_issues(self) -> list[IssueInfo]:
+        """Listed by creator, not by label: a person may take the label off, and anyone may put it
+        on an issue of theirs. The author is checked again here, whatever the server filtered."""
+        me = self.identity().login
+        listed = self._repo.get_issues(
+            state="all",
+            creator=me,  # type: ignore[arg-type]  # PyGithub takes a login string at runtime
+            sort="created",
+            direction="asc",
+        )
+        return [_issue_info(i) for i in listed if i.pull_request is None and _login(i.user) == me]
 
-    def comments(self, number: int) -> list[CommentInfo]:
+    def bot_comments(self, number: int) -> list[CommentInfo]:
+        me = self.identity().login
         return [
-            CommentInfo(c.id, c.body or "", c.user.login if c.user else "", _aware(c.created_at))
+            CommentInfo(c.id, c.body or "", me, _aware(c.created_at))
             for c in self._repo.get_issue(number).get_comments()
+            if _login(c.user) == me
         ]
 
     def reopened_by(self, number: int) -> list[str]:
@@ -168,6 +181,58 @@ class LiveRepo:
 
     def close_issue(self, number: int) -> None:
         self._repo.get_issue(number).edit(state="closed", state_reason="completed")
+
+    def add_labels(self, number: int, labels: list[str]) -> None:
+        """Adds only: a label a person put on the issue stays."""
+        self._repo.get_issue(number).add_to_labels(*labels)
+
+
+def _login(user: NamedUser | Organization | None) -> str:
+    return user.login if user is not None else ""
+
+
+def _issue_info(i: Issue) -> IssueInfo:
+    return IssueInfo(
+        number=i.number,
+        title=i.title,
+        body=i.body or "",
+        state=i.state,
+        state_reason=i.state_reason,
+        labels=tuple(lb.name for lb in i.labels),
+        author=_login(i.user),
+        created_at=_aware(i.created_at),
+    )
+
+
+def whoami(gh: Github) -> Identity:
+    """`GET /user` names a user token's account. An installation token is refused there (403,
+    "Resource not accessible by integration"); GraphQL's `viewer` then names its bot, spelt as
+    REST spells the author of what it wrote: `<slug>[bot]`. The login is taken as given, never
+    patched to look like a bot's: a wrong identity would file every issue again."""
+    try:
+        _, user = gh.requester.requestJsonAndCheck("GET", "/user")
+    except GithubException as e:
+        if e.status != 403 or _rate_limit_wait(e) is not None:
+            raise
+    else:
+        login = user.get("login") if isinstance(user, dict) else None
+        if isinstance(login, str) and login:
+            return Identity(login, "user")
+        raise ReportError("GET /user gave no login: cannot tell which comments and issues are the bot's")
+    try:
+        _, answer = gh.requester.graphql_query(VIEWER_QUERY, {})
+    except GithubException as e:
+        if e.status >= 500 or _rate_limit_wait(e) is not None:
+            raise
+        raise ReportError(
+            f"cannot tell whose token this is: GET /user answered 403 and GraphQL viewer {e.status} {_message(e)}"
+        ) from e
+    data = answer.get("data")
+    viewer = data.get("viewer") if isinstance(data, dict) else None
+    login = viewer.get("login") if isinstance(viewer, dict) else None
+    if not isinstance(login, str) or not login:
+        raise ReportError("GraphQL viewer gave no login: cannot tell which comments and issues are the bot's")
+    return Identity(login, "app" if login.endswith("[bot]") else "user")
 
 
 @dataclass(frozen=True)
@@ -238,11 +303,11 @@ class RetryingReader:
         self._reader, self._policy = reader, policy
         self._now: datetime | None = None
 
-    def bot_issues(self, label: str) -> list[IssueInfo]:
-        return self._policy.call("list issues", lambda: self._reader.bot_issues(label))
+    def bot_issues(self) -> list[IssueInfo]:
+        return self._policy.call("list issues", self._reader.bot_issues)
 
-    def comments(self, number: int) -> list[CommentInfo]:
-        return self._policy.call(f"comments of #{number}", lambda: self._reader.comments(number))
+    def bot_comments(self, number: int) -> list[CommentInfo]:
+        return self._policy.call(f"comments of #{number}", lambda: self._reader.bot_comments(number))
 
     def reopened_by(self, number: int) -> list[str]:
         return self._policy.call(f"events of #{number}", lambda: self._reader.reopened_by(number))

@@ -85,12 +85,14 @@ class DryRunSink:
         return entry
 
     def send(self, action: Action) -> str:
+        """A write with no body (putting labels back) is listed in plan.json only."""
         action = scrubbed(action, self.secrets)
-        name = f"{len(self.plan) + 1:02d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', action.key)}.md"
-        (self.folder / name).write_text(action.body)
+        name = f"{len(self.plan) + 1:02d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', action.key)}.md" if action.body else None
+        if name is not None:
+            (self.folder / name).write_text(action.body)
         self.plan.append(self._entry(action, name))
         self.log.append((action, "planned"))
-        _log(f"dry run: {action.key} -> {self.folder / name}", self.secrets)
+        _log(f"dry run: {action.key} -> {self.folder / name if name else 'plan.json'}", self.secrets)
         return "planned"
 
     def note(self, text: str) -> None:

@@ -69,10 +69,9 @@ def load_report(out: Path) -> Report:
 
 
 def relative(out: Path, path: str | Path) -> str:
-    """`path` relative to the output folder when it is inside it (summary.json holds absolute paths)."""
+    """`path` (absolute, or relative to the working folder as `out` is) named from inside
+    the output folder, as people and artifacts see it."""
     p = Path(path)
-    if not p.is_absolute():
-        return p.as_posix()
     try:
         return p.resolve().relative_to(out.resolve()).as_posix()
     except ValueError:
@@ -80,9 +79,9 @@ def relative(out: Path, path: str | Path) -> str:
 
 
 def _resolve(out: Path, path: str) -> Path:
-    """Where a bundle is now. summary.json holds absolute paths, but an output folder is often
-    read after a move or a copy (a downloaded CI artifact): then the longest tail of the path
-    that exists under `out` is it."""
+    """Where a bundle is now. summary.json holds paths relative to the output folder; an older
+    one holds absolute paths, and an output folder is often read after a move or a copy (a
+    downloaded CI artifact): then the longest tail of the path that exists under `out` is it."""
     p = Path(path)
     if not p.is_absolute():
         return out / p

@@ -2,12 +2,14 @@
 comments (occurrence, status, close). Pure functions of a `Report`, so a dry run shows
 exactly what a live run would post, and tests need no server.
 
-Every body starts with its markers (a cut at the end never loses them), clips big parts
-(model text, repro) with a pointer to the artifact, and is scrubbed of secrets last.
+Every body starts with its markers (a cut at the end never loses them), clips a long model
+text with a pointer to the artifact, holds a repro whole or says where the run keeps it
+(a cut script could never run, nor its issue close), and is scrubbed of secrets last.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from backends.results import BackendInfo
@@ -30,7 +32,8 @@ from bot.github.text import (
 
 TITLE_CHARS = 120
 PART_CHARS = 20_000
-"""A model text or repro longer than this is clipped, so one finding cannot crowd out the rest."""
+"""A model text longer than this is clipped, so one finding cannot crowd out the rest (a
+repro is never clipped: it is whole, or named with where the run keeps it)."""
 LIST_LINES = 30
 """One-line entries per section of the PR comment; the summary.md has all of them."""
 
@@ -52,8 +55,9 @@ def head_commit(report: Report) -> str:
     head = s.sides.get("head")
     if head is not None and head.commit:
         return head.commit
-    if s.backend is not None:
-        return s.backend.commit or s.backend.version
+    if s.backend is not None:  # a release: its version says more than the commit it was built from
+        build = f"{s.backend.name} {s.backend.version}"
+        return f"{build} @ {s.backend.commit[:12]}" if s.backend.commit else build
     return "unknown"
 
 
@@ -64,17 +68,50 @@ def _details(summary: str, body: str, lang: str, artifact: str, limit: int = PAR
     return ["<details>", f"<summary>{summary}</summary>", "", fence(text, lang), "", "</details>", ""]
 
 
-def _repro_block(item: Item, limit: int = PART_CHARS) -> list[str]:
-    """repro.py between markers, so auto-close can run it again from the issue alone; a clipped
-    repro loses its markers (a partial script must never be run)."""
+def _repro_block(item: Item, report: Report, limit: int) -> list[str]:
+    """repro.py between markers, so auto-close can run it again from the issue alone. A repro
+    is never cut (a partial script could never run, and its issue never close): one that does
+    not fit in `limit` characters is named, with where the run keeps it."""
     artifact = f"{item.bundle}/repro.py"
     if not item.repro:
         return [f"*repro.py: not in the output folder ({artifact}).*", ""]
-    text, clipped = clip(item.repro, limit, artifact)
-    block = ["<details>", "<summary>repro.py (exits 1 while the bug is present)</summary>", ""]
-    if clipped:
-        return [*block, fence(text, "python"), "", "</details>", ""]
-    return [*block, REPRO_BEGIN, fence(text, "python"), REPRO_END, "", "</details>", ""]
+    block = ["<details>", "<summary>repro.py (exit 1: reproduced, 0: not, 3: cannot tell)</summary>", ""]
+    full = [*block, REPRO_BEGIN, fence(item.repro, "python"), REPRO_END, "", "</details>", ""]
+    if len("\n".join(full)) <= limit:
+        return full
+    where = f"in the artifact of {_run_link(report)}" if report.summary.run_url else "in the campaign's output folder"
+    return [
+        f"*repro.py is {len(item.repro):,} characters, more than an issue can hold: it is `{artifact}` {where}.*",
+        "",
+    ]
+
+
+def _run_link(report: Report) -> str:
+    url = report.summary.run_url
+    return f"[the run that found it]({url})" if url else "the run that found it"
+
+
+def _kind(item: Item, report: Report) -> str:
+    """What a finding is across builds; with one build there is nothing to compare: a bug."""
+    return item.across if report.summary.base is not None else "bug"
+
+
+def _differences(item: Item) -> list[str]:
+    """Expected against actual, for the first differing elements of each wrong output."""
+    comparison = item.finding.comparison if item.finding else None
+    wrong = [o for o in comparison.outputs if o.mismatch is not None] if comparison else []
+    if not wrong:
+        return []
+    lines = ["### What differs", "", "| output | index | expected | actual |", "|---|---|---|---|"]
+    for o in wrong:
+        lines += [f"| `{o.name}` | {s.index} | `{s.expected}` | `{s.actual}` |" for s in o.samples]
+        if not o.samples:
+            lines.append(f"| `{o.name}` | | {_one_line(o.detail, 200).replace('|', '&#124;')} | |")
+    summary = "; ".join(
+        f"`{o.name}`: {o.bad_elements} element(s) differ, max abs error {o.max_abs:.4g}, max rel error {o.max_rel:.4g}"
+        for o in wrong
+    )
+    return [*lines, "", summary, ""]
 
 
 def _localization(item: Item) -> str:
@@ -98,10 +135,11 @@ def _culprit(item: Item) -> str | None:
     return item.ref.culprit
 
 
-def _facts(item: Item) -> list[str]:
+def _facts(item: Item, report: Report) -> list[str]:
     f = item.finding
+    kind = _kind(item, report)
     rows = [
-        ("verdict", item.ref.verdict.value + (f" ({item.across})" if item.across != item.ref.verdict.value else "")),
+        ("verdict", item.ref.verdict.value + (f" ({kind})" if kind != item.ref.verdict.value else "")),
         ("stage", (f.stage or "?") if f else "?"),
         ("signature", f"`{_one_line(item.ref.signature, 300)}`"),
         ("fingerprint", f"`{item.ref.fingerprint}`"),
@@ -134,25 +172,47 @@ def issue_title(item: Item, recurrence: int = 1) -> str:
 
 def issue_body(item: Item, report: Report, recurrence: int = 1, previous: int | None = None) -> str:
     lines = [fingerprint_marker(item.ref.fingerprint), recurrence_marker(recurrence), ""]
-    verdict = f"**{item.ref.verdict.value}** ({item.across})"
-    lines += [f"fuzzbot found a {verdict} that reproduces with a standalone script.", ""]
+    verdict = f"**{item.ref.verdict.value}** ({_kind(item, report)})"
+    found = f" by {_run_link(report)}" if report.summary.run_url else ""
+    lines += [f"fuzzbot found a {verdict}{found} that reproduces with a standalone script.", ""]
     if previous is not None:
         lines += [f"This bug was seen before in #{previous}, which was closed; it has come back.", ""]
-    lines += _facts(item)
+    lines += _facts(item, report) + _differences(item)
     lines += ["### Reduced model (ONNX text form)", ""]
-    lines += _details("model.txt", item.model_text, "text", f"{item.bundle}/model.txt")
-    lines += ["### Reproduce", "", "Run it with the interpreter that has the build:", ""]
-    lines += _repro_block(item)
-    lines += ["*This issue is closed automatically once the repro passes on head in several scheduled runs in a row.*"]
-    return cap_body("\n".join(lines) + "\n")
+    model = _details("model.txt", item.model_text, "text", f"{item.bundle}/model.txt")
+    tail = ["*This issue is closed automatically once the repro passes on head in several scheduled runs in a row.*"]
+    reproduce = ["### Reproduce", "", *_run_lines(item), ""]
+    room = MAX_BODY - len("\n".join(lines + reproduce + tail)) - 200
+    repro = _repro_block(item, report, room - len("\n".join(model)))
+    if REPRO_BEGIN not in "\n".join(repro):  # make room by clipping the model text, which the repro holds too
+        model = _details("model.txt", item.model_text, "text", f"{item.bundle}/model.txt", MODEL_CHARS_MIN)
+        repro = _repro_block(item, report, room - len("\n".join(model)))
+    return cap_body("\n".join(lines + model + reproduce + repro + tail) + "\n")
 
 
-def _regression(item: Item, limit: int) -> list[str]:
+MODEL_CHARS_MIN = 2_000
+"""The model text kept when a repro needs the room: the repro embeds the model anyway."""
+
+
+INSTALL_LINE = re.compile(r"#\s*Install:\s*(pip install .+?)\s*$")
+"""The header line of a repro (bot.repro) that says what to install."""
+
+
+def _run_lines(item: Item) -> list[str]:
+    """How to run the repro: the install line it names in its own header, then the run."""
+    install = next((m.group(1) for m in map(INSTALL_LINE.match, item.repro.splitlines()[:12]) if m), "")
+    lines = ["Save the script below as `repro.py`, then:", "", "```sh"]
+    lines += [install] if install else []
+    return [*lines, "python repro.py  # exit 1: reproduced, 0: not reproduced, 3: cannot tell", "```"]
+
+
+def _regression(item: Item, report: Report, limit: int, room: int) -> list[str]:
+    """One flagged finding in full: the model text clipped at `limit`, the repro whole when
+    the `room` left in the comment holds it."""
     lines = [f"### {item.ref.verdict.value}: `{_one_line(item.ref.signature, 200)}`", ""]
-    lines += _facts(item)
+    lines += _facts(item, report) + _differences(item)
     lines += _details("reduced model (ONNX text)", item.model_text, "text", f"{item.bundle}/model.txt", limit)
-    lines += _repro_block(item, limit)
-    return lines
+    return lines + _repro_block(item, report, room - len("\n".join(lines)))
 
 
 def _short(items: Iterable[Item]) -> list[str]:
@@ -192,7 +252,7 @@ def pr_comment(report: Report) -> str:
     per_part = max(1_000, min(PART_CHARS, budget // max(1, 2 * len(flagged))))
     body: list[str] = []
     for n, item in enumerate(flagged):
-        part = _regression(item, per_part)
+        part = _regression(item, report, per_part, MAX_BODY - 500 - len("\n".join(head + body + rest)))
         if len("\n".join(head + body + part + rest)) > MAX_BODY - 500:
             body += [f"*... {len(flagged) - n} more not shown: see summary.md.*", ""]
             break

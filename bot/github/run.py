@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.github.actions import BOT_LABEL, Action
+from bot.github.actions import Action
 from bot.github.autoclose import ReproRunner, plan_closes
 from bot.github.client import EmptyRepo, LiveRepo, Reader, RetryingReader, RetryPolicy
 from bot.github.dispatch import DryRunSink, LiveSink, Sink
@@ -20,8 +20,9 @@ from bot.github.errors import ReportError
 from bot.github.findings import Report, load_report
 from bot.github.pr import exit_code, pr_action
 from bot.github.queue import ReportQueue
-from bot.github.schedule import plan_issues, reportable
-from bot.github.text import scrub
+from bot.github.schedule import Plan, plan_issues, reportable
+from bot.github.text import find_fingerprint, scrub
+from bot.head_build import HeadUnavailable, head_python
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class ReportOptions:
     fail_on_regression: bool = True
     close_after: int = 3
     python: str | None = None
+    """Head's interpreter for re-running repros; else the campaign's, or head rebuilt."""
+    cache_dir: Path = Path(".fuzzbot-cache")
+    """Where head is found built, or built, from summary.json's pinned config."""
     repro_timeout_s: float = 300.0
     retries: int = 5
     max_wait_s: float = 60.0
@@ -44,7 +48,7 @@ class ReportOptions:
 
 def run_report(opts: ReportOptions) -> int:
     """The exit code: 2 for a PR with new regressions (unless told not to fail), else 0."""
-    secrets = (opts.token,) if opts.token else ()
+    secrets = sink_secrets(opts)
     report = load_report(opts.out_dir)
     policy = RetryPolicy(tries=opts.retries, backoff_s=opts.backoff_s, max_wait_s=opts.max_wait_s, secrets=secrets)
     reader, sink = _connect(opts, policy)
@@ -55,11 +59,7 @@ def run_report(opts: ReportOptions) -> int:
         _step_summary(action.body, secrets)
         code = exit_code(report, opts.fail_on_regression)
     else:
-        python = _head_python(report, opts.python)
-        if python is None:
-            print("warning: head's interpreter is not here: no issue closed (give --python)", file=sys.stderr)
-        runner = ReproRunner(python, opts.repro_timeout_s) if python else None
-        _schedule(report, reader, sink, runner, opts.close_after)
+        code = _schedule(report, reader, sink, opts)
         _step_summary(_outcomes(sink.log), secrets)
     sink.finish()
     return code
@@ -75,48 +75,54 @@ def _connect(opts: ReportOptions, policy: RetryPolicy) -> tuple[Reader, DryRunSi
     """A dry run reads the repository when it has a token (so its plan is the real one) and
     never writes; a live run first replays what an interrupted report left queued."""
     if opts.dry_run is not None:
-        live = LiveRepo(opts.token, opts.api_url, _checked_repo(opts.repo)) if opts.token else None
+        live = _identified(opts, policy) if opts.token else None
         reader: Reader = RetryingReader(live, policy) if live else EmptyRepo()
         return reader, DryRunSink(opts.dry_run, policy.secrets, [a for _, a in ReportQueue(opts.out_dir).pending()])
     if not opts.token:
         raise ReportError("GITHUB_TOKEN is not set (give a token, or --dry-run DIR to see what would be posted)")
-    tracker = LiveRepo(opts.token, opts.api_url, _checked_repo(opts.repo))
+    tracker = _identified(opts, policy)
     sink = LiveSink(tracker, policy, ReportQueue(opts.out_dir))
     sink.replay()
     return RetryingReader(tracker, policy), sink
 
 
-def _head_python(report: Report, flag: str | None) -> str | None:
-    """The interpreter with head's build: --python, else the campaign's head side, when it
-    exists on this machine. Never this process's own interpreter: a repro that passes on
-    another build would close an issue that is not fixed (a merge job on a fresh runner
-    has none of the shards' venvs; it needs --python)."""
-    if flag:
-        return flag
-    head = report.summary.sides.get("head")
-    recorded = [head.python if head is not None else None]
-    recorded.append(report.summary.backend.executable if report.summary.backend is not None else None)
-    for path in recorded:
-        if path and Path(path).is_file():
-            return path
-    return None
+def _identified(opts: ReportOptions, policy: RetryPolicy) -> LiveRepo:
+    """The repository, once GitHub has said whose token this is: before anything is read, so a
+    token that names no account stops the report before it trusts any marker."""
+    repo = LiveRepo(opts.token, opts.api_url, _checked_repo(opts.repo))
+    me = policy.call("who the token is", repo.identity)
+    print(scrub(f"reporting as {me.login} ({me.kind} token)", policy.secrets), file=sys.stderr)
+    return repo
 
 
-def _schedule(report: Report, reader: Reader, sink: Sink, runner: ReproRunner | None, close_after: int) -> None:
-    issues = reader.bot_issues(BOT_LABEL)
-    opened = plan_issues(report, reader, issues)
-    for note in opened.notes:
-        sink.note(note)
-    for action in opened.actions:
-        sink.send(action)
-    if runner is None:  # no build of head to ask: leave every count as it is
-        return
+def _schedule(report: Report, reader: Reader, sink: Sink, opts: ReportOptions) -> int:
+    """File or update issues, then re-run the repros of open issues this run did not see.
+    1 when no build of head could be had to re-run them: auto-close that cannot work must
+    not look like a clean report."""
+    issues = reader.bot_issues()
+    _send(sink, plan_issues(report, reader, issues))
     seen = {item.ref.fingerprint for item in reportable(report)}
-    closing = plan_closes(report, reader, issues, seen, runner, close_after)
-    for note in closing.notes:
+    if not any(i.state == "open" and find_fingerprint(i.body) not in (None, *seen) for i in issues):
+        return 0
+    try:
+        python = opts.python or head_python(report.summary, opts.cache_dir)
+    except HeadUnavailable as e:
+        sink.note(f"no issue closed: {e}")
+        print(scrub(f"error: {e}", sink_secrets(opts)), file=sys.stderr)
+        return 1
+    _send(sink, plan_closes(report, reader, issues, seen, ReproRunner(python, opts.repro_timeout_s), opts.close_after))
+    return 0
+
+
+def _send(sink: Sink, plan: Plan) -> None:
+    for note in plan.notes:
         sink.note(note)
-    for action in closing.actions:
+    for action in plan.actions:
         sink.send(action)
+
+
+def sink_secrets(opts: ReportOptions) -> tuple[str, ...]:
+    return (opts.token,) if opts.token else ()
 
 
 def _step_summary(markdown: str, secrets: tuple[str, ...]) -> None:

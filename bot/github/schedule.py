@@ -2,6 +2,10 @@
 open gets an occurrence comment (at most daily); a bug whose issue was closed as fixed and
 that is back opens a new issue, `(2)`, `(3)` like syzbot, linking the old one. An issue a
 person closed as not planned stays closed: the bot does not argue with a triage decision.
+
+Issues are the bot's own (see `Reader.bot_issues`), found by their fingerprint marker; the
+`fuzzbot` label is for people to filter by, so one a person took off is put back, and its
+absence never makes the bot file a duplicate.
 """
 
 from __future__ import annotations
@@ -9,11 +13,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.github.actions import BOT_LABEL, Action, occurrence_due
+from bot.github.actions import BOT_LABEL, Action, bot_comment, missing_labels, occurrence_due
 from bot.github.client import IssueInfo, Reader
 from bot.github.findings import Item, Report
 from bot.github.render import head_commit, issue_body, issue_title, occurrence_comment, status_comment
-from bot.github.text import STATUS_MARKER, find_clean_runs, find_fingerprint, find_recurrence, occurrence_marker
+from bot.github.text import (
+    CANNOT_TELL,
+    STATUS_MARKER,
+    find_clean_runs,
+    find_fingerprint,
+    find_recurrence,
+    occurrence_marker,
+)
+
+ONE_BUILD_LABEL = "fuzzbot:bug"
+"""A one-build campaign has no base to compare with: its findings are bugs of that build, not
+"persistent" ones (nothing says they were there before)."""
 
 
 @dataclass
@@ -44,9 +59,15 @@ def latest_by_fingerprint(issues: Iterable[IssueInfo]) -> dict[str, IssueInfo]:
     return latest
 
 
-def labels_for(item: Item) -> list[str]:
-    labels = [BOT_LABEL, f"fuzzbot:{item.ref.verdict.value}"]
-    if item.across == "new_regression":
+def verdict_label(item: Item) -> str:
+    return f"fuzzbot:{item.ref.verdict.value}"
+
+
+def labels_for(item: Item, report: Report) -> list[str]:
+    labels = [BOT_LABEL, verdict_label(item)]
+    if report.summary.base is None:
+        labels.append(ONE_BUILD_LABEL)
+    elif item.across == "new_regression":
         labels.append("fuzzbot:regression")
     elif item.across == "new_in_head":
         labels.append("fuzzbot:new-in-head")
@@ -56,6 +77,7 @@ def labels_for(item: Item) -> list[str]:
 def plan_issues(report: Report, reader: Reader, issues: list[IssueInfo]) -> Plan:
     plan = Plan()
     latest = latest_by_fingerprint(issues)
+    plan.actions += plan_labels(report, issues)
     for item in reportable(report):
         fp = item.ref.fingerprint
         issue = latest.get(fp)
@@ -70,13 +92,29 @@ def plan_issues(report: Report, reader: Reader, issues: list[IssueInfo]) -> Plan
     return plan
 
 
+def plan_labels(report: Report, issues: list[IssueInfo]) -> list[Action]:
+    """Every open bot issue gets `fuzzbot` back when a person took it off; one whose bug this run
+    saw gets its verdict label back too (the run is what says which verdict that is)."""
+    seen = {item.ref.fingerprint: item for item in reportable(report)}
+    actions = []
+    for issue in issues:
+        fp = find_fingerprint(issue.body)
+        if issue.state != "open" or fp is None:
+            continue
+        item = seen.get(fp)
+        wanted = [BOT_LABEL, *([verdict_label(item)] if item is not None else [])]
+        if missing_labels(issue, wanted):
+            actions.append(Action(kind="labels", key=f"labels-{issue.number}", number=issue.number, labels=wanted))
+    return actions
+
+
 def _open(item: Item, report: Report, recurrence: int, previous: int | None) -> Action:
     return Action(
         kind="open_issue",
         key=f"issue-{item.ref.fingerprint}-{recurrence}",
         title=issue_title(item, recurrence),
         body=issue_body(item, report, recurrence, previous),
-        labels=labels_for(item),
+        labels=labels_for(item, report),
         fingerprint=item.ref.fingerprint,
         recurrence=recurrence,
     )
@@ -94,7 +132,7 @@ def _seen_open(plan: Plan, item: Item, report: Report, reader: Reader, issue: Is
                 marker=occurrence_marker(report.run_id),
             )
         )
-    status = next((c for c in reader.comments(issue.number) if STATUS_MARKER in c.body), None)
-    if status is not None and find_clean_runs(status.body)[0] > 0:
+    status = bot_comment(reader, issue.number, STATUS_MARKER)
+    if status is not None and (find_clean_runs(status.body)[0] > 0 or CANNOT_TELL in status.body):
         body = status_comment(0, 0, head_commit(report), report.run_id)
         plan.actions.append(Action(kind="status", key=f"status-{issue.number}", number=issue.number, body=body))

@@ -18,6 +18,8 @@ STATUS_MARKER = "<!-- fuzzbot:status -->"
 CLOSE_MARKER = "<!-- fuzzbot:closed -->"
 REPRO_BEGIN = "<!-- fuzzbot:repro:begin -->"
 REPRO_END = "<!-- fuzzbot:repro:end -->"
+CANNOT_TELL = "could not re-run: "
+"""Opens the line of a status comment whose last re-run could not tell (exit 3, a timeout, ...)."""
 
 _FINGERPRINT = re.compile(r"<!-- fuzzbot:fingerprint=([0-9A-Za-z_.:-]+) -->")
 _RECURRENCE = re.compile(r"<!-- fuzzbot:recurrence=(\d+) -->")
