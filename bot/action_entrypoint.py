@@ -15,7 +15,6 @@ Exit codes are the CLI's: 0 clean, 2 new regressions (findings, for one build), 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,22 +23,26 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from bot.credentials import looks_secret
 
+if TYPE_CHECKING:
+    from bot.summary import Summary
+
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
 MODES = ("pr", "schedule", "fuzz-only")
 REPORTING_MODES = ("pr", "schedule")
-COUNT_OUTPUTS = {
+FINDING_OUTPUTS = {
     "new-regressions": "new_regression",
     "new-in-head": "new_in_head",
     "fixed": "fixed",
     "persistent": "persistent",
-    "flaky": "flaky",
 }
+"""Outputs that count findings (distinct bugs, summary.json's `distinct`), as the PR comment
+and summary.md do; `tests` and `flaky` count tests (a flaky case has no fingerprint)."""
 
 
 class InputError(Exception):
@@ -245,8 +248,8 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
 def merged_code(out: Path) -> int:
     """A merge fails the job on new regressions (and models new in head run wrong), as a
     campaign does."""
-    counts = read_counts(out)
-    return EXIT_FINDINGS if counts.get("new_regression", 0) or counts.get("new_in_head", 0) else EXIT_OK
+    summary = read_summary(out)
+    return EXIT_FINDINGS if summary is not None and summary.fails_a_change else EXIT_OK
 
 
 def report(inputs: Inputs, env: Mapping[str, str], root: Path) -> int:
@@ -283,22 +286,28 @@ def dry_run_dir(value: str, out: Path, root: Path) -> Path | None:
     return out / "dry-run" if flag in ("true", "1", "yes") else root / value
 
 
-def read_counts(out: Path) -> dict[str, int]:
-    """The verdict counts of out/summary.json; empty when the campaign wrote none."""
+def read_summary(out: Path) -> Summary | None:
+    """out/summary.json, or None when the campaign wrote none (or a broken one)."""
+    from bot.summary import Summary  # slow to import: only once the campaign ran
+
     try:
-        counts = json.loads((out / "summary.json").read_text()).get("counts", {})
+        return Summary.model_validate_json((out / "summary.json").read_text())
     except (OSError, ValueError):
-        return {}
-    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
+        return None
 
 
 def outputs(out: Path, root: Path) -> dict[str, str]:
-    """The Action's outputs: counts by verdict across builds, all findings, the folder."""
-    from bot.summary import is_bug_key  # slow to import: only once the campaign ran
+    """The Action's outputs: findings by label and in all (every bug, whatever its label),
+    the tests run and the flaky ones among them, the folder. Findings are summary.json's
+    `distinct`, so a workflow that gates on them agrees with the comment it posts."""
+    from bot.summary import Summary, is_bug_key
 
-    counts = read_counts(out)
-    values = {name: str(counts.get(key, 0)) for name, key in COUNT_OUTPUTS.items()}
-    values["findings"] = str(sum(n for k, n in counts.items() if is_bug_key(k)))
+    summary = read_summary(out) or Summary()
+    distinct = summary.distinct
+    values = {name: str(distinct.get(key, 0)) for name, key in FINDING_OUTPUTS.items()}
+    values["findings"] = str(sum(n for k, n in distinct.items() if is_bug_key(k)))
+    values["tests"] = str(summary.tests)
+    values["flaky"] = str(summary.counts.get("flaky", 0))
     values["report-path"] = str(out.relative_to(root)) if out.is_relative_to(root) else str(out)
     return values
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from backends.results import BackendInfo
 from bot import __version__
@@ -29,6 +29,26 @@ from oracles.verdict import Judgement, Verdict
 
 class BundleError(Exception):
     """A bundle or model file that cannot be read; the message fits on one line."""
+
+
+class DtypeEvidence(BaseModel):
+    """The element types a reduced trigger was tried at, by what each showed (bot.generalize)."""
+
+    dtype: str
+    """The type the trigger was found with (its first input's)."""
+    fails: list[str] = Field(default_factory=list)
+    passes: list[str] = Field(default_factory=list)
+    untestable: list[str] = Field(default_factory=list)
+
+    @property
+    def needs_dtype(self) -> bool:
+        """Whether the failure depends on the type: only a type that passes says so."""
+        return bool(self.passes)
+
+    def describe(self) -> str:
+        """For people: where the bug shows and where it does not."""
+        shown = f"fails at {', '.join(self.fails)}"
+        return shown + (f"; passes at {', '.join(self.passes)}" if self.passes else "")
 
 
 class Finding(Judgement):
@@ -52,6 +72,8 @@ class Finding(Judgement):
     rule_detail: str = ""
     localization: Localization | None = None
     note: str = ""
+    dtypes: DtypeEvidence | None = None
+    """Of a reduced finding: the types its trigger fails and passes at (bot.generalize)."""
     fuzzbot_version: str = __version__
     created: str = ""
 

@@ -25,7 +25,16 @@ from bot.bundle import Finding, write_bundle
 from bot.case_source import CaseSource, Prepared, Shard
 from bot.config import FuzzConfig
 from bot.finding_bisect import bisect_finding
-from bot.finding_reduction import SideRun, reduce_one, rename_finding
+from bot.finding_reduction import (
+    SidePools,
+    SideRun,
+    across_after_reduction,
+    generalize,
+    input_form,
+    reduce_one,
+    reduction_order,
+    rename_finding,
+)
 from bot.isolation import BuildRoots, check_isolation
 from bot.perf_check import compare_perf
 from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
@@ -296,27 +305,37 @@ class Campaign:
         return cross.key
 
     def keep_finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
-        """Write the bundle first, then the store: nothing is counted or shown before it is on disk."""
+        """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
+
+        A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
+        than the finding's bundles show earns a bundle, and the weaker bundles go to
+        duplicates/; a weaker sighting is counted, not kept (Summary.superseded_by)."""
         j = cross.culprit.first
         finding = self._finding(case, results, cross)
         self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
-        if self.kept[j.fingerprint] >= self.cfg.keep_per_fingerprint:
+        superseded = self.summary.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
+        if superseded is None:
             self.store.record(finding, None, shard=self.summary.shard)
             return
-        dest = Path(self.cfg.out) / "findings" / f"{self._count_key(cross)}-{j.fingerprint}-seed{case.seed}"
+        out = Path(self.cfg.out)
+        dest = out / "findings" / f"{self._count_key(cross)}-{j.fingerprint}-seed{case.seed}"
         self._write(dest, case, cross, finding, results)
         self.store.record(finding, dest, shard=self.summary.shard)
-        self.kept[j.fingerprint] += 1
+        for ref in superseded:
+            self.summary.findings.remove(ref)
+            (out / "duplicates").mkdir(parents=True, exist_ok=True)
+            in_output(out, ref.path).rename(out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
         self.summary.findings.append(
             FindingRef(
-                path=relative_to_root(dest, Path(self.cfg.out)),
+                path=relative_to_root(dest, out),
                 verdict=j.verdict,
                 across=cross.key,
                 fingerprint=j.fingerprint,
                 seed=case.seed,
                 signature=j.signature,
                 depends_on_optimization=local.depends_on_optimization if local else None,
+                seen=[input_form(case.model)],
             )
         )
 
@@ -364,27 +383,59 @@ class Campaign:
         )
 
     def reduce_findings(self) -> None:
-        """Reduce new findings with the other side as a guard (a regression must stay one);
-        a wrong result that reduces to an earlier one's graph is folded into it."""
+        """Reduce every finding (bot.finding_reduction for the order), within `reduce.share`
+        of the budget after it; a finding whose reduction names an earlier one's bug is
+        folded into it, and the rest stay listed unreduced."""
         settings = self.cfg.reduce
         if not settings.enabled:
             return
         t0 = time.monotonic()
-        names = [s.name for s in self.setups]
-        out = Path(self.cfg.out)
-        for ref in list(self.summary.findings[: settings.max_findings]):
-            bundle = in_output(out, ref.path)
-            finding = Finding.model_validate_json((bundle / "finding.json").read_text())
-            culprit = names.index(finding.side)
-            guard = 1 - culprit if ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
-            other = None if guard is None else self._side_run(guard)
-            reduced = reduce_one(bundle, self._side_run(culprit), other, settings)
-            if reduced is not None and not rename_finding(ref, bundle, reduced, self.summary, self.store):
-                self.summary.findings.remove(ref)
-                dest = out / "duplicates" / bundle.name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                bundle.rename(dest)
+        deadline = t0 + settings.share * self.cfg.budget if self.cfg.budget else None
+        pools = SidePools({s.name: self._side_run(i) for i, s in enumerate(self.setups)})
+        try:
+            for ref in reduction_order(self.summary.findings)[: settings.max_findings]:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                self._reduce(ref, pools)
+        finally:
+            pools.close()
         self.summary.time_s.reduction += time.monotonic() - t0
+
+    def _reduce(self, ref: FindingRef, pools: SidePools) -> None:
+        out = Path(self.cfg.out)
+        bundle = in_output(out, ref.path)
+        finding = Finding.model_validate_json((bundle / "finding.json").read_text())
+        others = [s.name for s in self.setups if s.name != finding.side]
+        guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
+        reduced = reduce_one(bundle, finding.side, guard, pools, self.cfg.reduce)
+        if reduced is None:
+            return
+        if ref.across == CrossVerdict.new_in_head and others:
+            ref.across = across_after_reduction(reduced, others[0], pools)
+            guard = others[0] if ref.across == CrossVerdict.new_regression else None
+            bundle, reduced = self._relabelled(ref, bundle, reduced)
+        evidence = generalize(reduced, finding.side, guard, pools) if self.cfg.reduce.generalize else None
+        if not rename_finding(ref, bundle, reduced, self.summary, self.store, evidence):
+            first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
+            first.seen = list(dict.fromkeys([*first.seen, *ref.seen]))
+            self.summary.findings.remove(ref)
+            dest = out / "duplicates" / bundle.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            bundle.rename(dest)
+
+    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path) -> tuple[Path, Path]:
+        """The bundle folder renamed for the label its reduction earned (its name starts
+        with the label, which people read), and ref and finding.json following it."""
+        prefix = f"{CrossVerdict.new_in_head.value}-"
+        if ref.across == CrossVerdict.new_in_head or not bundle.name.startswith(prefix):
+            return bundle, reduced
+        moved = bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}")
+        bundle.rename(moved)
+        ref.path = relative_to_root(moved, Path(self.cfg.out))
+        finding = Finding.model_validate_json((moved / "finding.json").read_text())
+        relabelled = finding.model_copy(update={"across": ref.across})
+        (moved / "finding.json").write_text(relabelled.model_dump_json(indent=2) + "\n")
+        return moved, moved / reduced.name
 
     def bisect_regressions(self) -> None:
         if not (self.cfg.bisect and self.two_sided):

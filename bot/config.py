@@ -56,7 +56,13 @@ class ReduceSettings(BaseModel):
     enabled: bool = Field(True, description="reduce each new finding after the fuzzing budget")
     budget: Duration = Field(60.0, description="time limit per finding, e.g. 60s")
     max_tests: int = Field(300, ge=1, description="test limit per finding")
-    max_findings: int = Field(10, ge=0, description="findings reduced per campaign (in the order found)")
+    max_findings: int = Field(
+        200, ge=0, description="findings reduced per campaign: one of each kind first, regressions first"
+    )
+    share: float = Field(
+        1.0, ge=0, description="reduction's time after the fuzzing budget, as a share of that budget"
+    )
+    generalize: bool = Field(True, description="try each reduced trigger at other dtypes to name the bug")
 
 
 def parse_test_fault(text: str | None) -> dict[str, Any] | None:

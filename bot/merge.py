@@ -2,8 +2,9 @@
 
 Each shard ran the same campaign on a slice of the seed space, so the merged output
 is what one campaign over all slices would have written: counts, dropped cases and
-tests add up; a bug found by several shards is one finding whose occurrences add up
-and whose bundle is the smallest model any shard found (reduced or not); summary.json
+tests add up; a bug found by several shards is one finding whose occurrences add up,
+whose label is the one that matters most of those the shards saw it under, and whose
+bundle is the smallest model any shard found of that label (reduced or not); summary.json
 keeps the `Summary` schema, so everything that reads a campaign reads a merge.
 
 Merging is idempotent. Every input is known by the shard ids it covers (a campaign:
@@ -241,11 +242,13 @@ def merge_rows(outputs: list[ShardOutput]) -> list[StoredFinding]:
 def _ref(known: FindingRef | None, bundle: Path, path: str, row: StoredFinding) -> FindingRef:
     """The shard's own FindingRef at its new path (relative to the merged output, like every
     path summary.json holds), or one rebuilt from finding.json, with the reduced model the
-    store chose."""
+    store chose and the label the merged rows settled on (bot.store.combine: shards that saw
+    one bug under two labels agree on the one that matters most)."""
     reduced = {
         "path": path,
         "reduced_path": f"{path}/{REDUCED_DIR}" if row.reduced else None,
         "reduced_nodes": row.nodes if row.reduced else None,
+        **({"across": row.across} if row.across else {}),
     }
     if known is not None:
         return known.model_copy(update=reduced)
@@ -253,7 +256,6 @@ def _ref(known: FindingRef | None, bundle: Path, path: str, row: StoredFinding) 
     local = f.localization
     return FindingRef(
         verdict=f.verdict,
-        across=f.across,
         fingerprint=f.fingerprint,
         seed=f.seed or 0,
         signature=f.signature,
@@ -271,6 +273,9 @@ def _copy_findings(
 ) -> tuple[list[StoredFinding], list[FindingRef]]:
     """Copy each row's chosen bundle to tmp/findings/; rows and refs point at the copies."""
     known = {Path(r.path).name: r for o in outputs for r in o.summary.findings}
+    seen: dict[str, list[str]] = {}
+    for ref in (r for o in outputs for r in o.summary.findings):
+        seen[ref.fingerprint] = list(dict.fromkeys([*seen.get(ref.fingerprint, []), *ref.seen]))
     new_rows: list[StoredFinding] = []
     refs: list[FindingRef] = []
     for row in sorted(rows, key=lambda r: (r.first_seen, r.fingerprint)):
@@ -282,7 +287,8 @@ def _copy_findings(
             continue
         shutil.copytree(src, tmp / "findings" / src.name, ignore=_SKIP_TEMPORARY)
         new_rows.append(row.model_copy(update={"bundle": f"findings/{src.name}"}))
-        refs.append(_ref(known.get(src.name), src, f"findings/{src.name}", row))
+        ref = _ref(known.get(src.name), src, f"findings/{src.name}", row)
+        refs.append(ref.model_copy(update={"seen": seen.get(ref.fingerprint, ref.seen)}))
     return new_rows, refs
 
 

@@ -36,7 +36,7 @@ def merge_command(
     skipped = f" (skipped {len(report.skipped)} already merged)" if report.skipped else ""
     typer.echo(
         f"merged {len(report.merged)} output(s) into {out}{skipped}: "
-        f"{summary.tests} tests, {report.findings} distinct finding(s); see {out / SUMMARY_MD}",
+        f"{summary.tests} tests, {sum(summary.distinct.values())} distinct finding(s); see {out / SUMMARY_MD}",
         err=True,
     )
     for path in report.missing_bundles:

@@ -152,7 +152,12 @@ class SameBug:
 
     def holds(self, case: Case) -> bool:
         j = self.judge(case)
-        if j is None or j.verdict is not self.original.verdict:
+        return j is not None and self.matches(j)
+
+    def matches(self, j: Judgement) -> bool:
+        """Whether a judgement is the original's failure: its verdict, and its kind of
+        mismatch or its stage, symptom and message."""
+        if j.verdict is not self.original.verdict:
             return False
         if j.verdict is Verdict.wrong_result:
             # a new kind of mismatch (say, shape where values differed) is another bug
@@ -188,15 +193,20 @@ def reduce_bundle(
     fault: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     also: BugIdentity | None = None,
+    pool: ClientPool | None = None,
 ) -> Path:
     """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`
     unless `out` says otherwise). `fault` is the test-only fault injection. `also` must
-    hold too: for a regression, the other build still gets the candidate right."""
+    hold too: for a regression, the other build still gets the candidate right. A `pool`
+    given is the culprit build's workers, lent and left running (a campaign reduces many
+    findings on one pool: a TVM worker takes seconds to start)."""
     bundle = load_bundle(path)
     if bundle.finding is None or not bundle.inputs:
         raise BundleError(f"{path} is not a finding bundle (needs finding.json and inputs.npz)")
     spec = _spec(bundle, backend)
-    pool = ClientPool(lambda: WorkerClient(spec, python, timeout_s, fault=fault), jobs)
+    owned = pool is None
+    if pool is None:
+        pool = ClientPool(lambda: WorkerClient(spec, python, timeout_s, fault=fault), jobs)
     try:
         identity = SameBug(bundle.finding, pool)
 
@@ -213,7 +223,8 @@ def reduce_bundle(
         if final is None or final.verdict is not bundle.finding.verdict:  # a flaky last run keeps the original's
             final = bundle.finding
     finally:
-        pool.close()
+        if owned:
+            pool.close()
     return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result)
 
 

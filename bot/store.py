@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from pydantic import BaseModel
 
 from bot.bundle import Finding
+from oracles.sides import finding_label
 
 STORE_NAME = "findings.sqlite"
 SCHEMA_VERSION = 1
@@ -195,15 +196,27 @@ def _smaller(new: StoredFinding, old: StoredFinding) -> bool:
     return old.nodes is None or new.nodes < old.nodes
 
 
+def _shown(old: StoredFinding, new: StoredFinding, label: str) -> StoredFinding:
+    """Whose bundle a combined row keeps: among the rows whose sightings show the finding's
+    label, the smaller bundle (a new regression's repro must pass on base, which a
+    persistent sighting's does not); when neither shows it, the smaller of the two."""
+    showing = [r for r in (old, new) if r.across == label and r.bundle is not None]
+    if len(showing) == 1:
+        return showing[0]
+    return new if _smaller(new, old) else old
+
+
 def combine(old: StoredFinding, new: StoredFinding) -> StoredFinding:
-    """Two rows of one fingerprint as one: counts add, first/last seen widen, the
-    smaller bundle wins, and what the bug is now (verdict across sides, backend) comes
-    from the later sighting."""
+    """Two rows of one fingerprint as one: counts add, first/last seen widen, the label is
+    the one that matters most (oracles.sides.finding_label, whichever came first), the
+    bundle is one that shows it, and the backend comes from the later sighting."""
     first = new if new.first_seen < old.first_seen else old
     later = new if new.last_seen > old.last_seen else old
-    best = new if _smaller(new, old) else old
+    label = finding_label([old.across, new.across])
+    best = _shown(old, new, label)
     return later.model_copy(
         update={
+            "across": label,
             "first_seen": first.first_seen,
             "first_seed": first.first_seed,
             "first_shard": first.first_shard,
@@ -308,6 +321,18 @@ class FindingStore:
             values = merged.model_dump(include=set(_COLUMNS))
             conn.execute(_UPSERT, [values[c] for c in _COLUMNS])
             return merged
+
+    def relabel(self, labels: Mapping[str, str]) -> None:
+        """Set the label of each fingerprint in `labels` that has a row, as given: the label
+        summary.json lists is the final word (a reduction may have learned what a finding
+        is, and a reused output folder holds labels of earlier campaigns), so the two agree."""
+        if not labels or not self.path.exists():
+            return
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE findings SET across = ? WHERE fingerprint = ? AND across != ?",
+                [(label, fp, label) for fp, label in labels.items()],
+            )
 
     def offer(self, fingerprint: str, bundle: Path) -> StoredFinding | None:
         """Re-measure `bundle` (after `fuzzbot reduce` wrote its reduced twin) and keep it

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from backends.results import BackendInfo
 from bot.probe import ProbeFailure
 from bot.sides_config import CompilerConfig
+from bot.store import FindingStore
 from generator.coverage import CoverageStats
 from oracles.perf import PerfJudgement
-from oracles.sides import CrossVerdict
+from oracles.sides import CrossVerdict, finding_label
 from oracles.verdict import Verdict
 
 REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
@@ -43,7 +45,10 @@ class FindingRef(BaseModel):
     verdict: Verdict
     """The culprit side's own verdict (crash, wrong_result, timeout)."""
     across: str = ""
-    """The verdict across sides: persistent, new_regression or fixed."""
+    """The finding's label across sides: new_regression, new_in_head, persistent or fixed (a
+    one-build campaign says persistent). One label per fingerprint, everywhere: the one that
+    matters most of those it was seen under (oracles.sides.finding_label), and the bundle
+    at `path` is a sighting of that label."""
     fingerprint: str
     seed: int
     signature: str
@@ -53,6 +58,9 @@ class FindingRef(BaseModel):
     reduced_nodes: int | None = None
     culprit: str | None = None
     """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
+    seen: list[str] = Field(default_factory=list)
+    """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
+    into this finding by reduction included: what a report says it was seen with."""
 
 
 class PerfFinding(BaseModel):
@@ -139,18 +147,69 @@ class Summary(BaseModel):
     support: SupportSummary | None = None
     coverage: CoverageStats = Field(default_factory=CoverageStats)
 
+    def build(self, side: str) -> str:
+        """`name version (level) @ `commit`` of the head or base build, for people: the commit
+        the side was built from when fuzzbot built it from a ref (the one a reviewer knows),
+        else the one the build reports; "?" when the side never started."""
+        info = self.backend if side == "head" else self.base
+        if info is None:
+            return "?"
+        record = self.sides.get(side)
+        commit = (record.commit if record is not None and record.commit else None) or info.commit
+        return f"{info.name} {info.version} ({info.level})" + (f" @ `{commit[:12]}`" if commit else "")
+
+    def key_of(self, ref: FindingRef) -> str:
+        """A finding's key in the vocabulary of `counts`: its label across builds, or, with
+        one build (nothing to compare), its verdict, as its tests were counted."""
+        return ref.across if self.base is not None and ref.across else ref.verdict.value
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def distinct(self) -> dict[str, int]:
+        """Findings by key: one per fingerprint, under its one label. `counts` counts tests by
+        the same keys, so a bug seen by five seeds is 5 there and 1 here; every report
+        that says "finding" means this number, and "test" or "case" means the other."""
+        keys: dict[str, str] = {}
+        for ref in self.findings:
+            keys[ref.fingerprint] = finding_label([keys.get(ref.fingerprint, ""), self.key_of(ref)])
+        return dict(sorted(Counter(keys.values()).items()))
+
     @property
     def finding_count(self) -> int:
-        return sum(n for v, n in self.counts.items() if is_bug_key(v))
+        """Distinct findings that are bugs (fixed ones are good news)."""
+        return sum(n for k, n in self.distinct.items() if is_bug_key(k))
 
     @property
     def new_regressions(self) -> int:
-        return self.counts.get(CrossVerdict.new_regression.value, 0)
+        return self.distinct.get(CrossVerdict.new_regression.value, 0)
 
     @property
     def fails_a_change(self) -> int:
         """New regressions and what head brought in broken (new_in_head): a PR check's failure."""
-        return self.new_regressions + self.counts.get(CrossVerdict.new_in_head.value, 0)
+        return self.new_regressions + self.distinct.get(CrossVerdict.new_in_head.value, 0)
+
+    def superseded_by(self, fingerprint: str, label: str, quota: int) -> list[FindingRef] | None:
+        """Whether a sighting of `fingerprint` under `label` earns a bundle: None when it does
+        not (its label is weaker than the finding's, or `quota` bundles of its label are listed
+        already); else the listed refs it replaces, those of weaker labels (often none). So a
+        finding's bundles are always sightings of its label, and its repro shows what the
+        label says (a new regression's passes on base)."""
+        listed = [r for r in self.findings if r.fingerprint == fingerprint]
+        if finding_label([label, *(r.across for r in listed)]) != label:
+            return None
+        if sum(1 for r in listed if r.across == label) >= quota:
+            return None
+        return [r for r in listed if r.across != label]
+
+    def settle_labels(self) -> dict[str, str]:
+        """Give every ref of a fingerprint the finding's one label (a reduction may relabel
+        one ref, or keep two bundles of one bug), and return fingerprint -> label."""
+        labels: dict[str, str] = {}
+        for ref in self.findings:
+            labels[ref.fingerprint] = finding_label([labels.get(ref.fingerprint, ""), ref.across])
+        for ref in self.findings:
+            ref.across = labels[ref.fingerprint]
+        return labels
 
 
 def ci_run_url(env: Mapping[str, str]) -> str | None:
@@ -162,7 +221,11 @@ def ci_run_url(env: Mapping[str, str]) -> str | None:
 
 
 def write_summary(summary: Summary, out: Path) -> Path:
+    """OUT/summary.json, after telling the store beside it each listed finding's label: the
+    two are written together so that summary.md (read from the store) and the reports (read
+    from summary.json) can never name one finding two ways."""
     out.mkdir(parents=True, exist_ok=True)
+    FindingStore.in_dir(out).relabel(summary.settle_labels())
     path = out / "summary.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(summary.model_dump_json(indent=2) + "\n")

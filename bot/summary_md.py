@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.store import StoredFinding, load_rows
-from bot.summary import Summary
+from bot.summary import FindingRef, Summary, is_bug_key
 
 SUMMARY_MD = "summary.md"
 MAX_ROWS = 200
@@ -76,34 +76,47 @@ def origin(raw: Mapping[str, object]) -> str | None:
 
 
 def _header(summary: Summary, where_from: str | None) -> list[str]:
-    where = []
-    if summary.backend is not None:
-        b = summary.backend
-        where.append(f"{b.name} {b.version} ({b.level})" + (f" @ {b.commit}" if b.commit else ""))
+    if summary.base is not None:
+        where = [f"base {summary.build('base')} → head {summary.build('head')}"]
+    else:
+        where = [summary.build("head")] if summary.backend is not None else []
     seeds = f"seeds {summary.seed_first}..{summary.seed_last}" if summary.seed_last is not None else "no seed run"
     where.append(seeds)
     if where_from:
         where.append(where_from)
-    occurrences = sum(summary.occurrences.values())
+    distinct = sum(summary.distinct.values())
+    occurrences = sum(summary.occurrences.get(r.fingerprint, 0) for r in _listed(summary).values())
     return [
         "# fuzzbot summary",
         "",
         ", ".join(where),
         "",
         f"**{summary.tests} tests** in {summary.wall_s:.1f} s wall time (budget {summary.budget_s:g} s); "
-        f"{len(summary.occurrences)} distinct finding(s), {occurrences} occurrence(s).",
+        f"{distinct} distinct finding(s), seen in {occurrences} test(s).",
         "",
     ]
 
 
+def _listed(summary: Summary) -> dict[str, FindingRef]:
+    """The first listed ref of each fingerprint summary.json lists."""
+    refs: dict[str, FindingRef] = {}
+    for ref in summary.findings:
+        refs.setdefault(ref.fingerprint, ref)
+    return refs
+
+
 def _counts(summary: Summary) -> list[str]:
-    lines = ["## Verdicts", "", "| verdict | count |", "|---|---:|"]
-    for key in sorted(summary.counts, key=_rank):
-        lines.append(f"| {_cell(key)} | {summary.counts[key]} |")
+    """Tests by verdict beside the findings (distinct fingerprints) they make: one bug that
+    five seeds hit is 5 tests and 1 finding."""
+    lines = ["## Verdicts", "", "| verdict | tests | findings |", "|---|---:|---:|"]
+    distinct = summary.distinct
+    for key in sorted(set(summary.counts) | set(distinct), key=_rank):
+        found = str(distinct[key]) if key in distinct else ("0" if is_bug_key(key) or key == "fixed" else "")
+        lines.append(f"| {_cell(key)} | {summary.counts.get(key, 0)} |" + (f" {found} |" if found else " |"))
     for reason in sorted(summary.dropped):
-        lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} |")
+        lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} | |")
     if not summary.counts and not summary.dropped:
-        lines.append("| (no test ran) | 0 |")
+        lines.append("| (no test ran) | 0 | 0 |")
     return [*lines, "", *_judging(summary)]
 
 
@@ -127,21 +140,35 @@ def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str]
     return _rank(row.across or row.verdict), _rank(row.verdict), -row.count, row.fingerprint
 
 
-def _findings(rows: list[StoredFinding]) -> list[str]:
+def _culprit(ref: FindingRef | None) -> str:
+    """The first bad commit a bisection named (`SHA subject`), short."""
+    if ref is None or not ref.culprit:
+        return ""
+    sha, _, subject = ref.culprit.partition(" ")
+    return f"`{sha[:12]}` {_cell(subject, 50)}".rstrip()
+
+
+def _findings(rows: list[StoredFinding], summary: Summary | None = None) -> list[str]:
+    """One row per finding, with the label the store and summary.json share (with one build,
+    nothing to compare: the verdict alone) and the first bad commit when bisected."""
     lines = [f"## Findings ({len(rows)})", ""]
     if not rows:
         return [*lines, "No findings.", ""]
+    summary = summary or Summary()
+    refs = _listed(summary)
+    labelled = summary.base is not None or summary.backend is None  # no build named: as the store says
     lines += [
-        "| # | fingerprint | verdict | signature | occurrences | smallest model | bundle |",
-        "|---:|---|---|---|---:|---:|---|",
+        "| # | fingerprint | verdict | signature | occurrences | smallest model | bundle | first bad commit |",
+        "|---:|---|---|---|---:|---:|---|---|",
     ]
     ordered = sorted(rows, key=_finding_order)
     for i, row in enumerate(ordered[:MAX_ROWS], 1):
-        verdict = row.verdict + (f" ({row.across})" if row.across and row.across != row.verdict else "")
+        shown = labelled and row.across and row.across != row.verdict
+        verdict = row.verdict + (f" ({row.across})" if shown else "")
         bundle = _link(row.smallest) if row.smallest else "(not kept)"
         lines.append(
             f"| {i} | `{row.fingerprint}` | {_cell(verdict)} | {_cell(row.signature, SIGNATURE_CHARS)} "
-            f"| {row.count} | {_size(row)} | {bundle} |"
+            f"| {row.count} | {_size(row)} | {bundle} | {_culprit(refs.get(row.fingerprint))} |"
         )
     if len(ordered) > MAX_ROWS:
         lines += ["", f"… and {len(ordered) - MAX_ROWS} more: see findings.sqlite and summary.json."]
@@ -178,9 +205,8 @@ def render_summary_md(
     """The Markdown page. `set_aside` maps a class (flaky, perf_regression, filtered:<rule>) to the
     bundles kept on disk for it; `where_from` is `origin(...)`'s line; links are
     relative to the output folder."""
-    lines = (
-        _header(summary, where_from) + _counts(summary) + _findings(store_rows) + _set_aside(summary, set_aside or {})
-    )
+    findings = _findings(store_rows, summary)
+    lines = _header(summary, where_from) + _counts(summary) + findings + _set_aside(summary, set_aside or {})
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -207,9 +233,20 @@ def write_summary_md(out_dir: Path, summary: Summary | None = None) -> Path:
     if summary is None:
         summary = Summary.model_validate(raw)
     shard = raw.get("shard")
-    rows = load_rows(out_dir, summary.occurrences, shard if isinstance(shard, str) else None)
+    rows = _this_output(load_rows(out_dir, summary.occurrences, shard if isinstance(shard, str) else None), summary)
     path = out_dir / SUMMARY_MD
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(render_summary_md(summary, rows, kept_aside(out_dir), origin(raw)))
     tmp.replace(path)
     return path
+
+
+def _this_output(rows: list[StoredFinding], summary: Summary) -> list[StoredFinding]:
+    """The store's rows of the findings summary.json lists, counted as it counts them: a
+    store in a reused output folder also holds earlier campaigns' bugs and sightings."""
+    listed = _listed(summary)
+    return [
+        r.model_copy(update={"count": summary.occurrences.get(r.fingerprint, r.count)})
+        for r in rows
+        if r.fingerprint in listed
+    ]

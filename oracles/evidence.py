@@ -119,7 +119,8 @@ def deciding(op_type: str, attrs: Attrs, x: torch.Tensor, k: torch.Tensor | None
 
 
 TIE_PICKS = 4
-"""How many of a slice's tied candidates, in index order, are tried as the winner."""
+"""How many of a slice's tied candidates are tried as the winner from each end (the first
+ones, then the last ones)."""
 
 
 def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int, list[int]]]:
@@ -135,7 +136,9 @@ def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int,
 def break_ties(op_type: str, pick: int) -> Substitute:
     """The op computed on its first input with each slice's tie decided one way, the winner
     an ulp ahead of the best (so an exact tie is broken too): for ArgMax, ArgMin and Hardmax
-    the `pick`-th of the candidates tied with the best; for TopK, of each tied pair at the
+    the `pick`-th of the candidates tied with the best (counted from the last when negative:
+    with select_last_index, a computed tie between rows that Concat or Tile copied is decided
+    among the last copies); for TopK, of each tied pair at the
     boundary of the k chosen, the first (pick 0) or the second. Each is a winner a
     backend's rounding may pick."""
     reference = _spec(op_type)
@@ -157,7 +160,8 @@ def break_ties(op_type: str, pick: int) -> Substitute:
             for r, candidates in tied_with_best(x, axis, largest):
                 values = rows[r, candidates]
                 best = values.max() if largest else values.min()
-                rows[r, candidates[min(pick, len(candidates) - 1)]] = torch.nextafter(best, ahead)
+                at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
+                rows[r, candidates[at]] = torch.nextafter(best, ahead)
         changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
         return reference(attrs, [changed, *args[1:]])
 

@@ -252,7 +252,7 @@ def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFai
     and every unsafe operand moved by its margin, up and down."""
     alts: list[Alternative] = []
     ties = [a.ref for p, a in valued if p.values == "ties"]
-    for pick in range(TIE_PICKS) if ties else ():
+    for pick in [*range(TIE_PICKS), *range(-TIE_PICKS, 0)] if ties else ():
         alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, pick) for t in ties}))
     nans = [(a.ref.index, a.ref.node.op_type) for p, a in valued if p.values == "nan"]
     if nans:

@@ -21,6 +21,7 @@ one both builds have is `crash_on_undefined_input`, counted but never reported.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -56,6 +57,37 @@ class CrossVerdict(StrEnum):
     def fails_a_change(self) -> bool:
         """What a PR check fails on: what head broke, or brought in broken."""
         return self in (CrossVerdict.new_regression, CrossVerdict.new_in_head)
+
+
+LABEL_PRECEDENCE: tuple[str, ...] = (
+    CrossVerdict.new_regression.value,
+    CrossVerdict.new_in_head.value,
+    CrossVerdict.persistent.value,
+    CrossVerdict.fixed.value,
+)
+"""The labels of a reported finding, the one that wins first. One fingerprint can be seen
+under several in one campaign (base happens to get one model right and another wrong),
+and every output must show one label for it. The label that asks the most of a
+maintainer wins, because the cost of each mistake is not the same: a new regression
+blocks the change and names its culprit commit, and calling it persistent would let a
+change that breaks a model which ran before pass unseen, while the bundle kept for it
+shows base passing (it is a sighting of that label, not an inference). What head brought
+in broken (new_in_head) fails the check too, but base could not run it, so it is no
+regression. A bug head still has on any model is not fixed, so persistent beats fixed.
+One-build keys (crash, wrong_result, timeout) never meet: the verdict is part of the
+fingerprint."""
+
+
+def label_rank(label: str) -> tuple[int, bool, str]:
+    """Sort key of `finding_label`: precedence, then a known label before "" (an older
+    record's), then by name, so that the choice never depends on the order of sightings."""
+    known = LABEL_PRECEDENCE.index(label) if label in LABEL_PRECEDENCE else len(LABEL_PRECEDENCE)
+    return known, label == "", label
+
+
+def finding_label(labels: Iterable[str]) -> str:
+    """The one label of a finding seen under `labels` (LABEL_PRECEDENCE); "" for none."""
+    return min(labels, key=label_rank, default="")
 
 
 class Localization(BaseModel):

@@ -8,6 +8,7 @@ it is named by the structure of its (reduced) model instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -15,16 +16,84 @@ import onnx
 
 from oracles.provenance import tensor_dtypes
 
-_RULES: list[tuple[re.Pattern[str], str]] = [
+_ERASE_FIRST: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(?:[A-Za-z]:)?/?(?:[\w.+-]+/)+[\w.+-]*"), "<path>"),
-    (re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`"), "<name>"),
+]
+"""Run before names are judged: a path or an address is never a name worth keeping."""
+
+_ERASE_AFTER: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:t|w|c|n|x|y|input|output|node|onnx::\w+?)_?\d+(?:_\w+)?\b"), "<name>"),
     (re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b"), "<hash>"),
     (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), "<n>"),
     (re.compile(r"(?:<n>\s*[x,]\s*)*<n>\s*,?(?=\s*[)\]])|(?:<n>\s*[x,]\s*)+<n>"), "<n>"),
     (re.compile(r"\s+"), " "),
 ]
+
+_QUOTED = re.compile(r"(?<!\w)'[^']*'|\"[^\"]*\"|`[^`]*`")
+"""A quoted token; an apostrophe inside a word (`doesn't`) opens none."""
+
+_NAMESPACES = r"(?:relax|R|tir|T|topi|te|tvm|relay|ov|opset\d+|aten|prim|torch)"
+"""Where the systems fuzzbot drives name their ops and types: TVM (`relax.sqrt`, `tir.exp`,
+`R.power`, `T.int32`), OpenVINO (`opset1::Select`, `ov::op::v1::Add`), torch (`aten::add`).
+`onnx::` is not one: exporters name tensors `onnx::Add_7`."""
+
+_QUALIFIED = re.compile(rf"\b{_NAMESPACES}(?:(?:\.|::)[A-Za-z_]\w*)+")
+
+_DTYPE = re.compile(
+    r"\b(?:bool(?:ean)?|u?int(?:4|8|16|32|64)|float(?:16|32|64)?|bfloat16|float8\w+|float4\w+|double|half"
+    r"|complex(?:64|128)|string|bf16|[uif](?:1|4|8|16|32|64)|f8e\w+)\b"
+)
+"""Element types as numpy, ONNX, TVM, LLVM (`i1`) and OpenVINO (`u8`, `f32`) spell them."""
+
+_ATTR_VALUE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{2,}")
+"""An upper-case attribute value (`SAME_LOWER`, `NOTSET`, `VALID`); fuzzbot never names a
+tensor in capitals."""
+
+
+class _Kept:
+    """Tokens set aside while the erasing rules run, each standing in the text as one
+    private-use character, which no rule matches (it is neither `\\w` nor a digit)."""
+
+    FIRST, LAST = 0xE000, 0xF8FF
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    def hold(self, m: re.Match[str]) -> str:
+        if self.FIRST + len(self.tokens) > self.LAST:
+            return m.group(0)  # out of marks: left to the rules (a line of thousands of names)
+        self.tokens.append(m.group(0))
+        return chr(self.FIRST + len(self.tokens) - 1)
+
+    def restore(self, text: str) -> str:
+        return re.sub(
+            f"[{chr(self.FIRST)}-{chr(self.LAST)}]", lambda m: self.tokens[ord(m.group(0)) - self.FIRST], text
+        )
+
+
+@functools.cache
+def onnx_op_types() -> frozenset[str]:
+    """Every op type any opset of any domain onnx knows (`Shrink`, `MaxPool`, `ReduceL2`)."""
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history())
+
+
+@functools.cache
+def _op_type_words() -> re.Pattern[str]:
+    names = sorted(onnx_op_types(), key=len, reverse=True)
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+
+
+def is_meaningful_name(token: str) -> bool:
+    """Whether a quoted token names what failed rather than where: an op in a known
+    namespace, an ONNX op type, a dtype or an upper-case attribute value."""
+    return bool(
+        _QUALIFIED.fullmatch(token)
+        or _DTYPE.fullmatch(token)
+        or _ATTR_VALUE.fullmatch(token)
+        or token in onnx_op_types()
+    )
+
 
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Fault|Interrupt)\w*)\s*:\s*")
 _FRAME = re.compile(r"^(?:File \"|at |\d+: |#\d+ |\[bt\]|Stack trace|During handling|The above exception)")
@@ -69,10 +138,33 @@ def meaningful_line(message: str) -> str:
 
 
 def normalize(message: str) -> str:
-    """`Type: meaningful line` with every run-specific detail replaced by a placeholder."""
+    """`Type: meaningful line` with every run-specific detail replaced by a placeholder.
+
+    What differs between two runs of one bug is erased: addresses, paths, numbers, shapes,
+    hashes, and the names of tensors and nodes, which a generator numbers (`t12`, `n3`,
+    `x_12`) and an exporter prefixes (`onnx::Add_7`, `/model/Add_1`). What says which bug
+    it is stays, even in quotes, because a quoted token is not always a name: TVM quotes
+    the op it failed in (`name="relax.sqrt"` for an int ReduceL2, `"relax.log"` for an
+    int ReduceLogSum: erased, two bugs would share one fingerprint), as it quotes dtypes
+    (`dtype="int64"`), and frontends quote op types (`'Shrink'`) and attribute values
+    (`'SAME_LOWER'`). So a quoted token is kept only when it is such a word
+    (`is_meaningful_name`), and erased otherwise: an allow-list, because a name a user
+    gave (`'input'`, `'y'`) looks like any other word. Unquoted, dtypes, op types and
+    namespaced ops are shielded from the number rule (`int32` is not `int<n>`, `ReduceL2`
+    not `ReduceL<n>`). The price is that one bug seen at two dtypes may get two names;
+    reduction's dtype generalization (bot.generalize) is what folds those, by asking the
+    builds whether the type matters, which no message can say.
+    """
     kind, text = _meaningful(message)
-    for pattern, repl in _RULES:
+    for pattern, repl in _ERASE_FIRST:
         text = pattern.sub(repl, text)
+    kept = _Kept()
+    text = _QUOTED.sub(lambda m: kept.hold(m) if is_meaningful_name(m.group(0)[1:-1]) else "<name>", text)
+    for shielded in (_QUALIFIED, _DTYPE, _op_type_words()):
+        text = shielded.sub(kept.hold, text)
+    for pattern, repl in _ERASE_AFTER:
+        text = pattern.sub(repl, text)
+    text = kept.restore(text)
     text = text.strip()[:300]
     return f"{kind}: {text}" if kind else text
 

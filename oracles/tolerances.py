@@ -39,8 +39,14 @@ DEFAULTS: dict[str, Tolerance] = {
     "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
     "float16": Tolerance(atol=1e-2, rtol=1e-2),
     "float32": Tolerance(atol=1e-3, rtol=1e-3),
-    "float64": Tolerance(atol=1e-7, rtol=1e-7),
+    "float64": Tolerance(atol=1e-8, rtol=1e-8),
 }
+"""float64's bound sits between what float64 algorithms legitimately differ by and what
+float32 rounding costs. onnxruntime's float64 LayerNormalization over 3,936 elements
+differs from torch's by 1.4e-9 relative: an order of summation, not a bug. Float32's
+rounding error reaches 6e-8 (Shrink computing float64 in float32 was off by 2.6e-8): a
+backend that computes a float64 op in float32 is wrong, and must be caught at that op, or
+a reduced trigger keeps whatever consumer amplifies the error past a looser bound."""
 
 FLOAT_ELEM_TYPES = frozenset(
     {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE}

@@ -90,8 +90,9 @@ def test_the_action_finds_the_new_regression_and_exits_2(fuzz_only: ActionRun) -
     assert int(r.outputs["new-regressions"]) >= 1
     assert r.outputs["fixed"] == r.outputs["persistent"] == "0"
     assert int(r.outputs["findings"]) >= int(r.outputs["new-regressions"])
-    outputs = {"new-regressions", "new-in-head", "fixed", "persistent", "flaky", "findings", "report-path"}
+    outputs = {"new-regressions", "new-in-head", "fixed", "persistent", "flaky", "findings", "tests", "report-path"}
     assert set(r.outputs) == outputs
+    assert int(r.outputs["tests"]) >= int(r.outputs["findings"])
     assert r.outputs["report-path"] == "fuzzbot-out"  # relative to the workspace, ready for upload-artifact
     assert (r.workspace / "fuzzbot-out" / "summary.json").is_file()
 
@@ -148,12 +149,15 @@ def _planned(folder: Path) -> list[str]:
     return [(folder / a["file"]).read_text() for a in plan["actions"] if a["file"]]
 
 
-def test_pr_mode_fuzzes_then_writes_the_comment_it_would_post(pr_dry_run: ActionRun) -> None:
+def test_pr_mode_fuzzes_then_writes_the_comment_it_would_post(pr_dry_run: ActionRun, toy_repo: ToyRepo) -> None:
     r = pr_dry_run
     assert r.code == 2, r.err[-2000:]
     assert int(r.outputs["new-regressions"]) >= 1
     bodies = _planned(r.workspace / "comment")
     assert len(bodies) == 1 and bodies[0].strip()
+    assert f"**{r.outputs['new-regressions']} new regression(s)** introduced by this change" in bodies[0]
+    base, head = toy_repo.sha("fusion")[:12], toy_repo.sha("docs")[:12]
+    assert f"@ `{base}` → head toycc " in bodies[0] and f"@ `{head}`; {r.outputs['tests']} tests in " in bodies[0]
 
 
 def test_the_comment_job_reports_an_artifact_without_fuzzing(fuzz_only: ActionRun, tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_the_merged_summary_md_lists_every_finding_with_a_working_link(
     md = (out / "summary.md").read_text()
     s = _summary(out)
     assert "merged from 2 shard(s)" in md and f"**{s.tests} tests**" in md
-    assert f"| wrong_result | {s.counts['wrong_result']} |" in md
+    assert f"| wrong_result | {s.counts['wrong_result']} | {s.distinct['wrong_result']} |" in md
     assert f"## Findings ({len(s.occurrences)})" in md
     for fp, n in s.occurrences.items():
         line = next(line for line in md.splitlines() if f"`{fp}`" in line)
@@ -175,12 +175,13 @@ def test_summary_md_reads_well_with_no_findings_and_with_five_hundred() -> None:
     )
     md = render_summary_md(summary, [_row(i) for i in range(500)], {"flaky": 2})
     lines = md.splitlines()
-    verdicts = [line.split("|")[1].strip() for line in lines if line.startswith("| ") and line.count("|") == 3]
+    verdicts = [line.split("|")[1].strip() for line in lines if line.startswith("| ") and line.count("|") == 4]
     assert verdicts[1:3] == ["new_regression", "persistent"] and verdicts[-1] == "dropped: no_valid_values"
+    assert "| persistent | 300 | 0 |" in md and "| flaky | 3 | |" in md, "tests beside findings; flaky has none"
     table = [line for line in lines if line.startswith("| ") and "`" in line]
     assert len(table) == MAX_ROWS and f"… and {500 - MAX_ROWS} more" in md
     assert "(new_regression)" in table[0], "new regressions come first"
-    assert all(line.count(" | ") == 6 for line in table), "a | in a signature must not break the table"
+    assert all(line.count(" | ") == 7 for line in table), "a | in a signature must not break the table"
     assert "…" in table[0] and max(len(line) for line in table) < 300, "long signatures are cut"
     assert "- flaky: 3 case(s); 2 bundle(s) in [flaky/](flaky/)" in md
     assert "- filtered:unstable-margin: 7 case(s); no bundle kept" in md

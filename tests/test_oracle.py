@@ -118,3 +118,5 @@ def test_an_integer_difference_has_its_size_and_the_elements_that_differ() -> No
     assert diff.mismatch is Mismatch.values and diff.bad_elements == 1
     assert diff.max_abs == 4294967295.0 and diff.max_rel == 4294967295.0 / 2147483648.0
     assert [(s.index, s.expected, s.actual) for s in diff.samples] == [([0, 1], "2147483647", "-2147483648")]
+    big = compare_output("y", np.array([2**60 + 1], np.int64), np.array([2**60], np.int64), Tolerance(atol=0, rtol=0))
+    assert big.max_abs == 1.0  # exact, where float64 would see 2**60 on both sides

@@ -5,6 +5,7 @@ trigger and bisected to its commit; a side that fails to build; a flaky side."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,8 @@ def test_the_regression_is_reduced_to_the_fusion_trigger(campaign: tuple[Path, C
         assert ops == ["Mul", "Sub"], ops
         mul, sub = model.graph.node
         assert sub.input[0] == mul.output[0]
-        assert ref["signature"].startswith("values in Sub[float32](Mul[float32]")
+        # Found at float32 only; re-typed, it fails at every type the toy runs: the type is not part of its name
+        assert ref["signature"] == "values in Sub[T](Mul[T](in[T],in[T]),in[T]) (T: any)"
     # Every seed that hit the bug reduced to the same graph: one finding, many occurrences.
     assert len(summary["findings"]) == 1
     assert summary["occurrences"][summary["findings"][0]["fingerprint"]] == summary["counts"]["new_regression"]
@@ -95,6 +97,23 @@ def test_the_campaign_bisected_the_regression_to_its_commit(
     assert ref["culprit"].split()[0] == toy_repo.sha("bug")
     steps = json.loads((out / ref["path"] / "bisect.json").read_text())["steps"]
     assert any(s["outcome"] == "skip" for s in steps)  # the broken build was stepped over
+
+
+def test_summary_md_and_the_pr_comment_name_both_builds_and_the_culprit(
+    campaign: tuple[Path, CliResult], toy_repo: ToyRepo
+) -> None:
+    from bot.github.findings import load_report
+    from bot.github.render import pr_comment
+
+    out, _ = campaign
+    base, head, culprit = (toy_repo.sha(name)[:12] for name in ("fusion", "docs", "bug"))
+    md = (out / "summary.md").read_text()
+    assert re.search(rf"base toycc \S+ \(O1\) @ `{base}` → head toycc \S+ \(O1\) @ `{head}`", md), md[:400]
+    row = next(line for line in md.splitlines() if "(new_regression)" in line)
+    assert f"`{culprit}` kernels: simplify the fused" in row, row
+    text = pr_comment(load_report(out))
+    assert f"@ `{base}` → head " in text and f"@ `{head}`; " in text
+    assert f"| first bad commit | `{culprit}` " in text
 
 
 def test_fuzzbot_bisect_names_the_culprit_of_the_campaigns_finding(

@@ -198,11 +198,12 @@ def test_pr_comment_puts_regressions_first_and_the_rest_in_one_line(two_builds: 
     summary = rep.summary.model_copy(update={"counts": {"new_regression": 2, "fixed": 1, "persistent": 1, "flaky": 3}})
     mixed = Report(rep.out, summary, [rep.items[0], fixed, persistent, rep.items[3]], ["`flaky/seed9`: x"], "r")
     text = pr_comment(mixed)
-    assert "**2 new regression(s)**" in text
+    assert "**2 new regression(s)** introduced by this change (2 tests)." in text
     assert text.count("<details>") == 4  # model and repro of each regression, nothing for the rest
-    assert text.index("### wrong_result") < text.index("**Fixed: 1**") < text.index("**Persistent (also on base): 1**")
+    fixed_line, persistent_line = "**Fixed: 1 finding(s)** (1 test)", "**Persistent (also on base): 1 finding(s)**"
+    assert text.index("### wrong_result") < text.index(fixed_line) < text.index(persistent_line)
     assert f"- `{fixed.ref.fingerprint}` wrong_result" in text
-    assert "**Flaky (never counted as a regression): 3**" in text
+    assert "**Flaky (never counted as a regression): 3 tests**" in text
 
 
 def test_crash_titles_bisection_and_a_not_planned_close(two_builds: Path, tmp_path: Path) -> None:

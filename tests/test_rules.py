@@ -129,6 +129,29 @@ def test_a_tie_explains_only_the_slice_it_is_in(ort: WorkerClient, rules: RuleSe
     assert rules.match(other_row) is None
 
 
+def test_a_computed_tie_between_copies_is_broken_group_by_group(ort: WorkerClient, rules: RuleSet) -> None:
+    """Found by a campaign of onnxruntime 1.30.0 against 1.31.1: LayerNormalization of two
+    one-hot rows gives the same values in a different order, so each column of the four
+    concatenated copies has a computed tie between the rows' values, of which onnxruntime
+    and torch pick different ones; select_last_index then picks the last copy. Breaking
+    the tie one way must move every copy of the winning value together, or no alternative
+    gives the backend's index (the last copy of the other row)."""
+    f64 = TensorProto.DOUBLE
+    inits = [helper.make_tensor("w", f64, [13], [1.0] * 13), helper.make_tensor("b", f64, [13], [0.0] * 13)]
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "w", "b"], ["n"]),
+        helper.make_node("Concat", ["n", "n", "n", "n"], ["c"], axis=0),
+        helper.make_node("ArgMin", ["c"], ["y"], select_last_index=1, name="am"),
+    ]
+    m = model(nodes, {"x": (f64, [2, 13])}, {"y": (TensorProto.INT64, [1, 13])}, inits)
+    x = np.zeros((2, 13))
+    x[0, 4] = x[1, 5] = 1.0
+    case = run_case(ort, m, {"x": x})
+    assert case.judgement.verdict is Verdict.wrong_result, case.judgement
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "arg-ties", hit
+
+
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
     """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
     follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,

@@ -139,3 +139,36 @@ def test_measure_ignores_an_unfinished_reduction(tmp_path: Path) -> None:
     (b / "reduced").mkdir()
     (b / "reduced" / "model.onnx").write_bytes(b"half written")
     assert measure(b) == (False, 4)
+
+
+def _labelled(out: Path, seed: int, nodes: int, across: str) -> tuple[Finding, Path]:
+    x = {"x": np.ones(2, np.float32)}
+    finding = _finding(seed, across=across)
+    return finding, write_bundle(out / "findings" / f"{across}-fp1-seed{seed}", _chain(nodes), x, x, finding)
+
+
+@pytest.mark.parametrize("order", ["persistent first", "new_regression first"])
+def test_one_fingerprint_under_two_labels_keeps_the_stronger_and_a_bundle_that_shows_it(
+    tmp_path: Path, order: str
+) -> None:
+    """Base got one model right and another wrong the same way: the finding is a new regression
+    whichever came first, and its bundle is the regression's even though it is the bigger one."""
+    sightings = [_labelled(tmp_path, 1, 2, "persistent"), _labelled(tmp_path, 2, 5, "new_regression")]
+    if order != "persistent first":
+        sightings.reverse()
+    store = FindingStore.in_dir(tmp_path)
+    for i, (finding, bundle) in enumerate(sightings):
+        store.record(finding, bundle, f"2026-01-01T00:00:0{i}+00:00")
+    store.record(_finding(3, across="fixed"), None, "2026-01-01T00:00:09+00:00")  # the latest, and the weakest
+    row = store.get("fp1")
+    assert row is not None and row.count == 3
+    assert (row.across, row.bundle, row.nodes) == ("new_regression", "findings/new_regression-fp1-seed2", 5)
+
+
+def test_relabel_sets_what_summary_json_says_and_creates_no_store(tmp_path: Path) -> None:
+    FindingStore.in_dir(tmp_path / "none").relabel({"fp1": "persistent"})
+    assert not (tmp_path / "none").exists()
+    store = FindingStore.in_dir(tmp_path)
+    store.record(_finding(1, across="new_in_head"), None, None)
+    store.relabel({"fp1": "persistent", "unknown": "fixed"})
+    assert [(r.fingerprint, r.across) for r in store.all()] == [("fp1", "persistent")]

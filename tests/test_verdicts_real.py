@@ -202,14 +202,18 @@ OLD_RELEASE_BUGS = {
 """Cases only onnxruntime 1.20.1 gets wrong."""
 
 
-def _fingerprint(workers: Workers, triage: Triage, fn: CaseFn, python: str | None = None) -> str:
+def _judged(workers: Workers, triage: Triage, fn: CaseFn, python: str | None = None) -> Judgement:
     case = _Case(fn)
     if python is None:
         python = str(oc.old_ort_python()) if fn in OLD_RELEASE_BUGS else sys.executable
     side = workers.side("head", _backend_of(fn), python)
     j = triage.evidence(case).judge(side.client.run(case.model_bytes, case.inputs))
     assert j.verdict.is_bug, j
-    return j.fingerprint
+    return j
+
+
+def _fingerprint(workers: Workers, triage: Triage, fn: CaseFn, python: str | None = None) -> str:
+    return _judged(workers, triage, fn, python).fingerprint
 
 
 @pytest.mark.parametrize(("a", "b"), [p for p in oc.SAME_BUG_PAIRS if p[0] is not oc.openvino_reducel1_axes_attribute])
@@ -220,6 +224,16 @@ def test_two_models_hitting_one_bug_get_one_fingerprint(workers: Workers, triage
 @pytest.mark.parametrize(("a", "b"), oc.DIFFERENT_BUG_PAIRS)
 def test_two_bugs_get_two_fingerprints(workers: Workers, triage: Triage, a: CaseFn, b: CaseFn) -> None:
     assert _fingerprint(workers, triage, a) != _fingerprint(workers, triage, b)
+
+
+@pytest.mark.parametrize(("a", "b"), oc.SAME_BUG_AT_TWO_DTYPES)
+def test_one_bug_at_two_dtypes_differs_only_in_the_dtype_named(
+    workers: Workers, triage: Triage, a: CaseFn, b: CaseFn
+) -> None:
+    """TVM's Pow with an int64 and an int32 exponent: shapes and names erased, the dtypes kept."""
+    ja, jb = _judged(workers, triage, a), _judged(workers, triage, b)
+    assert ja.fingerprint != jb.fingerprint
+    assert ja.signature.replace("int64", "int32") == jb.signature
 
 
 def test_one_bug_keeps_its_fingerprint_across_releases(workers: Workers, triage: Triage) -> None:

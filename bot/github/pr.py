@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bot.github.actions import Action
 from bot.github.findings import Report
-from bot.github.render import pr_comment
+from bot.github.render import by_label, pr_comment
 from oracles.sides import CrossVerdict
 
 EXIT_REGRESSIONS = 2
@@ -16,9 +16,10 @@ def pr_action(report: Report, number: int) -> Action:
 
 
 def new_regressions(report: Report) -> int:
-    """What head broke, or brought in broken (`new_in_head`): what fails the check."""
-    flagged = (CrossVerdict.new_regression, CrossVerdict.new_in_head)
-    return sum(1 for item in report.items if item.across in flagged) or report.summary.fails_a_change
+    """What head broke, or brought in broken (`new_in_head`): what fails the check, counted
+    as the comment counts it (findings, one per fingerprint)."""
+    by = by_label(report)
+    return sum(len(by.get(key, [])) for key in (CrossVerdict.new_regression, CrossVerdict.new_in_head))
 
 
 def exit_code(report: Report, fail_on_regression: bool) -> int:

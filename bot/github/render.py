@@ -143,13 +143,15 @@ def _facts(item: Item, report: Report) -> list[str]:
         ("stage", (f.stage or "?") if f else "?"),
         ("signature", f"`{_one_line(item.ref.signature, 300)}`"),
         ("fingerprint", f"`{item.ref.fingerprint}`"),
-        ("head", _build(f.backend if f else None)),
+        *_builds(item, report),
     ]
-    if f is not None and f.base_backend is not None:
-        rows.append(("base", _build(f.base_backend)))
     if f is not None and f.runs:
         rows.append(("runs", ", ".join(v.value for v in f.runs)))
     rows.append(("optimization", _localization(item)))
+    if f is not None and f.dtypes is not None:
+        rows.append(("dtypes", f.dtypes.describe()))
+    if item.ref.seen:
+        rows.append(("seen with", ", ".join(f"`{form}`" for form in item.ref.seen[:20])))
     culprit = _culprit(item)
     if culprit:
         rows.append(("first bad commit", culprit))
@@ -158,6 +160,16 @@ def _facts(item: Item, report: Report) -> list[str]:
     table = ["| | |", "|---|---|", *(f"| {k} | {v.replace('|', '&#124;')} |" for k, v in rows)]
     message = _one_line(f.message, 500) if f and f.message else ""
     return [*table, "", *([f"> {message}", ""] if message else [])]
+
+
+def _builds(item: Item, report: Report) -> list[tuple[str, str]]:
+    """The head and base rows: the campaign's builds with the commits they were built from
+    (the header says the same), else what the finding recorded (an older summary)."""
+    s, f = report.summary, item.finding
+    head = s.build("head") if s.backend is not None else _build(f.backend if f else None)
+    if s.base is not None:
+        return [("head", head), ("base", s.build("base"))]
+    return [("head", head)] + ([("base", _build(f.base_backend))] if f is not None and f.base_backend else [])
 
 
 def issue_title(item: Item, recurrence: int = 1) -> str:
@@ -226,28 +238,51 @@ def _short(items: Iterable[Item]) -> list[str]:
     return lines
 
 
-def pr_comment(report: Report) -> str:
-    """The sticky PR comment: new regressions in full, then the rest in one line each."""
-    s = report.summary
+def by_label(report: Report) -> dict[str, list[Item]]:
+    """One item per finding (the first bundle listed of each fingerprint), by its label:
+    what "finding" counts in the comment, the same number as summary.json's `distinct`."""
+    seen: set[str] = set()
     by: dict[str, list[Item]] = {}
     for item in report.items:
-        by.setdefault(item.across, []).append(item)
-    regressions = by.get("new_regression", [])
-    new_in_head = by.get("new_in_head", [])
-    head = [PR_MARKER, "## fuzzbot", ""]
-    builds = f"base {_build(s.base)} → head {_build(s.backend)}" if s.base else f"one build: {_build(s.backend)}"
-    head += [f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
+        if item.ref.fingerprint not in seen:
+            seen.add(item.ref.fingerprint)
+            by.setdefault(report.summary.key_of(item.ref), []).append(item)
+    return by
+
+
+def _tests(n: int) -> str:
+    return f"{n} test" + ("" if n == 1 else "s")
+
+
+def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
+    """Both builds by version and commit, what ran, and the findings that fail the check;
+    a count of findings (distinct bugs) always says how many tests showed them."""
+    s = report.summary
+    regressions, new_in_head = by.get("new_regression", []), by.get("new_in_head", [])
+    builds = f"base {s.build('base')} → head {s.build('head')}" if s.base else f"one build: {s.build('head')}"
+    head = [PR_MARKER, "## fuzzbot", "", f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
     if s.cannot_compare:
         head += [f"**Could not compare:** {_one_line(s.cannot_compare, 300)}", ""]
-    head += [f"**{len(regressions)} new regression(s)**" + (" introduced by this change." if regressions else "."), ""]
+    if regressions:
+        tests = _tests(s.counts.get("new_regression", 0))
+        head += [f"**{len(regressions)} new regression(s)** introduced by this change ({tests}).", ""]
+    else:
+        head += ["**0 new regression(s)**.", ""]
     if new_in_head:
         head += [
-            f"**{len(new_in_head)} model(s) new in head run wrong**: base declines them, so no regression, "
-            "but the change brought them in broken.",
+            f"**{len(new_in_head)} model(s) new in head run wrong** ({_tests(s.counts.get('new_in_head', 0))}): "
+            "base declines them, so no regression, but the change brought them in broken.",
             "",
         ]
+    return head
+
+
+def pr_comment(report: Report) -> str:
+    """The sticky PR comment: new regressions in full, then the rest in one line each."""
+    by = by_label(report)
+    head = _pr_head(report, by)
     rest = _rest(report, by)
-    flagged = regressions + new_in_head
+    flagged = by.get("new_regression", []) + by.get("new_in_head", [])
     budget = MAX_BODY - len("\n".join(head + rest)) - 500
     per_part = max(1_000, min(PART_CHARS, budget // max(1, 2 * len(flagged))))
     body: list[str] = []
@@ -261,20 +296,26 @@ def pr_comment(report: Report) -> str:
 
 
 def _rest(report: Report, by: dict[str, list[Item]]) -> list[str]:
+    """Fixed and persistent findings in one line each, then what is counted by test only:
+    flaky cases (no fingerprint makes two of them one) and the set-aside ones."""
     counts = report.summary.counts
     lines: list[str] = []
-    persistent = "Persistent (also on base)" if report.summary.base else "Bugs of this build (no base to compare)"
-    for key, title in (("fixed", "Fixed"), ("persistent", persistent)):
+    if report.summary.base:
+        titles = {"fixed": "Fixed", "persistent": "Persistent (also on base)"}
+    else:
+        titles = {k: f"Bugs of this build, {k} (no base to compare)" for k in ("crash", "wrong_result", "timeout")}
+    for key, title in titles.items():
         items = by.get(key, [])
         if items or counts.get(key):
-            lines += [f"**{title}: {counts.get(key, len(items))}**", "", *_short(items), ""]
+            found = f"{len(items)} finding(s)** ({_tests(counts.get(key, 0))})"
+            lines += [f"**{title}: {found}", "", *_short(items), ""]
     flaky = counts.get("flaky", 0)
     if flaky or report.flaky:
         extra = [f"- {line}" for line in report.flaky[:LIST_LINES]]
-        lines += [f"**Flaky (never counted as a regression): {flaky}**", "", *extra, ""]
+        lines += [f"**Flaky (never counted as a regression): {_tests(flaky)}**", "", *extra, ""]
     other = {k: n for k, n in counts.items() if k.startswith("filtered:") or k == "perf_regression"}
     if other:
-        lines += ["Set aside: " + ", ".join(f"{k} {n}" for k, n in sorted(other.items())), ""]
+        lines += ["Set aside (tests): " + ", ".join(f"{k} {n}" for k, n in sorted(other.items())), ""]
     return lines
 
 

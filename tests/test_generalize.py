@@ -1,0 +1,96 @@
+"""Re-typing a reduced trigger, and the names that follow from what its failure needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from bot.bundle import DtypeEvidence
+from bot.generalize import Outcome, dtype_evidence, generalized_name
+from oracles.verdict import Judgement, Verdict
+from reducers.case import Case
+from reducers.retype import main_dtype, retype
+
+
+def _fused(dtype: int = TensorProto.FLOAT) -> Case:
+    """Sub(Mul(a, b), c) with c an initializer, then Cast back to the same type."""
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+    nodes = [
+        helper.make_node("Mul", ["a", "b"], ["p"]),
+        helper.make_node("Sub", ["p", "c"], ["d"]),
+        helper.make_node("Cast", ["d"], ["y"], to=dtype),
+    ]
+    c = numpy_helper.from_array(np.array([0.5, 1.5, 2.0]).astype(np_type), "c")
+    ins = [helper.make_tensor_value_info(n, dtype, [3]) for n in "ab"]
+    graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", dtype, [3])], [c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inputs = {"a": np.array([1.25, 2.0, 3.5]).astype(np_type), "b": np.array([2.0, 0.5, 1.0]).astype(np_type)}
+    return Case(model, inputs)
+
+
+def test_retype_moves_every_tensor_of_the_type_and_keeps_the_graph_checked() -> None:
+    case = _fused()
+    as_int = retype(case, TensorProto.FLOAT, TensorProto.INT32)
+    assert as_int is not None and main_dtype(as_int.model) == TensorProto.INT32
+    assert as_int.model.graph.initializer[0].data_type == TensorProto.INT32
+    cast = next(n for n in as_int.model.graph.node if n.op_type == "Cast")
+    assert cast.attribute[0].i == TensorProto.INT32
+    assert {v.dtype for v in as_int.inputs.values()} == {np.dtype(np.int32)}
+    # Floats become fresh small integers (converted, 1.25 -> 1 and 0.5 -> 0 would hide a bug by its values)
+    again = retype(case, TensorProto.FLOAT, TensorProto.INT32)
+    assert again is not None and all(np.array_equal(again.inputs[k], as_int.inputs[k]) for k in "ab")
+    as_double = retype(case, TensorProto.FLOAT, TensorProto.DOUBLE)
+    assert as_double is not None and np.array_equal(as_double.inputs["a"], case.inputs["a"].astype(np.float64))
+    assert retype(case, TensorProto.FLOAT, TensorProto.BOOL) is None  # Mul and Sub take no bool
+
+
+def test_value_variants_avoid_zero_divisors_and_differ() -> None:
+    case = _fused(TensorProto.INT8)
+    v1 = retype(case, TensorProto.INT8, TensorProto.UINT8, variant=1)
+    v2 = retype(case, TensorProto.INT8, TensorProto.INT32, variant=2)
+    assert v1 is not None and v2 is not None
+    assert all((v > 0).all() for v in v1.inputs.values())
+    assert not np.array_equal(v1.inputs["a"].astype(np.int64), v2.inputs["a"].astype(np.int64))
+
+
+def test_a_type_passes_only_when_no_set_of_values_fails() -> None:
+    """Ints fail only on the fresh positive draw (variant 1): still "fails". Floats pass on
+    every draw: "passes". Bool is refused by the ops: no evidence."""
+
+    def outcome(case: Case) -> Outcome:
+        kind = next(iter(case.inputs.values())).dtype.kind
+        if kind in "iu":
+            return "fails" if (case.inputs["a"] > 0).all() else "passes"
+        return "passes"
+
+    found = _fused(TensorProto.INT64)
+    found = Case(found.model, {**found.inputs, "a": np.array([0, 2, 3], np.int64)})  # passes as it is
+    ev = dtype_evidence(found, outcome)
+    assert ev is not None and ev.dtype == "int64"
+    assert set(ev.fails) == {"int64", "int8", "uint8", "int32"}
+    assert set(ev.passes) == {"float32", "float64", "float16"} and ev.untestable == ["bool"]
+    assert ev.needs_dtype and ev.describe().startswith("fails at int64")
+
+
+def test_names_keep_the_type_only_where_the_failure_needs_it() -> None:
+    model = _fused(TensorProto.UINT8).model
+    wrong = Judgement(verdict=Verdict.wrong_result, symptom="values", signature="values in Cast,Mul,Sub")
+    anywhere = DtypeEvidence(dtype="uint8", fails=["uint8", "float16", "int64"], untestable=["bool"])
+    at_float = _fused(TensorProto.FLOAT16).model
+    sig, fp = generalized_name(model, wrong, "toycc", anywhere)
+    sig16, fp16 = generalized_name(at_float, wrong, "toycc", anywhere.model_copy(update={"dtype": "float16"}))
+    assert sig == sig16 == "values in Cast[T](Sub[T](Mul[T](in[T],in[T]),in[T])) (T: any)" and fp == fp16
+    ints = DtypeEvidence(dtype="uint8", fails=["uint8", "int8"], passes=["float32"])
+    sig_ints, fp_ints = generalized_name(model, wrong, "toycc", ints)
+    assert sig_ints.endswith("(T: int8,uint8)") and fp_ints != fp
+    crash = Judgement(verdict=Verdict.crash, symptom="exception", stage="run", signature="TypeError: bad uint8 input")
+    crash16 = crash.model_copy(update={"signature": "TypeError: bad float16 input"})
+    assert generalized_name(model, crash, "toycc", anywhere) == generalized_name(
+        at_float, crash16, "toycc", anywhere.model_copy(update={"dtype": "float16"})
+    )
+    segv = Judgement(verdict=Verdict.crash, symptom="signal SIGSEGV", stage="run", signature="signal SIGSEGV")
+    other = onnx.ModelProto()
+    other.CopyFrom(model)
+    other.graph.node[1].op_type = "Add"
+    assert generalized_name(model, segv, "toycc", None) != generalized_name(other, segv, "toycc", None)

@@ -1,0 +1,150 @@
+"""Which names a normalized message keeps: what says which bug it is (an op, an op type, an
+attribute value, a dtype) stays, what differs between two runs of one bug (tensor and node
+names, paths, shapes) goes. The messages are the systems' own, copied from real runs (the
+build each came from is named), except where a test says it follows a system's template."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.results import BackendInfo, RunResult, Stage, Status
+from oracles.signature import is_meaningful_name, normalize
+from oracles.verdict import judge
+
+TVM = BackendInfo(name="tvm", level="O0", version="0.27.0.post1")
+
+_TVM_FLOAT_ONLY = (
+    'TypeError: ir.Op(span=None, ty=ir.Type(span=None), name="{op}", description="", '
+    'arguments=(ir.ArgumentInfo(name="x", type_info="Tensor", description="The input tensor."),), '
+    'attrs_type_key="", num_inputs=1, support_level=10) requires the input tensor to have float dtype. '
+    "However, the given input dtype is T.{dtype}"
+)
+"""apache-tvm 0.27.0.post1, stage import, for an integer ReduceL2 (`relax.sqrt`), ReduceLogSum
+or Log (`relax.log`) and Sqrt (`relax.sqrt`)."""
+
+_ORT_RESHAPE = (
+    "Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Reshape node. "
+    "Name:'{node}' Status Message: /onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:91 "
+    "onnxruntime::ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, onnxruntime::TensorShapeVector&, "
+    "bool) input_shape_size == requested_shape_size was false. The input tensor cannot be reshaped to the "
+    "requested shape. Input shape:{shape}, requested shape:{{5,7}}"
+)
+"""onnxruntime 1.31.1 at run time, for a Reshape whose target does not fit: the node name is
+the model's (`n4` as fuzzbot names nodes, `/model/Reshape_7` as torch.onnx does)."""
+
+_ORT_TYPE_ERROR = (
+    "Fail: [ONNXRuntimeError] : 1 : FAIL : Type Error: Type parameter (T) of Optype ({op}) bound to "
+    "different types (tensor(float) and tensor(int64) in node ({node})."
+)
+"""onnxruntime 1.31.1 loading a model whose Add mixes float and int64 inputs."""
+
+_OV_SELECT = (
+    "RuntimeError: Exception from src/inference/src/cpp/core.cpp:117:\n"
+    "Exception from src/inference/src/dev/plugin.cpp:54:\n"
+    "Check 'element::Type::merge(result_et, get_input_element_type(1), get_input_element_type(2))' failed at "
+    "src/core/src/op/select.cpp:68:\n"
+    "While validating node 'opset1::Select {out} (opset1::Convert Convert_{a}[0]:boolean[4], opset1::Convert "
+    "Convert_{a}[0]:boolean[4], opset1::Convert Convert_{b}[0]:u8[4]) -> (boolean[4])' with friendly_name '{out}':\n"
+    "Argument 1 and 2 element types must match.\n"
+)
+"""openvino 2026.4.1 compiling Where(c, c, a) on bool (tests/oracle_cases.py
+openvino_where_bool_condition_as_branch); the Convert numbers count up within a process."""
+
+_OV_NULLNODE = (
+    "RuntimeError: Exception from src/inference/src/cpp/core.cpp:117:\n"
+    "Exception from src/inference/src/dev/plugin.cpp:54:\n"
+    "Check '!shape.rank().is_dynamic()' failed at src/plugins/intel_cpu/src/node.cpp:108:\n"
+    "Unexpected: CPU plug-in doesn't support NullNode operation with dynamic rank. Operation name: NullNode_{n}\n"
+)
+"""openvino 2026.4.1 compiling a ConvInteger with an omitted x_zero_point."""
+
+
+def test_tvm_int_reducel2_and_reducelogsum_are_two_bugs() -> None:
+    """TVM quotes the op it failed in; erasing quotes made these two one fingerprint."""
+    sqrt = normalize(_TVM_FLOAT_ONLY.format(op="relax.sqrt", dtype="int32"))
+    log = normalize(_TVM_FLOAT_ONLY.format(op="relax.log", dtype="int32"))
+    assert sqrt != log
+    assert 'name="relax.sqrt"' in sqrt and 'name="relax.log"' in log
+    assert "name=<name>" in sqrt, "the op's argument name `x` is still erased"
+
+
+def test_the_fingerprints_of_two_tvm_bugs_differ_and_of_one_bug_do_not() -> None:
+    want = {"y": np.ones(3, np.float32)}
+
+    def fp(message: str) -> str:
+        result = RunResult(status=Status.error, stage=Stage.import_, message=message, backend=TVM)
+        return judge(result, want, "ReduceL2").fingerprint
+
+    sqrt = _TVM_FLOAT_ONLY.format(op="relax.sqrt", dtype="int32")
+    assert fp(sqrt) != fp(_TVM_FLOAT_ONLY.format(op="relax.log", dtype="int32"))
+    assert fp(sqrt) == fp(sqrt.replace("support_level=10", "support_level=11"))
+
+
+@pytest.mark.parametrize(
+    "token", ["relax.sqrt", "tir.exp", "R.power", "T.int32", "opset1::Select", "ov::op::v1::Add", "aten::add"]
+)
+def test_an_op_in_a_known_namespace_is_kept(token: str) -> None:
+    assert is_meaningful_name(token)
+
+
+@pytest.mark.parametrize("token", ["Shrink", "MaxPool", "ReduceL2", "Col2Im", "SAME_LOWER", "NOTSET", "VALID"])
+def test_an_onnx_op_type_or_an_upper_case_attribute_value_is_kept(token: str) -> None:
+    assert is_meaningful_name(token)
+
+
+@pytest.mark.parametrize("token", ["uint8", "float16", "int64", "bfloat16", "bool", "u8", "f32", "boolean"])
+def test_a_dtype_is_kept(token: str) -> None:
+    assert is_meaningful_name(token)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["x_12", "t3", "n4", "onnx::Add_7", "input", "y", "conv1.weight", "", "The input tensor.", "Tensor", "min"],
+)
+def test_a_tensor_or_node_name_or_prose_is_erased(token: str) -> None:
+    assert not is_meaningful_name(token)
+
+
+def test_a_uint8_shrink_and_a_same_lower_maxpool_are_two_bugs() -> None:
+    """Shaped like TVM's OpAttributeInvalid template (`Value {} in attribute {} of operator {}
+    is invalid.`), with every field quoted: before, both read `Value <name> in attribute
+    <name> of operator <name> is invalid.`"""
+    template = "OpAttributeInvalid: Value '{value}' in attribute '{attr}' of operator '{op}' is invalid."
+    shrink = normalize(template.format(value="uint8", attr="dtype", op="Shrink"))
+    maxpool = normalize(template.format(value="SAME_LOWER", attr="auto_pad", op="MaxPool"))
+    assert shrink == "OpAttributeInvalid: Value 'uint8' in attribute <name> of operator 'Shrink' is invalid."
+    assert maxpool == "OpAttributeInvalid: Value 'SAME_LOWER' in attribute <name> of operator 'MaxPool' is invalid."
+
+
+def test_dtypes_and_op_types_with_digits_survive_unquoted() -> None:
+    """The number rule used to turn `int32` into `int<n>` and `ReduceL2` into `ReduceL<n>`."""
+    exp = "AssertionError: Types ['float', 'float32', 'double', 'float64', 'float16', 'bfloat16'] are supported only, "
+    int32 = normalize(exp + "but int32 is given")  # apache-tvm 0.27.0.post1, Exp on int32
+    assert int32.endswith("but int32 is given") and "'float16'" in int32
+    assert int32 != normalize(exp + "but uint8 is given")
+    ort = "Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running {} node. Name:'n3'"
+    assert "ReduceL2 node" in normalize(ort.format("ReduceL2"))
+    assert normalize(ort.format("ReduceL1")) != normalize(ort.format("ReduceL2"))
+
+
+def test_onnxruntime_node_names_and_shapes_that_differ_between_seeds_collapse() -> None:
+    fuzzbot = normalize(_ORT_RESHAPE.format(node="n4", shape="{2,3}"))
+    exported = normalize(_ORT_RESHAPE.format(node="/model/Reshape_7", shape="{4,2}"))
+    assert fuzzbot == exported
+    assert "Reshape node. Name:<name>" in fuzzbot
+    assert normalize(_ORT_RESHAPE.format(node="onnx::Reshape_12", shape="{3,2,1}")) == fuzzbot
+    a = normalize(_ORT_TYPE_ERROR.format(op="Add", node="n4"))
+    assert a == normalize(_ORT_TYPE_ERROR.format(op="Add", node="n9"))
+    assert "tensor(int64)" in a, "the dtype onnxruntime names is part of the bug"
+    assert a != normalize(_ORT_TYPE_ERROR.format(op="Mul", node="n4"))
+
+
+def test_openvino_names_collapse_across_seeds_and_two_bugs_stay_apart() -> None:
+    seed_a = normalize(_OV_SELECT.format(out="y", a=25029, b=25030))
+    seed_b = normalize(_OV_SELECT.format(out="t3", a=8899, b=8900))
+    assert seed_a == seed_b
+    assert seed_a.startswith("RuntimeError: Check <name> failed at <path>:<n>: While validating node <name>")
+    nullnode = normalize(_OV_NULLNODE.format(n=25034))
+    assert nullnode == normalize(_OV_NULLNODE.format(n=4))
+    assert nullnode != seed_a and "NullNode operation with dynamic rank" in nullnode
