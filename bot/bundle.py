@@ -74,6 +74,9 @@ class Finding(Judgement):
     note: str = ""
     dtypes: DtypeEvidence | None = None
     """Of a reduced finding: the types its trigger fails and passes at (bot.generalize)."""
+    kept: dict[str, str] = Field(default_factory=dict)
+    """Of a reduced finding: what every candidate had to keep on each side (`head: wrong_result`,
+    `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""
     fuzzbot_version: str = __version__
     created: str = ""
 

@@ -252,9 +252,12 @@ class Campaign:
                 side.client.close()
                 side.close()
 
-    def run_cases(self, cases: list[Prepared]) -> list[tuple[CrossJudgement, list[RunResult]]]:
+    def run_cases(
+        self, cases: list[Prepared], reduce: bool = False
+    ) -> list[tuple[CrossJudgement, list[RunResult]]]:
         """Judge cases a user already has, as the campaign judges its own (`fuzzbot check`):
-        the same sides, rules, references, re-runs and localization, no generation."""
+        the same sides, rules, references, re-runs and localization, no generation; with
+        `reduce`, their findings are then reduced across the sides (`fuzzbot reduce --config`)."""
         if self.summary.backend is None:
             self.start()
         lane = self.lanes[0]
@@ -266,8 +269,12 @@ class Campaign:
                     side.client.submit(case.model_bytes, case.inputs)
                 results = [side.client.collect() for side in lane]
                 judged.append((self.record(case, results, lane), results))
-        finally:
             self._stop_fuzzing(start)
+            if reduce:
+                self.reduce_findings()
+        finally:
+            if not self.summary.wall_s:
+                self._stop_fuzzing(start)
             self.finish()
             write_summary(self.summary, Path(self.cfg.out))
             write_summary_md(Path(self.cfg.out), self.summary)
@@ -435,7 +442,13 @@ class Campaign:
         finding = Finding.model_validate_json((moved / "finding.json").read_text())
         relabelled = finding.model_copy(update={"across": ref.across})
         (moved / "finding.json").write_text(relabelled.model_dump_json(indent=2) + "\n")
-        return moved, moved / reduced.name
+        moved_reduced = moved / reduced.name
+        if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate
+            result = Finding.model_validate_json((moved_reduced / "finding.json").read_text())
+            kept = {**result.kept, self.setups[0].name: "pass on the reduced model"}
+            updated = result.model_copy(update={"kept": kept})
+            (moved_reduced / "finding.json").write_text(updated.model_dump_json(indent=2) + "\n")
+        return moved, moved_reduced
 
     def bisect_regressions(self) -> None:
         if not (self.cfg.bisect and self.two_sided):

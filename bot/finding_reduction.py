@@ -101,7 +101,7 @@ def reduce_one(
             cfg.budget,
             max_tests=cfg.max_tests,
             backend=run.spec,
-            also=StillPasses(pools.pool(guard)) if guard else None,
+            also=StillPasses(pools.pool(guard), guard) if guard else None,
             pool=pools.pool(culprit),
         )
     except BundleError as e:

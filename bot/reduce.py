@@ -131,8 +131,9 @@ class StillPasses:
     """The other side of a regression: the candidate must still pass there, or the
     reduction could drift onto a bug both builds share."""
 
-    def __init__(self, pool: ClientPool) -> None:
+    def __init__(self, pool: ClientPool, side: str = "base") -> None:
         self.judge = CandidateJudge(pool)
+        self.side = side
 
     def holds(self, case: Case) -> bool:
         j = self.judge.judge(case)
@@ -225,15 +226,24 @@ def reduce_bundle(
     finally:
         if owned:
             pool.close()
-    return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result)
+    kept = {bundle.finding.side: bundle.finding.verdict.value}
+    if isinstance(also, StillPasses):
+        kept[also.side] = Verdict.pass_.value
+    return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result, kept)
 
 
 def write_reduced(
-    dest: Path, case: Case, original: Finding, final: Judgement, spec: BackendSpec, result: ReductionResult
+    dest: Path,
+    case: Case,
+    original: Finding,
+    final: Judgement,
+    spec: BackendSpec,
+    result: ReductionResult,
+    kept: dict[str, str] | None = None,
 ) -> Path:
     reference = read_reference(case.model, case.inputs).outputs
     model = _without_value_info(case.model)
-    finding = original.model_copy(update={**dict(final), "created": ""})
+    finding = original.model_copy(update={**dict(final), "created": "", "kept": kept or {}})
     title = f"{final.verdict.value} in {spec}: {final.signature} (reduced)"
     repro = render_repro(model, case.inputs, reference or {}, spec, title, finding=finding)
     write_bundle(dest, model, case.inputs, reference, finding, repro)

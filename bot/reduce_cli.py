@@ -19,8 +19,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bot.bundle import load_bundle
 from bot.config import parse_duration, parse_test_fault
 from bot.reduce import reduce_bundle, reduce_model_file
+from bot.reduce_across import reduce_across
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
 
@@ -66,7 +68,7 @@ def _fault(text: str | None) -> dict[str, Any] | None:
 
 
 def reduce_command(
-    target: Annotated[Path, typer.Argument(help="a finding bundle folder, or an .onnx file with --check")],
+    target: Annotated[Path, typer.Argument(help="a finding bundle folder, or an .onnx file with --config or --check")],
     jobs: Annotated[int, typer.Option(min=1, max=64, help="candidates tested at once")] = 1,
     max_tests: Annotated[int | None, typer.Option(min=1, help="stop after N tests")] = None,
     budget: Annotated[str, typer.Option(help="time limit, e.g. 90s, 5m")] = "5m",
@@ -82,6 +84,10 @@ def reduce_command(
     fail_regex: Annotated[
         str | None, typer.Option(help="with --check: a regex the check's output must match to count as failing")
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="fuzzbot.yml: judge and reduce TARGET across its compiler's base and head builds"),
+    ] = None,
     backend: Annotated[str | None, typer.Option(help="override the finding's NAME[:LEVEL]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str, typer.Option(help="per-test limit")] = "10s",
@@ -95,8 +101,15 @@ def reduce_command(
         return
     if fail_code is not None or fail_regex is not None:
         raise ReduceError("--fail-code and --fail-regex go with --check")
+    if config is not None:
+        if backend is not None or python is not None:
+            raise ReduceError("--config names the builds: drop --backend and --python")
+        _reduce_across(console, target, config, out, budget_s, max_tests, timeout)
+        return
     if target.is_file():
-        raise ReduceError(f'{target}: a bare model needs --check "CMD {{model}}" (or give a finding bundle folder)')
+        raise ReduceError(
+            f'{target}: a bare model needs --config fuzzbot.yml or --check "CMD {{model}}" (or give a finding bundle)'
+        )
     with reduce_progress(console, budget_s) as on_progress:
         dest = reduce_bundle(
             target,
@@ -111,6 +124,21 @@ def reduce_command(
             on_progress=on_progress,
         )
     console.print(f"reduced bundle: {dest} (run {dest / 'repro.py'})", markup=False, highlight=False)
+
+
+def _reduce_across(
+    console: Console, target: Path, config: Path, out: Path | None, budget_s: float, max_tests: int | None, timeout: str
+) -> None:
+    done = reduce_across(target, config, out, budget_s, max_tests, console, timeout)
+    ref, kept = done.ref, load_bundle(done.reduced).finding
+    checked = ", ".join(f"{side} {what}" for side, what in kept.kept.items()) if kept else ""
+    console.print(
+        f"{ref.across or ref.verdict.value}: {ref.signature}\n"
+        f"reduced to {ref.reduced_nodes} node(s), every step keeping {checked}: {done.reduced / 'repro.py'}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _reduce_with_check(

@@ -106,7 +106,7 @@ def test_a_check_that_breaks_for_its_own_reason_does_not_steer_the_reduction(
         (["model.onnx", "--check", "false {model}", "--budget", "soon"], "--budget"),
         (["model.onnx", "--check", "true {model}"], "exits 0 on the original model"),
         (["model.onnx", "--check", "false"], "must contain {model}"),
-        (["model.onnx"], "needs --check"),
+        (["model.onnx"], "needs --config fuzzbot.yml or --check"),
         (["nowhere"], "no such file or folder"),
         (["bare"], "not a finding bundle"),
     ],

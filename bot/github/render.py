@@ -150,6 +150,8 @@ def _facts(item: Item, report: Report) -> list[str]:
     rows.append(("optimization", _localization(item)))
     if f is not None and f.dtypes is not None:
         rows.append(("dtypes", f.dtypes.describe()))
+    if f is not None and f.kept:
+        rows.append(("reduced keeping", ", ".join(f"{side} {what}" for side, what in f.kept.items())))
     if item.ref.seen:
         rows.append(("seen with", ", ".join(f"`{form}`" for form in item.ref.seen[:20])))
     culprit = _culprit(item)
