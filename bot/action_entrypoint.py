@@ -239,10 +239,30 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
     if inputs.merge:
         code = fuzzbot(["merge", *(str(root / d) for d in inputs.merge), "--out", str(inputs.out)], run_env)
         return EXIT_ERROR if code == EXIT_ERROR else merged_code(inputs.out)
+    known = known_from_issues(inputs, env, tmp)
+    if known is not None:
+        section = data.setdefault("known_bugs", {}) or {}
+        section["files"] = [*(section.get("files") or []), str(known)]
+        data["known_bugs"] = section
     config = tmp / "fuzzbot.yml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     args = ["fuzz", "--config", str(config), "--out", str(inputs.out)]
     return fuzzbot([*args, *(["--shard", inputs.shard] if inputs.shard else [])], run_env)
+
+
+def known_from_issues(inputs: Inputs, env: Mapping[str, str], tmp: Path) -> Path | None:
+    """The bot's open issues' triggers as a known-bugs.json, read with the token before the
+    campaign (which never sees it); None without a token or when GitHub cannot be read, and
+    the campaign then fuzzes without steering away from them."""
+    if not inputs.token or not env.get("GITHUB_REPOSITORY"):
+        return None
+    clean = without_secrets(env)
+    clean["GITHUB_TOKEN"] = inputs.token
+    path = tmp / "known-from-issues.json"
+    if fuzzbot(["known-bugs", str(path), "--repo", env["GITHUB_REPOSITORY"]], clean) != EXIT_OK:
+        print("::warning::fuzzbot could not read the open issues' triggers; fuzzing without them", flush=True)
+        return None
+    return path
 
 
 def merged_code(out: Path) -> int:

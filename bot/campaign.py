@@ -22,20 +22,13 @@ from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bundle import Finding, write_bundle
+from bot.campaign_reduction import CampaignReduction
 from bot.case_source import CaseSource, Prepared, Shard
 from bot.config import FuzzConfig
 from bot.finding_bisect import bisect_finding
-from bot.finding_reduction import (
-    SidePools,
-    SideRun,
-    across_after_reduction,
-    generalize,
-    input_form,
-    reduce_one,
-    reduction_order,
-    rename_finding,
-)
+from bot.finding_reduction import SideRun, input_form
 from bot.isolation import BuildRoots, check_isolation
+from bot.known_bugs import KNOWN_FILE, write_known
 from bot.perf_check import compare_perf
 from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
 from bot.repro import render_repro
@@ -95,6 +88,9 @@ class Campaign:
         """Lane 0's head worker: the one that probes support."""
         self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
         self.store = FindingStore.in_dir(Path(cfg.out))
+        runs = {s.name: self._side_run(i) for i, s in enumerate(self.setups)}
+        self.reduction = CampaignReduction(cfg, runs, self.summary, self.store)
+        self.source.avoid = self.reduction.avoid
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
@@ -195,16 +191,22 @@ class Campaign:
         try:
             self._run_lanes()
             self._stop_fuzzing(start)
-            self.reduce_findings()
+            self.reduction.after()
             self.bisect_regressions()
         finally:
             # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
             if not self.summary.wall_s:
                 self._stop_fuzzing(start)
-            self.finish()
-            write_summary(self.summary, Path(self.cfg.out))
-            write_summary_md(Path(self.cfg.out), self.summary)
+            self._write_results()
         return self.summary
+
+    def _write_results(self) -> None:
+        self.reduction.close()
+        self.finish()
+        out = Path(self.cfg.out)
+        write_summary(self.summary, out)
+        write_summary_md(out, self.summary)
+        write_known(out / KNOWN_FILE, list(self.reduction.known.values()))
 
     def _stop_fuzzing(self, start: float) -> None:
         """wall_s is the fuzzing time; reduction and bisection have their own timings."""
@@ -252,9 +254,7 @@ class Campaign:
                 side.client.close()
                 side.close()
 
-    def run_cases(
-        self, cases: list[Prepared], reduce: bool = False
-    ) -> list[tuple[CrossJudgement, list[RunResult]]]:
+    def run_cases(self, cases: list[Prepared], reduce: bool = False) -> list[tuple[CrossJudgement, list[RunResult]]]:
         """Judge cases a user already has, as the campaign judges its own (`fuzzbot check`):
         the same sides, rules, references, re-runs and localization, no generation; with
         `reduce`, their findings are then reduced across the sides (`fuzzbot reduce --config`)."""
@@ -271,13 +271,11 @@ class Campaign:
                 judged.append((self.record(case, results, lane), results))
             self._stop_fuzzing(start)
             if reduce:
-                self.reduce_findings()
+                self.reduction.after()
         finally:
             if not self.summary.wall_s:
                 self._stop_fuzzing(start)
-            self.finish()
-            write_summary(self.summary, Path(self.cfg.out))
-            write_summary_md(Path(self.cfg.out), self.summary)
+            self._write_results()
         return judged
 
     def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> CrossJudgement:
@@ -288,8 +286,8 @@ class Campaign:
             self.summary.time_s.backend += sum(r.wall_s for r in results)
             self.summary.time_s.backend_compute += sum((r.compile_s or 0.0) + (r.run_s or 0.0) for r in results)
             self.counts[self._count_key(cross)] += 1
-            if cross.verdict.is_reported:
-                self.keep_finding(case, results, cross)
+            if cross.verdict.is_reported and (ref := self.keep_finding(case, results, cross)) is not None:
+                self.reduction.during(ref, self.deadline)
             elif cross.verdict is CrossVerdict.flaky or (
                 cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
             ):
@@ -311,7 +309,7 @@ class Campaign:
             return cross.culprit.first.verdict.value
         return cross.key
 
-    def keep_finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+    def keep_finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> FindingRef | None:
         """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
 
         A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
@@ -323,7 +321,7 @@ class Campaign:
         superseded = self.summary.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
         if superseded is None:
             self.store.record(finding, None, shard=self.summary.shard)
-            return
+            return None
         out = Path(self.cfg.out)
         dest = out / "findings" / f"{self._count_key(cross)}-{j.fingerprint}-seed{case.seed}"
         self._write(dest, case, cross, finding, results)
@@ -333,18 +331,18 @@ class Campaign:
             (out / "duplicates").mkdir(parents=True, exist_ok=True)
             in_output(out, ref.path).rename(out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
-        self.summary.findings.append(
-            FindingRef(
-                path=relative_to_root(dest, out),
-                verdict=j.verdict,
-                across=cross.key,
-                fingerprint=j.fingerprint,
-                seed=case.seed,
-                signature=j.signature,
-                depends_on_optimization=local.depends_on_optimization if local else None,
-                seen=[input_form(case.model)],
-            )
+        ref = FindingRef(
+            path=relative_to_root(dest, out),
+            verdict=j.verdict,
+            across=cross.key,
+            fingerprint=j.fingerprint,
+            seed=case.seed,
+            signature=j.signature,
+            depends_on_optimization=local.depends_on_optimization if local else None,
+            seen=[input_form(case.model)],
         )
+        self.summary.findings.append(ref)
+        return ref
 
     def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
         """Flaky and (on request) filtered cases: saved apart, never listed as findings."""
@@ -389,67 +387,6 @@ class Campaign:
             note=cross.note,
         )
 
-    def reduce_findings(self) -> None:
-        """Reduce every finding (bot.finding_reduction for the order), within `reduce.share`
-        of the budget after it; a finding whose reduction names an earlier one's bug is
-        folded into it, and the rest stay listed unreduced."""
-        settings = self.cfg.reduce
-        if not settings.enabled:
-            return
-        t0 = time.monotonic()
-        deadline = t0 + settings.share * self.cfg.budget if self.cfg.budget else None
-        pools = SidePools({s.name: self._side_run(i) for i, s in enumerate(self.setups)})
-        try:
-            for ref in reduction_order(self.summary.findings)[: settings.max_findings]:
-                if deadline is not None and time.monotonic() > deadline:
-                    break
-                self._reduce(ref, pools)
-        finally:
-            pools.close()
-        self.summary.time_s.reduction += time.monotonic() - t0
-
-    def _reduce(self, ref: FindingRef, pools: SidePools) -> None:
-        out = Path(self.cfg.out)
-        bundle = in_output(out, ref.path)
-        finding = Finding.model_validate_json((bundle / "finding.json").read_text())
-        others = [s.name for s in self.setups if s.name != finding.side]
-        guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
-        reduced = reduce_one(bundle, finding.side, guard, pools, self.cfg.reduce)
-        if reduced is None:
-            return
-        if ref.across == CrossVerdict.new_in_head and others:
-            ref.across = across_after_reduction(reduced, others[0], pools)
-            guard = others[0] if ref.across == CrossVerdict.new_regression else None
-            bundle, reduced = self._relabelled(ref, bundle, reduced)
-        evidence = generalize(reduced, finding.side, guard, pools) if self.cfg.reduce.generalize else None
-        if not rename_finding(ref, bundle, reduced, self.summary, self.store, evidence):
-            first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
-            first.seen = list(dict.fromkeys([*first.seen, *ref.seen]))
-            self.summary.findings.remove(ref)
-            dest = out / "duplicates" / bundle.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            bundle.rename(dest)
-
-    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path) -> tuple[Path, Path]:
-        """The bundle folder renamed for the label its reduction earned (its name starts
-        with the label, which people read), and ref and finding.json following it."""
-        prefix = f"{CrossVerdict.new_in_head.value}-"
-        if ref.across == CrossVerdict.new_in_head or not bundle.name.startswith(prefix):
-            return bundle, reduced
-        moved = bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}")
-        bundle.rename(moved)
-        ref.path = relative_to_root(moved, Path(self.cfg.out))
-        finding = Finding.model_validate_json((moved / "finding.json").read_text())
-        relabelled = finding.model_copy(update={"across": ref.across})
-        (moved / "finding.json").write_text(relabelled.model_dump_json(indent=2) + "\n")
-        moved_reduced = moved / reduced.name
-        if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate
-            result = Finding.model_validate_json((moved_reduced / "finding.json").read_text())
-            kept = {**result.kept, self.setups[0].name: "pass on the reduced model"}
-            updated = result.model_copy(update={"kept": kept})
-            (moved_reduced / "finding.json").write_text(updated.model_dump_json(indent=2) + "\n")
-        return moved, moved_reduced
-
     def bisect_regressions(self) -> None:
         if not (self.cfg.bisect and self.two_sided):
             return
@@ -489,3 +426,4 @@ class Campaign:
         self.summary.references = dict(sorted(self.source.references.items()))
         self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
         self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))
+        self.summary.steered = dict(sorted(self.reduction.avoid.steered.items()))

@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 
 from generator.api import GenConfig, Support, generate
+from generator.avoid import Avoid
 from generator.coverage import Coverage
 from generator.values import NoValidValues
 from oracles.references import Source, read_reference
@@ -81,6 +82,8 @@ class CaseSource:
         self.head_support: Support | None = None
         """What head runs, where it runs more than base: drawn for every HEAD_ONLY_EVERY-th seed."""
         self.coverage = Coverage()
+        self.avoid: Avoid | None = None
+        """Known bugs' triggers to steer away from (generator.avoid); the campaign's, shared by every lane."""
         self.dropped: Counter[str] = Counter()
         self.value_work: Counter[str] = Counter()
         """Insertions whose values were repaired, and refused, while models grew."""
@@ -113,7 +116,7 @@ class CaseSource:
     def _prepare(self, seed: int) -> Prepared | None:
         t0 = time.perf_counter()
         try:
-            case = generate(seed, self.cfg, support=self.support_for(seed), coverage=self.coverage)
+            case = generate(seed, self.cfg, support=self.support_for(seed), coverage=self.coverage, avoid=self.avoid)
         except NoValidValues:
             # Never run: its value work ran past its time budget (generator.witness).
             self.dropped["no_valid_values"] += 1

@@ -30,6 +30,7 @@ from bot.check_cli import check_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.errors import UserError
+from bot.known_cli import known_bugs_command
 from bot.merge import MergeError
 from bot.merge_cli import SchemaError, config_schema_command, merge_command
 from bot.reduce_cli import ReduceError, reduce_command
@@ -314,6 +315,7 @@ def _print_runs(rows: list[dict[str, Any]]) -> None:
 app.command("check")(check_command)
 app.command("reduce")(reduce_command)
 app.command("report")(report_command)
+app.command("known-bugs")(known_bugs_command)
 app.command("bisect")(bisect_command)
 app.command("merge")(merge_command)
 app.command("config-schema")(config_schema_command)

@@ -63,6 +63,25 @@ class ReduceSettings(BaseModel):
         1.0, ge=0, description="reduction's time after the fuzzing budget, as a share of that budget"
     )
     generalize: bool = Field(True, description="try each reduced trigger at other dtypes to name the bug")
+    during: bool = Field(
+        True,
+        description="reduce the first finding of each kind while fuzzing, so the rest of the campaign"
+        " steers away from its trigger (known_bugs.avoid)",
+    )
+
+
+class KnownBugsSettings(BaseModel):
+    """The `known_bugs:` section: bugs that already have a reduced trigger, which the
+    generator steers away from so the budget goes to bugs not yet found (generator.avoid)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[Path] = Field(
+        default_factory=list, description="known-bugs.json files, or earlier output folders that hold one"
+    )
+    avoid: float = Field(
+        0.9, ge=0.0, le=1.0, description="chance an insertion that completes a known trigger is undone; 0: never"
+    )
 
 
 def parse_test_fault(text: str | None) -> dict[str, Any] | None:
@@ -101,6 +120,9 @@ class FuzzConfig(BaseModel):
     )
     oracles: OracleConfig = Field(default_factory=OracleConfig, description="how candidate findings are questioned")
     reduce: ReduceSettings = Field(default_factory=ReduceSettings, description="automatic reduction of new findings")
+    known_bugs: KnownBugsSettings = Field(
+        default_factory=KnownBugsSettings, description="bugs already reduced, steered away from"
+    )
     bisect: bool = Field(False, description="bisect each new regression between the base and head refs")
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")

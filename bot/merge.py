@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.bundle import Finding
+from bot.known_bugs import KNOWN_FILE
 from bot.store import REDUCED_DIR, FindingStore, StoredFinding, StoreError, combine, load_rows
 from bot.summary import FindingRef, PerfFinding, Summary, Timings, write_summary
 from bot.summary_md import write_summary_md
@@ -183,6 +184,7 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         references=_sum(s.references for s in summaries),
         reference_gaps=_sum(s.reference_gaps for s in summaries),
         tiebreaks=_sum(s.tiebreaks for s in summaries),
+        steered=_sum(s.steered for s in summaries),
         imports=next((s.imports for s in summaries if s.imports), {}),
         sides=next((s.sides for s in summaries if s.sides), {}),
         compiler=next((s.compiler for s in summaries if s.compiler is not None), None),
@@ -324,8 +326,23 @@ def _build(tmp: Path, taken: list[ShardOutput], out: Path, report: MergeReport) 
     FindingStore.in_dir(tmp).add_all(rows)
     _write_merged_summary(summary, set().union(*(o.covers for o in taken)), tmp)
     write_summary_md(tmp, summary)
+    _merge_known(taken, tmp)
     report.findings = len(rows)
     return summary
+
+
+def _merge_known(taken: list[ShardOutput], tmp: Path) -> None:
+    """The shards' known-bugs.json, one row per fingerprint; a shard without a readable one
+    adds none (its bugs stay reported, only not steered away from)."""
+    rows: dict[str, Any] = {}
+    for o in taken:
+        try:
+            found = json.loads((o.path / KNOWN_FILE).read_text())
+            rows.update((str(r["fingerprint"]), r) for r in found)
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    if rows:
+        (tmp / KNOWN_FILE).write_text(json.dumps(list(rows.values()), indent=1) + "\n")
 
 
 def _swap(tmp: Path, out: Path) -> None:

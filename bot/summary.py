@@ -80,6 +80,8 @@ class Timings(BaseModel):
     backend_compute: float = 0.0
     """Time the worker reported inside compile and run."""
     reduction: float = 0.0
+    reduction_during: float = 0.0
+    """The part of `reduction` spent while fuzzing (the first finding of each kind), inside `wall_s`."""
 
 
 class SupportSummary(BaseModel):
@@ -121,6 +123,9 @@ class Summary(BaseModel):
     reference_gaps: dict[str, int] = Field(default_factory=dict)
     """Cases the torch reference could not compute, by the op type it stopped at."""
     tiebreaks: dict[str, int] = Field(default_factory=dict)
+    steered: dict[str, int] = Field(default_factory=dict)
+    """Insertions undone because they completed a known bug's trigger, by the bug's
+    fingerprint (generator.avoid)."""
     """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
     run_url: str | None = None
     """The CI run that made this output (GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY

@@ -133,6 +133,11 @@ def _judging(summary: Summary) -> list[str]:
             + ", ".join(f"{_cell(k)} {v}" for k, v in sorted(summary.tiebreaks.items()))
             + "."
         )
+    if summary.steered:
+        lines.append(
+            f"Steered away from {len(summary.steered)} known bug(s): "
+            f"{sum(summary.steered.values())} insertion(s) that completed a known trigger were undone."
+        )
     return [*lines, ""] if lines else []
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
+from generator.avoid import Avoid
 from generator.binning import BinChooser
 from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
@@ -92,19 +93,30 @@ def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
 
 
 def generate(
-    seed: int, cfg: GenConfig | None = None, *, support: Support | None = None, coverage: Coverage | None = None
+    seed: int,
+    cfg: GenConfig | None = None,
+    *,
+    support: Support | None = None,
+    coverage: Coverage | None = None,
+    avoid: Avoid | None = None,
 ) -> Case:
-    """One model and its inputs, a pure function of (seed, cfg, support, coverage so far).
+    """One model and its inputs, a pure function of (seed, cfg, support, coverage so far,
+    known triggers).
 
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
-    with what the model covers. Budgets count steps, never seconds: the same arguments give
-    the same case on any machine at any load.
+    with what the model covers; `avoid` keeps known bugs' triggers out (generator.avoid).
+    Budgets count steps, never seconds: the same arguments give the same case on any
+    machine at any load.
     """
-    return grow_case(seed, cfg or GenConfig(), support, coverage)[0]
+    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid)[0]
 
 
 def grow_case(
-    seed: int, cfg: GenConfig, support: Support | None = None, coverage: Coverage | None = None
+    seed: int,
+    cfg: GenConfig,
+    support: Support | None = None,
+    coverage: Coverage | None = None,
+    avoid: Avoid | None = None,
 ) -> tuple[Case, Witness]:
     """`generate`, with the witness that kept the values (what they cost, fresh draws)."""
     rng = random.Random(seed)
@@ -119,7 +131,7 @@ def grow_case(
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
-        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback)
+        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -144,6 +156,7 @@ def _grow(
     allowed: Allowed,
     specs: list[type[OpSpec]],
     feedback: Feedback | None,
+    avoid: Avoid | None = None,
 ) -> tuple[Graph, Witness]:
     """Grow one graph with its values (see generator.witness); a first tensor that no
     allowed op can take is replaced, up to GROW_TRIES times (rare: a rank-5 bool tensor
@@ -153,7 +166,7 @@ def _grow(
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
         witness = Witness(cfg.opset, seed, method, cfg.value_steps)
-        grower = Grower(sc, seeds, allowed, bins, witness=witness)
+        grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid)
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
         choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))

@@ -26,6 +26,7 @@ from generator.ops.base import MAX_WORK, OpSpec
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 if TYPE_CHECKING:
+    from generator.avoid import Avoid
     from generator.coverage import Proposal
     from generator.witness import Witness
 
@@ -55,15 +56,18 @@ class Grower:
         bins: BinChooser,
         pick_tensor: TensorPicker | None = None,
         witness: Witness | None = None,
+        avoid: Avoid | None = None,
     ) -> None:
         """`witness`, when given, writes each node as it is inserted and keeps values for
-        every tensor (generator.witness); an insertion it refuses is undone."""
+        every tensor (generator.witness); an insertion it refuses is undone, and so is one
+        that completes a known bug's trigger (`avoid`, generator.avoid)."""
         self.sc = sc
         self.rng = sc.rng
         self.allowed = allowed
         self.bins = bins
         self.pick_tensor = pick_tensor or (lambda spec, slot, cands: self.rng.choice(cands))
         self.witness = witness
+        self.avoid = avoid
         self.graph = Graph()
         self._solver: z3.Solver | None = None
         self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
@@ -176,10 +180,14 @@ class Grower:
         mark = self.graph.checkpoint()
         node.outputs = [self.graph.add_tensor(o) for o in outs]
         self.graph.add_node(node)
-        if self.witness is not None and not self.witness.forward(self.graph, node):
+        if self._known() or (self.witness is not None and not self.witness.forward(self.graph, node)):
             self.graph.rollback(mark)
             return False
         return True
+
+    def _known(self) -> bool:
+        """Whether the node just added completes a known bug's trigger (then it is undone)."""
+        return self.avoid is not None and self.avoid.refuses(self.graph, self.rng)
 
     @contextmanager
     def _drawing(self, spec: type[OpSpec], small: bool) -> Iterator[None]:
@@ -252,7 +260,7 @@ class Grower:
         self.graph.placeholders.remove(target)
         self.graph.placeholders += node.inputs
         self.graph.add_node(node)
-        if self.witness is not None and not self.witness.backward(self.graph, node, target):
+        if self._known() or (self.witness is not None and not self.witness.backward(self.graph, node, target)):
             self.graph.rollback(mark)
             return False
         return True

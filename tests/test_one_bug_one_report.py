@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from bot.cli import main
+from bot.github.text import trigger_marker
 from tests.github_server import FakeGitHub
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
@@ -37,7 +38,9 @@ Campaign = tuple[Path, dict[str, Any]]
 TOKEN = "ghp_" + "0ne8ug" * 6
 
 
-def _campaign(tmp: Path, repo: ToyRepo, cache: Path, ops: list[str]) -> dict[str, Any]:
+def _campaign(
+    tmp: Path, repo: ToyRepo, cache: Path, ops: list[str], known: dict[str, Any] | None = None
+) -> dict[str, Any]:
     compiler = toy_compiler_config(repo, "fusion", "docs").model_dump(exclude_none=True)
     data = {
         "backend": BACKEND,
@@ -46,6 +49,7 @@ def _campaign(tmp: Path, repo: ToyRepo, cache: Path, ops: list[str]) -> dict[str
         "budget": "10m",
         "max_tests": 3000,
         "generator": {"nodes": 6, "ops": ops},
+        "known_bugs": known or {},
     }
     config = tmp / "fuzzbot.yml"
     config.write_text(yaml.safe_dump(data))
@@ -57,7 +61,15 @@ def _campaign(tmp: Path, repo: ToyRepo, cache: Path, ops: list[str]) -> dict[str
 
 @pytest.fixture(scope="module")
 def one_bug(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """Without steering, so every sighting of the bug is met and must be folded."""
     tmp = tmp_path_factory.mktemp("one-bug")
+    return tmp / "out", _campaign(tmp, toy_repo, build_cache, ONE_BUG_OPS, {"avoid": 0})
+
+
+@pytest.fixture(scope="module")
+def one_bug_steered(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """The defaults: the bug is reduced when first met, and its trigger steered away from."""
+    tmp = tmp_path_factory.mktemp("one-bug-steered")
     return tmp / "out", _campaign(tmp, toy_repo, build_cache, ONE_BUG_OPS)
 
 
@@ -129,3 +141,73 @@ def test_two_unrelated_bugs_are_two_reports(two_bugs: Campaign) -> None:
     first, second, bodies = _issues_filed_twice(out)
     assert len(first) == 2 and first == second, (first, second)
     assert sum("passes at float" in body for body in bodies) == 1  # the Div bug needs an integer type
+
+
+def test_a_bug_once_reduced_is_steered_away_from(one_bug: Campaign, one_bug_steered: Campaign) -> None:
+    (_, unsteered), (out, steered) = one_bug, one_bug_steered
+    [ref] = steered["findings"]
+    assert ref["signature"] == unsteered["findings"][0]["signature"]
+    assert steered["time_s"]["reduction_during"] > 0, "the first sighting is reduced while fuzzing"
+    assert steered["steered"].get(ref["fingerprint"], 0) > 0, steered["steered"]
+    hits, before = steered["counts"]["new_regression"], unsteered["counts"]["new_regression"]
+    assert hits * 2 <= before, (hits, before)
+    [known] = json.loads((out / "known-bugs.json").read_text())
+    assert known["fingerprint"] == ref["fingerprint"]
+    assert [n["op_type"] for n in known["nodes"]] == ["Mul", "Sub"] and known["edges"] == [[0, 1]]
+    assert known["nodes"][0]["dtypes"] is None, "a bug at every type is avoided at every type"
+
+
+def test_a_later_run_steers_away_from_the_start(
+    one_bug_steered: Campaign, toy_repo: ToyRepo, build_cache: Path, tmp_path: Path
+) -> None:
+    out, first = one_bug_steered
+    compiler = toy_compiler_config(toy_repo, "fusion", "docs").model_dump(exclude_none=True)
+    data = {
+        "backend": BACKEND,
+        "compiler": compiler,
+        "cache_dir": str(build_cache.parent / "fuzzbot-cache"),
+        "budget": "10m",
+        "max_tests": 600,
+        "seed": 10_000,
+        "generator": {"nodes": 6, "ops": ONE_BUG_OPS},
+        "known_bugs": {"files": [str(out)], "avoid": 1.0},
+    }
+    (tmp_path / "fuzzbot.yml").write_text(yaml.safe_dump(data))
+    code = main(["fuzz", "--config", str(tmp_path / "fuzzbot.yml"), "--out", str(tmp_path / "out")])
+    later = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert code == 0 and not later["findings"], later["counts"]
+    assert later["steered"][first["findings"][0]["fingerprint"]] > 0
+
+
+def test_open_issues_hand_their_triggers_to_the_next_run(one_bug_steered: Campaign, tmp_path: Path) -> None:
+    """A filed issue carries its trigger; `fuzzbot known-bugs` reads it back from the bot's
+    open issues only: not from a person's issue, not once the bug's issue is closed."""
+    from github import Auth, Github
+
+    out, summary = one_bug_steered
+    fingerprint = summary["findings"][0]["fingerprint"]
+    other = "ghp_" + "m4ll0ry" * 6
+    forged = {"fingerprint": "f" * 16, "nodes": [{"op_type": "Relu", "dtypes": None}], "edges": []}
+    with FakeGitHub(token=TOKEN).start() as github:
+        github.add_repo(REPO)
+        assert _report(out, github, "--mode", "schedule", "--python", sys.executable).returncode == 0
+        [issue] = github.issues(REPO)
+        assert "<!-- fuzzbot:trigger=" in str(issue["body"])
+        github.add_token(other, "mallory")
+        body = f"<!-- fuzzbot:fingerprint={'f' * 16} -->\n" + trigger_marker(json.dumps(forged))
+        Github(auth=Auth.Token(other), base_url=github.url).get_repo(REPO).create_issue("mine", body)
+        rows = _known_from_issues(github, tmp_path / "known.json")
+        assert [r["fingerprint"] for r in rows] == [fingerprint]
+        assert rows[0]["nodes"] == json.loads((out / "known-bugs.json").read_text())[0]["nodes"]
+        github.human_close(REPO, int(issue["number"]))
+        assert _known_from_issues(github, tmp_path / "after-close.json") == []
+
+
+def _known_from_issues(github: FakeGitHub, path: Path) -> list[dict[str, Any]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(GITHUB_TOKEN=TOKEN, GITHUB_API_URL=github.url)
+    command = [sys.executable, "-m", "bot.cli", "known-bugs", str(path), "--repo", REPO]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, Any]] = json.loads(path.read_text())
+    return rows

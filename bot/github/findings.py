@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ class Report:
     """One line per bundle under flaky/: where it is and, when known, its signature."""
     run_id: str
     """A stable name of this output (a hash of summary.json): a re-run of one report counts once."""
+    known: dict[str, str] = field(default_factory=dict)
+    """Fingerprint -> the bug's trigger as compact JSON (known-bugs.json, bot.known_bugs): an
+    issue carries it so later runs can steer away from a bug that is still open."""
 
 
 def load_report(out: Path) -> Report:
@@ -65,7 +68,17 @@ def load_report(out: Path) -> Report:
         raise ReportInputError(f"{path}: not a fuzzbot summary: {str(e).splitlines()[0]}") from e
     items = [_item(out, ref) for ref in summary.findings]
     run_id = hashlib.sha256(raw).hexdigest()[:12]
-    return Report(out, summary, items, _flaky(out), run_id)
+    return Report(out, summary, items, _flaky(out), run_id, _known(out))
+
+
+def _known(out: Path) -> dict[str, str]:
+    """known-bugs.json as fingerprint -> its row; none when the campaign wrote none or it is
+    unreadable (the triggers help later runs; the report does not depend on them)."""
+    try:
+        rows = json.loads((out / "known-bugs.json").read_text())
+        return {str(r["fingerprint"]): json.dumps(r, separators=(",", ":")) for r in rows}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
 
 
 def relative(out: Path, path: str | Path) -> str:

@@ -28,6 +28,7 @@ from bot.github.text import (
     fingerprint_marker,
     occurrence_marker,
     recurrence_marker,
+    trigger_marker,
 )
 
 TITLE_CHARS = 120
@@ -185,7 +186,10 @@ def issue_title(item: Item, recurrence: int = 1) -> str:
 
 
 def issue_body(item: Item, report: Report, recurrence: int = 1, previous: int | None = None) -> str:
-    lines = [fingerprint_marker(item.ref.fingerprint), recurrence_marker(recurrence), ""]
+    lines = [fingerprint_marker(item.ref.fingerprint), recurrence_marker(recurrence)]
+    known = report.known.get(item.ref.fingerprint)
+    lines += [trigger_marker(known)] if known else []
+    lines += [""]
     verdict = f"**{item.ref.verdict.value}** ({_kind(item, report)})"
     found = f" by {_run_link(report)}" if report.summary.run_url else ""
     lines += [f"fuzzbot found a {verdict}{found} that reproduces with a standalone script.", ""]

@@ -75,18 +75,18 @@ def _connect(opts: ReportOptions, policy: RetryPolicy) -> tuple[Reader, DryRunSi
     """A dry run reads the repository when it has a token (so its plan is the real one) and
     never writes; a live run first replays what an interrupted report left queued."""
     if opts.dry_run is not None:
-        live = _identified(opts, policy) if opts.token else None
+        live = identified_repo(opts, policy) if opts.token else None
         reader: Reader = RetryingReader(live, policy) if live else EmptyRepo()
         return reader, DryRunSink(opts.dry_run, policy.secrets, [a for _, a in ReportQueue(opts.out_dir).pending()])
     if not opts.token:
         raise ReportError("GITHUB_TOKEN is not set (give a token, or --dry-run DIR to see what would be posted)")
-    tracker = _identified(opts, policy)
+    tracker = identified_repo(opts, policy)
     sink = LiveSink(tracker, policy, ReportQueue(opts.out_dir))
     sink.replay()
     return RetryingReader(tracker, policy), sink
 
 
-def _identified(opts: ReportOptions, policy: RetryPolicy) -> LiveRepo:
+def identified_repo(opts: ReportOptions, policy: RetryPolicy) -> LiveRepo:
     """The repository, once GitHub has said whose token this is: before anything is read, so a
     token that names no account stops the report before it trusts any marker."""
     repo = LiveRepo(opts.token, opts.api_url, _checked_repo(opts.repo))

@@ -7,6 +7,7 @@ memory; they live here so the writer and the reader can never disagree on the sp
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 
@@ -25,6 +26,7 @@ _FINGERPRINT = re.compile(r"<!-- fuzzbot:fingerprint=([0-9A-Za-z_.:-]+) -->")
 _RECURRENCE = re.compile(r"<!-- fuzzbot:recurrence=(\d+) -->")
 _CLEAN_RUNS = re.compile(r"<!-- fuzzbot:clean-runs=(\d+) run=([0-9A-Za-z_-]*) -->")
 _OCCURRENCE = re.compile(r"<!-- fuzzbot:occurrence run=([0-9A-Za-z_-]*) -->")
+_TRIGGER = re.compile(r"<!-- fuzzbot:trigger=([A-Za-z0-9_=-]+) -->")
 _TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")
 
 
@@ -43,6 +45,22 @@ def clean_runs_marker(n: int, run_id: str) -> str:
 
 def occurrence_marker(run_id: str) -> str:
     return f"<!-- fuzzbot:occurrence run={run_id} -->"
+
+
+def trigger_marker(row: str) -> str:
+    """A known bug's trigger (a known-bugs.json row), base64url so no text can end the comment."""
+    return f"<!-- fuzzbot:trigger={base64.urlsafe_b64encode(row.encode()).decode()} -->"
+
+
+def find_trigger(body: str) -> str | None:
+    """The known-bugs.json row an issue carries, or None (no marker, or not decodable)."""
+    m = _TRIGGER.search(body or "")
+    if not m:
+        return None
+    try:
+        return base64.urlsafe_b64decode(m.group(1)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def find_fingerprint(body: str) -> str | None:

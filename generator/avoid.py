@@ -1,0 +1,132 @@
+"""Triggers of bugs already known, steered away from while a graph grows.
+
+A campaign that keeps hitting a bug it has already reduced spends its budget on
+occurrences: fifteen minutes of TVM fuzzing once went 40% to the same few frontend
+crashes. Once a bug has a reduced trigger (a few nodes, with the dtypes the failure
+needs), an insertion that would complete that trigger in the growing graph is refused,
+most of the time, and the grower picks another op, as it does when the witness refuses
+unsafe values. Some completions are still let through (`strength` below 1), so a bug that
+is fixed, or that hides a second bug behind it, is still met now and then.
+
+A trigger is matched as a subgraph: its nodes by op type and first input's dtype, its
+edges as producer-to-consumer links between them. Every draw comes from the graph's own
+seeded rng, and only when a trigger matches, so a campaign that knows no bug grows the
+same graphs as before, and the same seed and known triggers give the same model.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from generator.graph import GNode, Graph
+
+
+@dataclass(frozen=True)
+class PatternNode:
+    op_type: str
+    dtypes: frozenset[str] | None = None
+    """The first input's dtypes the failure shows at; None: any."""
+
+    def admits(self, node: GNode) -> bool:
+        if node.op.op_type != self.op_type:
+            return False
+        return self.dtypes is None or not node.op.ins or str(node.op.ins[0].dtype) in self.dtypes
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A known bug's reduced trigger, as a pattern to keep out of new graphs."""
+
+    nodes: tuple[PatternNode, ...]
+    edges: tuple[tuple[int, int], ...] = ()
+    """(producer, consumer) indices into `nodes`."""
+    bug: str = ""
+    """The bug's fingerprint, for counting what was steered away from."""
+
+
+Links = tuple[dict[int, set[int]], dict[int, set[int]]]
+
+
+def _links(graph: Graph) -> Links:
+    """Node-to-node successors and predecessors, through the tensors between them."""
+    producer = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs}
+    succ: dict[int, set[int]] = defaultdict(set)
+    pred: dict[int, set[int]] = defaultdict(set)
+    for j, n in enumerate(graph.nodes):
+        for t in n.inputs:
+            i = producer.get(t)
+            if i is not None:
+                succ[i].add(j)
+                pred[j].add(i)
+    return succ, pred
+
+
+def embeds_at(trigger: Trigger, graph: Graph, at: int, links: Links | None = None) -> bool:
+    """Whether `trigger` appears in `graph` with one of its nodes at graph node `at`."""
+    links = links or _links(graph)
+    node = graph.nodes[at]
+    return any(p.admits(node) and _extend({i: at}, trigger, graph, links) for i, p in enumerate(trigger.nodes))
+
+
+def _extend(mapping: dict[int, int], trigger: Trigger, graph: Graph, links: Links) -> bool:
+    """Backtracking over the pattern's nodes, next to ones already placed where it can."""
+    if len(mapping) == len(trigger.nodes):
+        return True
+    succ, pred = links
+    todo, cands = _next_node(mapping, trigger, graph, succ, pred)
+    used = set(mapping.values())
+    for g in sorted(cands):
+        if g in used or not trigger.nodes[todo].admits(graph.nodes[g]):
+            continue
+        placed = {**mapping, todo: g}
+        edges_hold = all(placed[b] in succ[placed[a]] for a, b in trigger.edges if a in placed and b in placed)
+        if edges_hold and _extend(placed, trigger, graph, links):
+            return True
+    return False
+
+
+def _next_node(
+    mapping: dict[int, int], trigger: Trigger, graph: Graph, succ: dict[int, set[int]], pred: dict[int, set[int]]
+) -> tuple[int, Iterable[int]]:
+    for a, b in trigger.edges:
+        if a in mapping and b not in mapping:
+            return b, succ[mapping[a]]
+        if b in mapping and a not in mapping:
+            return a, pred[mapping[b]]
+    todo = next(i for i in range(len(trigger.nodes)) if i not in mapping)
+    return todo, range(len(graph.nodes))
+
+
+class Avoid:
+    """The known triggers of one campaign, and how often each was steered away from."""
+
+    def __init__(self, triggers: Sequence[Trigger] = (), strength: float = 0.9) -> None:
+        self.triggers = [t for t in triggers if t.nodes]
+        self.strength = strength
+        self.steered: Counter[str] = Counter()
+
+    def add(self, trigger: Trigger) -> None:
+        if trigger.nodes and trigger not in self.triggers:
+            self.triggers.append(trigger)
+
+    def refuses(self, graph: Graph, rng: random.Random) -> bool:
+        """Whether the node just added (the graph's last) completes a known trigger and is
+        to be undone; one seeded draw, and only when a trigger matches."""
+        if not self.triggers or self.strength <= 0:
+            return False
+        at = len(graph.nodes) - 1
+        node = graph.nodes[at]
+        candidates = [t for t in self.triggers if any(p.admits(node) for p in t.nodes)]
+        if not candidates:
+            return False
+        links = _links(graph)
+        for trigger in candidates:
+            if embeds_at(trigger, graph, at, links):
+                if rng.random() < self.strength:
+                    self.steered[trigger.bug] += 1
+                    return True
+                return False
+        return False
