@@ -39,8 +39,10 @@ TOKEN = "ghp_" + "0ne8ug" * 6
 
 
 def _campaign(
-    tmp: Path, repo: ToyRepo, cache: Path, ops: list[str], known: dict[str, Any] | None = None
+    tmp: Path, repo: ToyRepo, cache: Path, ops: list[str], expect: int = 2, **settings: Any
 ) -> dict[str, Any]:
+    """`fuzzbot fuzz` from `fusion` to `docs`, stopped at a test count; `settings` lie over
+    the config (known_bugs, max_tests, seed). New regressions (exit 2) fail a PR check."""
     compiler = toy_compiler_config(repo, "fusion", "docs").model_dump(exclude_none=True)
     data = {
         "backend": BACKEND,
@@ -49,13 +51,13 @@ def _campaign(
         "budget": "10m",
         "max_tests": 3000,
         "generator": {"nodes": 6, "ops": ops},
-        "known_bugs": known or {},
+        **settings,
     }
     config = tmp / "fuzzbot.yml"
     config.write_text(yaml.safe_dump(data))
     code = main(["fuzz", "--config", str(config), "--out", str(tmp / "out")])
-    assert code == 2  # new regressions fail a PR check
     summary: dict[str, Any] = json.loads((tmp / "out" / "summary.json").read_text())
+    assert code == expect, summary["counts"]
     return summary
 
 
@@ -63,7 +65,7 @@ def _campaign(
 def one_bug(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """Without steering, so every sighting of the bug is met and must be folded."""
     tmp = tmp_path_factory.mktemp("one-bug")
-    return tmp / "out", _campaign(tmp, toy_repo, build_cache, ONE_BUG_OPS, {"avoid": 0})
+    return tmp / "out", _campaign(tmp, toy_repo, build_cache, ONE_BUG_OPS, known_bugs={"avoid": 0})
 
 
 @pytest.fixture(scope="module")
@@ -161,21 +163,9 @@ def test_a_later_run_steers_away_from_the_start(
     one_bug_steered: Campaign, toy_repo: ToyRepo, build_cache: Path, tmp_path: Path
 ) -> None:
     out, first = one_bug_steered
-    compiler = toy_compiler_config(toy_repo, "fusion", "docs").model_dump(exclude_none=True)
-    data = {
-        "backend": BACKEND,
-        "compiler": compiler,
-        "cache_dir": str(build_cache.parent / "fuzzbot-cache"),
-        "budget": "10m",
-        "max_tests": 600,
-        "seed": 10_000,
-        "generator": {"nodes": 6, "ops": ONE_BUG_OPS},
-        "known_bugs": {"files": [str(out)], "avoid": 1.0},
-    }
-    (tmp_path / "fuzzbot.yml").write_text(yaml.safe_dump(data))
-    code = main(["fuzz", "--config", str(tmp_path / "fuzzbot.yml"), "--out", str(tmp_path / "out")])
-    later = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert code == 0 and not later["findings"], later["counts"]
+    known = {"files": [str(out)], "avoid": 1.0}
+    later = _campaign(tmp_path, toy_repo, build_cache, ONE_BUG_OPS, 0, known_bugs=known, max_tests=600, seed=10_000)
+    assert not later["findings"], later["counts"]
     assert later["steered"][first["findings"][0]["fingerprint"]] > 0
 
 
