@@ -76,11 +76,28 @@ def rounding_widths(model: onnx.ModelProto, dtypes: dict[str, str] | None = None
     for node in model.graph.node:
         carried = [w for w in (widths.get(i) for i in node.input if i) if w is not None]
         exact_op = same_bits(node.op_type, [True] * len(node.input))
+        inner = _stash_bits(node)
         for out in node.output:
             bits = _FLOAT_BITS.get(dtypes[out]) if out in dtypes else 16
-            own = [] if bits is None or (exact_op and not carried) else [bits]
+            own = [] if bits is None or (exact_op and not carried) else [min(bits, inner)]
             widths[out] = min([*carried, *own], default=None)
     return widths
+
+
+_STASH_OPS = {"LayerNormalization": 1, "GroupNormalization": 1}
+"""Ops whose `stash_type` (default: float32) is, by the ONNX spec, the precision of their
+mean and variance: a float64 LayerNormalization may compute its statistics in float32,
+so its result carries float32 rounding (onnxruntime's does)."""
+
+
+def _stash_bits(node: onnx.NodeProto) -> int:
+    """The width an op computes in inside, where its spec lets that be narrower than its
+    result type; 64 (no narrowing) for every other op."""
+    if node.op_type not in _STASH_OPS:
+        return 64
+    stash = next((a.i for a in node.attribute if a.name == "stash_type"), _STASH_OPS[node.op_type])
+    name = helper.tensor_dtype_to_np_dtype(stash).name if stash else "float32"
+    return _FLOAT_BITS.get(name, 16)
 
 
 def output_cones(model: onnx.ModelProto) -> dict[str, Cone]:
