@@ -314,9 +314,18 @@ class Campaign:
 
         A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
         than the finding's bundles show earns a bundle, and the weaker bundles go to
-        duplicates/; a weaker sighting is counted, not kept (Summary.superseded_by)."""
+        duplicates/; a weaker sighting is counted, not kept (Summary.superseded_by). A sighting
+        under the first fingerprint of a finding already reduced is an occurrence of the bug
+        its reduction named (CampaignReduction.occurrence)."""
         j = cross.culprit.first
         finding = self._finding(case, results, cross)
+        known = self.reduction.occurrence(j.fingerprint, cross.key)
+        if known is not None:
+            self.summary.occurrences[known.fingerprint] = self.summary.occurrences.get(known.fingerprint, 0) + 1
+            known.seen = list(dict.fromkeys([*known.seen, input_form(case.model)]))
+            named = finding.model_copy(update={"fingerprint": known.fingerprint, "signature": known.signature})
+            self.store.record(named, None, shard=self.summary.shard)
+            return None
         self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
         superseded = self.summary.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
         if superseded is None:

@@ -50,6 +50,9 @@ class CampaignReduction:
         self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
         self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
         self._kinds: set[tuple[str, str]] = set()
+        self.aliases: dict[str, str] = {}
+        """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
+        first one is an occurrence of the named bug, not a new finding to reduce again."""
 
     def during(self, ref: FindingRef, deadline: float) -> None:
         """Reduce `ref` now if it is the first of its kind and the budget has time left."""
@@ -97,7 +100,10 @@ class CampaignReduction:
             guard = others[0] if ref.across == CrossVerdict.new_regression else None
             bundle, reduced = self._relabelled(ref, bundle, reduced)
         evidence = generalize(reduced, finding.side, guard, self.pools) if settings.generalize else None
-        if rename_finding(ref, bundle, reduced, self.summary, self.store, evidence):
+        first_seen = ref.fingerprint
+        named = rename_finding(ref, bundle, reduced, self.summary, self.store, evidence)
+        self.aliases[first_seen] = ref.fingerprint
+        if named:
             self._learn(reduced)
             return
         first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
@@ -106,6 +112,13 @@ class CampaignReduction:
         dest = self.out / "duplicates" / bundle.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         bundle.rename(dest)
+
+    def occurrence(self, fingerprint: str, label: str) -> FindingRef | None:
+        """The listed bug a sighting under `fingerprint` (before reduction) and `label` is an
+        occurrence of, when that fingerprint's finding was reduced into it and the label is
+        the bug's; else None (a stronger label still earns its own bundle)."""
+        name = self.aliases.get(fingerprint)
+        return next((r for r in self.summary.findings if r.fingerprint == name and r.across == label), None)
 
     def _learn(self, reduced: Path) -> None:
         finding = Finding.model_validate_json((reduced / "finding.json").read_text())

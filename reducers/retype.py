@@ -51,18 +51,25 @@ def main_dtype(model: onnx.ModelProto) -> int | None:
     return int(model.graph.initializer[0].data_type) if model.graph.initializer else None
 
 
-VALUE_VARIANTS = 4
+VALUE_VARIANTS = 5
 """Sets of input values a re-typed trigger may be run with: the original's converted, then
-three fresh draws. A failure on any of them is the bug; a pass counts only where none
+four fresh draws. A failure on any of them is the bug; a pass counts only where none
 fails (values, not the type, can make a wrong kernel look right: 0 * b - 0 == 0 - 0 * b,
-and a float64 op computed in float32 is right on every small integer)."""
+a float64 op computed in float32 is right on every small integer, and a gather from the
+wrong index is right wherever the two cells hold the same small value)."""
 
 
 def _drawn(rng: np.random.Generator, shape: tuple[int, ...], target: np.dtype, variant: int) -> np.ndarray:
     """Variant 1: small positive values (no zero divisor, nothing negative into an unsigned
-    type); 2: small values of either sign; 3: wide ones, beyond float32's 24-bit mantissa."""
+    type); 2: small values of either sign; 3: wide ones, beyond float32's 24-bit mantissa;
+    4: every cell different (as far as the type has values), so no wrong pick hides."""
     if target == np.bool_:
         return rng.integers(0, 2, shape).astype(np.bool_)
+    if variant == 4:
+        cells = int(np.prod(shape))
+        span = 2048 if target.kind == "f" else min(int(np.iinfo(target).max), 2**20)
+        distinct = rng.permutation(cells) % span + 1
+        return (distinct + (0.25 if target.kind == "f" else 0)).reshape(shape).astype(target)
     if variant == 3:
         bits = {2: 10, 4: 24, 8: 24}[target.itemsize] if target.kind == "f" else 8 * target.itemsize - 2
         low = 0 if target.kind == "u" else -(2**bits)

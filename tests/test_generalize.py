@@ -94,3 +94,36 @@ def test_names_keep_the_type_only_where_the_failure_needs_it() -> None:
     other.CopyFrom(model)
     other.graph.node[1].op_type = "Add"
     assert generalized_name(model, segv, "toycc", None) != generalized_name(other, segv, "toycc", None)
+
+
+def _gather(dtype: int) -> Case:
+    """GatherElements(data, indices) along axis 0, with data of `dtype`."""
+    node = helper.make_node("GatherElements", ["data", "idx"], ["y"], axis=0)
+    ins = [
+        helper.make_tensor_value_info("data", dtype, [6, 4]),
+        helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 4]),
+    ]
+    graph = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", dtype, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = (np.arange(24).reshape(6, 4) % 3).astype(helper.tensor_dtype_to_np_dtype(dtype))
+    return Case(model, {"data": data, "idx": np.array([[0, 5, 1, 2], [3, 4, 0, 1]], np.int64)})
+
+
+def test_a_wrong_pick_is_not_named_by_the_types_whose_values_hid_it() -> None:
+    """A backend that reads the row below the index for one cell (the shape of a real TVM
+    0.25 GatherElements bug) is wrong wherever those two cells differ. Variant 4 makes every
+    cell differ, so no type passes by its values alone; and bool, whose cells hold one bit,
+    never counts as passing: the name is `(T: any)`."""
+
+    def outcome(case: Case) -> Outcome:
+        data = case.inputs["data"]
+        if data.dtype == np.bool_:
+            return "passes"  # as if every draw happened to agree
+        return "fails" if data[5, 1] != data[4, 1] else "passes"
+
+    for dtype in (TensorProto.INT8, TensorProto.UINT8, TensorProto.FLOAT16, TensorProto.INT64):
+        distinct = retype(_gather(TensorProto.UINT8), TensorProto.UINT8, dtype, variant=4)
+        assert distinct is not None and len(np.unique(distinct.inputs["data"])) == 24
+    ev = dtype_evidence(_gather(TensorProto.UINT8), outcome)
+    assert ev is not None and not ev.passes and ev.untestable == ["bool"], ev
+    assert len(ev.fails) == 7 and not ev.needs_dtype

@@ -151,6 +151,7 @@ def test_a_bug_once_reduced_is_steered_away_from(one_bug: Campaign, one_bug_stee
     assert ref["signature"] == unsteered["findings"][0]["signature"]
     assert steered["time_s"]["reduction_during"] > 0, "the first sighting is reduced while fuzzing"
     assert steered["steered"].get(ref["fingerprint"], 0) > 0, steered["steered"]
+    assert steered["occurrences"] == {ref["fingerprint"]: steered["counts"]["new_regression"]}
     hits, before = steered["counts"]["new_regression"], unsteered["counts"]["new_regression"]
     assert hits * 2 <= before, (hits, before)
     [known] = json.loads((out / "known-bugs.json").read_text())
