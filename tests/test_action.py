@@ -271,3 +271,35 @@ def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
     assert hadolint, "hadolint is not installed: pip install -r requirements.txt"
     done = subprocess.run([hadolint, "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True)
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
+
+
+def test_the_open_issues_triggers_reach_the_campaign_and_an_outage_does_not_stop_it(tmp_path: Path) -> None:
+    """Before fuzzing, the entrypoint reads the bot's open issues' triggers with the token
+    (the campaign never sees it); without a token, or when GitHub fails, it fuzzes without."""
+    from github import Auth, Github
+
+    from bot.action_entrypoint import known_from_issues, parse_inputs
+    from bot.github.text import trigger_marker
+    from tests.github_server import FakeGitHub
+
+    fingerprint = "ab" * 8
+    row = {"fingerprint": fingerprint, "nodes": [{"op_type": "Relu", "dtypes": None}], "edges": []}
+    body = f"<!-- fuzzbot:fingerprint={fingerprint} -->\n" + trigger_marker(json.dumps(row))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    with FakeGitHub(token=TOKEN).start() as github:
+        github.add_repo("acme/toycc")
+        Github(auth=Auth.Token(TOKEN), base_url=github.url).get_repo("acme/toycc").create_issue("[fuzzbot] x", body)
+        env = {
+            **base,
+            "GITHUB_WORKSPACE": str(tmp_path),
+            "INPUT_MODE": "fuzz-only",
+            "INPUT_GITHUB-TOKEN": TOKEN,
+            "GITHUB_REPOSITORY": "acme/toycc",
+            "GITHUB_API_URL": github.url,
+        }
+        path = known_from_issues(parse_inputs(env), env, tmp_path)
+        assert path is not None and [r["fingerprint"] for r in json.loads(path.read_text())] == [fingerprint]
+        no_token = {k: v for k, v in env.items() if k != "INPUT_GITHUB-TOKEN"}
+        assert known_from_issues(parse_inputs(no_token), no_token, tmp_path) is None
+        github.fail_next(100)
+        assert known_from_issues(parse_inputs(env), env, tmp_path / "outage") is None
