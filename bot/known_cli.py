@@ -28,10 +28,14 @@ def known_bugs_command(
     backoff: Annotated[float, typer.Option(min=0, hidden=True)] = 1.0,
 ) -> None:
     """Write the triggers of the bot's open issues, for `known_bugs: files:` in fuzzbot.yml."""
-    from bot.github.client import RetryingReader, RetryPolicy
     from bot.github.errors import ReportError
-    from bot.github.known import open_issue_triggers
-    from bot.github.run import ReportOptions, identified_repo, sink_secrets
+
+    try:
+        from bot.github.client import RetryingReader, RetryPolicy
+        from bot.github.known import open_issue_triggers
+        from bot.github.run import ReportOptions, identified_repo, sink_secrets
+    except ImportError as e:
+        raise ReportError(f"fuzzbot known-bugs needs PyGithub ({e.name} is missing): pip install pygithub") from e
 
     token = os.environ.get("GITHUB_TOKEN", "")
     if not token:
