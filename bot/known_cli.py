@@ -16,8 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from bot.known_bugs import KnownBug, write_known
-
-DEFAULT_API = "https://api.github.com"
+from bot.report_cli import DEFAULT_API
 
 
 def known_bugs_command(
