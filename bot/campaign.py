@@ -40,6 +40,7 @@ from bot.summary import (
     SupportSummary,
     ci_run_url,
     in_output,
+    seen_union,
     write_summary,
 )
 from bot.summary_md import write_summary_md
@@ -322,7 +323,7 @@ class Campaign:
         known = self.reduction.occurrence(j.fingerprint, cross.key)
         if known is not None:
             self.summary.occurrences[known.fingerprint] = self.summary.occurrences.get(known.fingerprint, 0) + 1
-            known.seen = list(dict.fromkeys([*known.seen, input_form(case.model)]))
+            known.seen = seen_union(known.seen, [input_form(case.model)])
             named = finding.model_copy(update={"fingerprint": known.fingerprint, "signature": known.signature})
             self.store.record(named, None, shard=self.summary.shard)
             return None

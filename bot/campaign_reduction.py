@@ -27,7 +27,7 @@ from bot.finding_reduction import (
 )
 from bot.known_bugs import KnownBug, known_bug, read_known
 from bot.store import FindingStore, relative_to_root
-from bot.summary import FindingRef, Summary, in_output
+from bot.summary import FindingRef, Summary, in_output, seen_union
 from generator.avoid import Avoid
 from oracles.sides import CrossVerdict
 
@@ -107,7 +107,7 @@ class CampaignReduction:
             self._learn(reduced)
             return
         first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
-        first.seen = list(dict.fromkeys([*first.seen, *ref.seen]))
+        first.seen = seen_union(first.seen, ref.seen)
         self.summary.findings.remove(ref)
         dest = self.out / "duplicates" / bundle.name
         dest.parent.mkdir(parents=True, exist_ok=True)

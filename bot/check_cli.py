@@ -22,9 +22,8 @@ import typer
 from rich.console import Console
 
 from backends.results import RunResult
-from bot.config import FuzzConfig, load_config
 from bot.side_builds import open_campaign
-from bot.user_cases import UserCase, find_targets, load_user_case
+from bot.user_cases import UserCase, find_targets, load_user_case, user_case_config
 from oracles.sides import CrossJudgement
 
 EXIT_OK, EXIT_FINDINGS = 0, 2
@@ -63,14 +62,6 @@ def case_row(case: UserCase, cross: CrossJudgement, results: list[RunResult], na
     }
 
 
-def _config(config: Path | None, out: Path | None, timeout: str | None) -> FuzzConfig:
-    overrides: dict[str, Any] = {"out": out, "timeout": timeout, "probe": False}
-    cfg = load_config(config, overrides)
-    perf = cfg.oracles.perf.model_copy(update={"every": 0})  # the user's models are checked, not timed
-    reduce = cfg.reduce.model_copy(update={"enabled": False})
-    return cfg.model_copy(update={"oracles": cfg.oracles.model_copy(update={"perf": perf}), "reduce": reduce})
-
-
 def check_command(
     paths: Annotated[list[Path], typer.Argument(help=".onnx files, bundle folders, or folders of either")],
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml: backend, and compiler: for base and head")] = None,
@@ -83,7 +74,7 @@ def check_command(
     targets = find_targets(paths)
     console = Console(stderr=True, highlight=False)
     with tempfile.TemporaryDirectory(prefix="fuzzbot-check-") as scratch:
-        cfg = _config(config, out or Path(scratch), timeout)
+        cfg = user_case_config(config, out or Path(scratch), timeout, {"enabled": False})
         cases = [load_user_case(given, path, seed) for given, path in targets]
         for case in cases:
             if case.inputs_from not in ("bundle",) and not case.inputs_from.endswith(".npz"):

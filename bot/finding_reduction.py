@@ -1,8 +1,9 @@
 """Reducing a campaign's findings, and naming each bug by what its failure depends on.
 
-Runs after the fuzzing budget, bounded by `reduce.share` of it. Every finding is reduced,
-in an order that spends the time where a maintainer looks first: one finding of each
-kind (verdict and pre-reduction signature) before the second of any kind, and new
+The pieces a campaign's reduction is made of; when each runs is bot.campaign_reduction's
+call (the first finding of a kind while fuzzing, the rest after, within `reduce.share`).
+The order spends the time where a maintainer looks first: one finding of each kind
+(verdict and pre-reduction signature) before the second of any kind, and new
 regressions before what head brought in, before persistent bugs, before fixed ones. A
 reduced trigger is then tried at other dtypes (bot.generalize), and named by its
 canonical structure and what the failure needs; two findings whose reductions converge
@@ -88,9 +89,7 @@ def reduction_order(refs: Iterable[FindingRef]) -> list[FindingRef]:
     return first + rest
 
 
-def reduce_one(
-    bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings
-) -> Path | None:
+def reduce_one(bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings) -> Path | None:
     """The reduced bundle of the finding at `bundle`, or None when it did not reproduce (a
     flaky bug slips through k runs now and then; it stays unreduced rather than misnamed).
     `guard`, for a regression, is the side that must keep getting each candidate right."""

@@ -20,8 +20,10 @@ from bot.errors import UserError
 from generator.avoid import PatternNode, Trigger
 from generator.dtypes import DType
 from generator.ops import registry
+from oracles.provenance import tensor_dtypes
 
 KNOWN_FILE = "known-bugs.json"
+GENERATED = frozenset(d.value for d in DType)
 MAX_TRIGGER_NODES = 8
 """A reduction stopped early leaves a big trigger; steering away from it would avoid
 almost nothing and cost a subgraph match per insertion."""
@@ -45,24 +47,6 @@ class KnownBug(BaseModel):
         return Trigger(nodes, tuple(self.edges), self.fingerprint)
 
 
-def _first_input_types(model: onnx.ModelProto) -> dict[str, int]:
-    try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except onnx.shape_inference.InferenceError:
-        graph = model.graph
-    values = [*graph.input, *graph.value_info, *graph.output]
-    types = {v.name: v.type.tensor_type.elem_type for v in values}
-    types.update({i.name: i.data_type for i in graph.initializer})
-    return types
-
-
-def _dtype(code: int | None) -> str | None:
-    try:
-        return DType.from_onnx(code).value if code else None
-    except (KeyError, ValueError):  # a type the generator never makes (bfloat16, a string)
-        return None
-
-
 def _node_dtypes(dtype: str | None, evidence: DtypeEvidence | None) -> list[str] | None:
     """The dtypes a trigger node stands for: where the bug fails, when its type was tried
     (any type, when none passed); else just its own."""
@@ -75,14 +59,15 @@ def known_bug(model: onnx.ModelProto, finding: Finding) -> KnownBug | None:
     """The reduced `model` of `finding` as a known bug, or None when it is too big to steer
     by or has no node the generator makes."""
     ops = registry()
-    types = _first_input_types(model)
+    types = tensor_dtypes(model)
     kept = [n for n in model.graph.node if n.op_type in ops]
     if not kept or len(kept) > MAX_TRIGGER_NODES:
         return None
     producer = {out: i for i, n in enumerate(kept) for out in n.output}
     nodes = []
     for n in kept:
-        dtype = _dtype(types.get(n.input[0])) if n.input else None
+        name = types.get(n.input[0]) if n.input else None
+        dtype = name if name in GENERATED else None  # not a type the generator makes (bfloat16, a string)
         nodes.append(KnownNode(op_type=n.op_type, dtypes=_node_dtypes(dtype, finding.dtypes)))
     edges = sorted({(producer[i], j) for j, n in enumerate(kept) for i in n.input if i in producer})
     return KnownBug(fingerprint=finding.fingerprint, signature=finding.signature, nodes=nodes, edges=edges)

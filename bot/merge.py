@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from bot.bundle import Finding
 from bot.known_bugs import KNOWN_FILE
 from bot.store import REDUCED_DIR, FindingStore, StoredFinding, StoreError, combine, load_rows
-from bot.summary import FindingRef, PerfFinding, Summary, Timings, write_summary
+from bot.summary import FindingRef, PerfFinding, Summary, Timings, seen_union, write_summary
 from bot.summary_md import write_summary_md
 from generator.coverage import CoverageStats
 
@@ -277,7 +277,7 @@ def _copy_findings(
     known = {Path(r.path).name: r for o in outputs for r in o.summary.findings}
     seen: dict[str, list[str]] = {}
     for ref in (r for o in outputs for r in o.summary.findings):
-        seen[ref.fingerprint] = list(dict.fromkeys([*seen.get(ref.fingerprint, []), *ref.seen]))
+        seen[ref.fingerprint] = seen_union(seen.get(ref.fingerprint, []), ref.seen)
     new_rows: list[StoredFinding] = []
     refs: list[FindingRef] = []
     for row in sorted(rows, key=lambda r: (r.first_seen, r.fingerprint)):

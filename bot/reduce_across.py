@@ -15,11 +15,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bot.config import load_config
 from bot.errors import UserError
 from bot.side_builds import open_campaign
 from bot.summary import FindingRef, in_output
-from bot.user_cases import find_targets, load_user_case
+from bot.user_cases import find_targets, load_user_case, user_case_config
 
 
 @dataclass(frozen=True)
@@ -50,19 +49,9 @@ def reduce_across(
     if len(found) != 1:
         raise UserError(f"{target}: give one model or bundle to reduce, not a folder of {len(found)}")
     dest = out or default_out(target)
-    cfg = load_config(config, {"out": dest, "timeout": timeout, "probe": False})
-    reduce = cfg.reduce.model_copy(
-        update={
-            "enabled": True,
-            "budget": budget_s,
-            "share": 1.0,
-            "max_findings": 1,
-            "max_tests": max_tests or cfg.reduce.max_tests,
-        }
-    )
-    perf = cfg.oracles.perf.model_copy(update={"every": 0})
-    oracles = cfg.oracles.model_copy(update={"perf": perf})
-    cfg = cfg.model_copy(update={"reduce": reduce, "oracles": oracles, "budget": budget_s, "bisect": False})
+    reduce = {"enabled": True, "budget": budget_s, "share": 1.0, "max_findings": 1}
+    cfg = user_case_config(config, dest, timeout, reduce | ({"max_tests": max_tests} if max_tests else {}))
+    cfg = cfg.model_copy(update={"budget": budget_s, "bisect": False})
     case = load_user_case(*found[0])
     campaign = open_campaign(
         cfg, on_side=lambda name, r: console.print(f"{name}: {r.label}", markup=False, soft_wrap=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field
@@ -61,6 +61,11 @@ class FindingRef(BaseModel):
     seen: list[str] = Field(default_factory=list)
     """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
     into this finding by reduction included: what a report says it was seen with."""
+
+
+def seen_union(*forms: Iterable[str]) -> list[str]:
+    """Input forms of several sightings, each once, in the order first seen (FindingRef.seen)."""
+    return list(dict.fromkeys(form for group in forms for form in group))
 
 
 class PerfFinding(BaseModel):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
 from bot.bundle import BundleError, load_bundle, load_npz
 from bot.case_source import Prepared
+from bot.config import FuzzConfig, load_config
 from bot.errors import UserError
 from generator.api import inputs_for_model
 from generator.values import apply_values, find_values
@@ -101,3 +103,13 @@ def load_user_case(given: str, path: Path, seed: int = 0) -> UserCase:
         path=given,
         inputs_from=origin,
     )
+
+
+def user_case_config(config: Path | None, out: Path, timeout: str | None, reduce: dict[str, Any]) -> FuzzConfig:
+    """The config that judges a user's models (`fuzzbot check`, `fuzzbot reduce --config`):
+    no support probe (the model is given, not drawn) and no timing (the models are checked,
+    not timed); `reduce` lies over the config's reduction settings."""
+    cfg = load_config(config, {"out": out, "timeout": timeout, "probe": False})
+    perf = cfg.oracles.perf.model_copy(update={"every": 0})
+    oracles = cfg.oracles.model_copy(update={"perf": perf})
+    return cfg.model_copy(update={"oracles": oracles, "reduce": cfg.reduce.model_copy(update=reduce)})

@@ -20,7 +20,18 @@ from bot.github.findings import load_report
 from bot.github.schedule import labels_for
 from bot.github.text import PR_MARKER, clean_runs_marker, find_clean_runs, fingerprint_marker, recurrence_marker
 from tests.github_server import FakeGitHub
-from tests.test_report import PYTHON, REPO, TOKEN, Report_, _clean, _copy, _writes, one_build, report, two_builds
+from tests.test_report import (
+    PYTHON,
+    REPO,
+    Report_,
+    _clean,
+    _copy,
+    _writes,
+    one_build,
+    report,
+    serving,
+    two_builds,
+)
 
 __all__ = ["one_build", "report", "two_builds"]  # fixtures shared with tests/test_report.py
 
@@ -35,17 +46,10 @@ OTHER_APP = "other-app[bot]"
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
-    server = FakeGitHub(token=TOKEN)
-    with server:
-        server.add_repo(REPO)
-        server.add_pull(REPO, 7, head_sha="a" * 40, base_sha="b" * 40)
+    with serving(monkeypatch) as server:
         server.add_token(PAT, PAT_LOGIN, "user")
         server.add_token(APP_TOKEN, APP_LOGIN, "app")
         server.add_token(OTHER_APP_TOKEN, OTHER_APP, "app")
-        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-        monkeypatch.setenv("GITHUB_API_URL", server.url)
-        for name in ("GITHUB_REPOSITORY", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
-            monkeypatch.delenv(name, raising=False)
         yield server
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,8 +90,10 @@ def _clean(src: Path, dest: Path, variant: int) -> Path:
     return out
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+@contextmanager
+def serving(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """A stateful GitHub with the repository and PR #7, and the environment of a report
+    step pointed at it (no event, repository or step summary of the real run leaks in)."""
     server = FakeGitHub(token=TOKEN)
     with server:
         server.add_repo(REPO)
@@ -99,6 +102,12 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
         monkeypatch.setenv("GITHUB_API_URL", server.url)
         for name in ("GITHUB_REPOSITORY", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
             monkeypatch.delenv(name, raising=False)
+        yield server
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    with serving(monkeypatch) as server:
         yield server
 
 
