@@ -169,6 +169,8 @@ def _coverage(stats: list[CoverageStats]) -> CoverageStats:
         attr_values=max((s.attr_values for s in stats), default=0),
         op_pairs=max((s.op_pairs for s in stats), default=0),
         dtypes=_sum(s.dtypes for s in stats),
+        rewrites=_sum(s.rewrites for s in stats),
+        patterns=_sum(s.patterns for s in stats),
     )
 
 

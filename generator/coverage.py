@@ -64,6 +64,10 @@ class CoverageStats(BaseModel):
     attr_values: int = 0
     op_pairs: int = 0
     dtypes: dict[str, int] = Field(default_factory=dict)
+    rewrites: dict[str, int] = Field(default_factory=dict)
+    """Rewrites the systems under test performed, by key (Coverage.rewrites), in how many cases."""
+    patterns: dict[str, int] = Field(default_factory=dict)
+    """Rewrite templates and near misses placed in models (Coverage.patterns)."""
 
 
 class Coverage(BaseModel):
@@ -75,6 +79,12 @@ class Coverage(BaseModel):
     attrs: Counter[str] = Field(default_factory=Counter)
     pairs: Counter[str] = Field(default_factory=Counter)
     dtypes: Counter[str] = Field(default_factory=Counter)
+    rewrites: Counter[str] = Field(default_factory=Counter)
+    """Rewrites a system under test performed, in how many cases: `+domain::Op` for an op
+    its optimized graph gained (a fusion's result), `-domain::Op` for nodes it removed,
+    `tvm::fused_a_b` for a fused function; read off each optimized graph, no instrumentation."""
+    patterns: Counter[str] = Field(default_factory=Counter)
+    """Rewrite templates placed in models, `Template` or `Template~near_miss` (generator.patterns)."""
     _fed: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_total: int = PrivateAttr(default=-1)
@@ -95,6 +105,8 @@ class Coverage(BaseModel):
             attr_values=len(self.attrs),
             op_pairs=len(self.pairs),
             dtypes=dict(sorted(self.dtypes.items())),
+            rewrites=dict(self.rewrites.most_common()),
+            patterns=dict(self.patterns.most_common()),
         )
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:
