@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -21,6 +22,9 @@ from generator.graph import Graph
 from generator.grow import Allowed, Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
+from generator.patterns import all_variants
+from generator.patterns.base import Pattern
+from generator.patterns.choose import PatternChooser
 from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 from generator.values.find import one_thread
@@ -31,6 +35,9 @@ DEFAULT_OPSET = 17
 
 
 ALL_DTYPES = list(DType)
+RUNTIME_CONSTANT = re.compile(r"r\d+")
+"""How a generated model names a graph input that holds a fixed value (a runtime shape or
+scale, generator.emit.OnnxEmitter.runtime): never moved by a value search."""
 
 
 class GenConfig(BaseModel):
@@ -51,6 +58,13 @@ class GenConfig(BaseModel):
     )
     value_steps: int = Field(
         48, ge=0, description="search steps per model, over all its repairs while it grows; the cap keeps it seeded"
+    )
+    patterns: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="share of insertions that place a rewrite template or one of its near misses"
+        " (generator.patterns); 0: op-by-op growth alone",
     )
 
 
@@ -87,9 +101,24 @@ def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
         key = spec.key_dtype(sig)
         if key not in dtypes or not spec.schema_allows(cfg.opset, sig):
             return False
-        return support is None or key in support.get(spec.op_type, ())
+        return support is None or all(key in support.get(op, ()) for op in spec.support_ops())
 
     return allowed
+
+
+def pattern_variants(cfg: GenConfig, support: Support | None) -> list[type[Pattern]]:
+    """The template variants a model may get: none when templates are off; with an op list,
+    those written with its ops alone; with a support matrix, those whose ops it has."""
+    if cfg.patterns <= 0:
+        return []
+    only = set(cfg.ops) if cfg.ops is not None else None
+    return [
+        v
+        for v in all_variants()
+        if v.exists_at(cfg.opset)
+        and (only is None or only.issuperset(v.support_ops()))
+        and (support is None or all(support.get(op) for op in v.support_ops()))
+    ]
 
 
 def generate(
@@ -131,7 +160,8 @@ def grow_case(
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
-        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid)
+        patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, coverage if cfg.feedback else None)
+        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -157,6 +187,7 @@ def _grow(
     specs: list[type[OpSpec]],
     feedback: Feedback | None,
     avoid: Avoid | None = None,
+    patterns: PatternChooser | None = None,
 ) -> tuple[Graph, Witness]:
     """Grow one graph with its values (see generator.witness); a first tensor that no
     allowed op can take is replaced, up to GROW_TRIES times (rare: a rank-5 bool tensor
@@ -177,6 +208,7 @@ def _grow(
                 choose=choose,
                 propose=feedback.propose if feedback is not None else None,
                 on_insert=feedback.inserted if feedback is not None else None,
+                template=patterns.draw if patterns is not None and patterns.variants else None,
             )
             return graph, witness
         except RuntimeError:
@@ -196,9 +228,8 @@ def with_safe_values(case: Case, cfg: GenConfig) -> Case:
     values); it is for models that did not: a user's, a reduced one, a benchmark's."""
     init = [i.name for i in case.model.graph.initializer if i.name[:1] in ("t", "w")]
     method: Method = "sampling" if cfg.values == "sampling" else "gradient"
-    found = find_values(
-        case.model, case.inputs, [*case.inputs, *init], case.seed, method, cfg.value_steps
-    )
+    free = [k for k in case.inputs if not RUNTIME_CONSTANT.fullmatch(k)]
+    found = find_values(case.model, case.inputs, [*free, *init], case.seed, method, cfg.value_steps)
     if not found.outcome.found:
         raise NoValidValues(case.seed, found.outcome)
     model, inputs = apply_values(case.model, case.inputs, found.values)

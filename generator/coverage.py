@@ -30,6 +30,7 @@ from generator.binning import bin_of
 from generator.dtypes import DType
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
+from generator.patterns.base import Pattern
 from generator.symbolic import Dim, TType
 
 INPUT = "input"
@@ -111,7 +112,10 @@ class Coverage(BaseModel):
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:
         op = node.op.op_type
-        self.ops[op] += 1
+        if isinstance(node.op, Pattern):
+            self.patterns[node.op.name()] += 1
+        else:
+            self.ops[op] += 1
         for slot, t in enumerate(node.inputs):
             tensor = graph.tensors[t]
             self.inputs[input_key(op, slot, tensor.dtype.value, tensor.rank, shape_bucket(tensor.shape))] += 1

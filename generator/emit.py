@@ -46,6 +46,9 @@ class Fragment:
 
     nodes: list[onnx.NodeProto] = field(default_factory=list)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    runtime: dict[str, np.ndarray] = field(default_factory=dict)
+    """Values it reads as graph inputs (`r<n>`): shapes, scales and bounds that a compiler
+    cannot fold as constants. Fixed like constants: no value search moves them."""
 
 
 def tname(i: int) -> str:
@@ -90,6 +93,13 @@ class OnnxEmitter:
     def const(self, array: np.ndarray) -> str:
         """An op-owned constant of any dtype (clip bounds, shift amounts, indices)."""
         return self._initializer("c", np.asarray(array))
+
+    def runtime(self, array: np.ndarray) -> str:
+        """A value the node reads as a graph input of its own."""
+        name = f"r{self.made_arrays}"
+        self.made_arrays += 1
+        self.fragment.runtime[name] = np.asarray(array)
+        return name
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str:
         name = self._initializer("w", draw_values(self.values, shape, dtype, fan_in))
@@ -144,6 +154,9 @@ def emit_model(
         fragment = n.fragment if n.fragment is not None else em.write(n)
         nodes += fragment.nodes
         initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
+        for k, a in fragment.runtime.items():
+            inputs[k] = a
+            graph_inputs.append(helper.make_tensor_value_info(k, DType.from_numpy(a.dtype).onnx, list(a.shape)))
         if on_node is not None:
             on_node(n, fragment.nodes)
     outputs = [value_info(o) for o in graph.sinks()]

@@ -50,6 +50,11 @@ class Graph:
         for i in node.inputs:
             self.consumer_ops.setdefault(i, []).append(node.op.op_type)
 
+    def size(self) -> int:
+        """What the nodes count toward a model's node budget (a rewrite template counts
+        about the ONNX nodes it writes)."""
+        return sum(n.op.size for n in self.nodes)
+
     def checkpoint(self) -> Checkpoint:
         return len(self.tensors), len(self.nodes), tuple(self.placeholders)
 

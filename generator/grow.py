@@ -97,32 +97,20 @@ class Grower:
         choose: Callable[[], type[OpSpec]],
         propose: Callable[[Graph], Proposal | None] | None = None,
         on_insert: Callable[[Graph, GNode], None] | None = None,
+        template: Callable[[int, set[TType]], type[OpSpec] | None] | None = None,
     ) -> Graph:
         """`propose`, when given, may name an insertion (direction, op, tensor) instead of
-        `choose`'s op; coverage feedback uses it to aim at uncovered op pairs."""
+        `choose`'s op; coverage feedback uses it to aim at uncovered op pairs. `template`,
+        when given, may name a rewrite template to try first, given the budget left."""
         attempts = 0
-        while len(self.graph.nodes) < nodes and attempts < max_attempts:
+        while self.graph.size() < nodes and attempts < max_attempts:
             attempts += 1
             mark = len(self.sc.binnable)
-            inserted = False
-            for _ in range(PROPOSALS if propose is not None else 0):
-                proposal = propose(self.graph)  # type: ignore[misc]
-                if proposal is None:
-                    break
-                way, spec, tensor = proposal
-                if way == "forward":
-                    inserted = self.forward(spec, mark, first=tensor)
-                else:
-                    inserted = self.backward(spec, mark, target=tensor)
-                if inserted:
-                    break
-                del self.sc.binnable[mark:]
+            spec = self._template(template, nodes)
+            inserted = spec is not None and self._insert(spec, mark)
             if not inserted:
-                spec = choose()
-                # Backward insertion of an op that cannot name its inputs from its output
-                # needs the solver for fresh input dims; it stays in the mix, less often.
-                p_back = 0.5 if spec.concrete_inputs is not OpSpec.concrete_inputs else 0.25
-                inserted = self.backward(spec, mark) if self.rng.random() < p_back else self.forward(spec, mark)
+                del self.sc.binnable[mark:]
+                inserted = self._proposed(propose, mark) or self._insert(choose(), mark)
             if not inserted:
                 del self.sc.binnable[mark:]
             elif on_insert is not None:
@@ -130,6 +118,39 @@ class Grower:
         if not self.graph.nodes:
             raise RuntimeError("no operator could be inserted")
         return self.graph
+
+    def _template(
+        self, template: Callable[[int, set[TType]], type[OpSpec] | None] | None, nodes: int
+    ) -> type[OpSpec] | None:
+        """The template to try first, told the budget left and the tensor types at hand."""
+        if template is None:
+            return None
+        return template(nodes - self.graph.size(), {t.ttype for t in self.graph.tensors})
+
+    def _proposed(self, propose: Callable[[Graph], Proposal | None] | None, mark: int) -> bool:
+        """Try up to PROPOSALS insertions named by `propose`."""
+        for _ in range(PROPOSALS if propose is not None else 0):
+            proposal = propose(self.graph)  # type: ignore[misc]
+            if proposal is None:
+                return False
+            way, spec, tensor = proposal
+            if way == "forward":
+                inserted = self.forward(spec, mark, first=tensor)
+            else:
+                inserted = self.backward(spec, mark, target=tensor)
+            if inserted:
+                return True
+            del self.sc.binnable[mark:]
+        return False
+
+    def _insert(self, spec: type[OpSpec], mark: int) -> bool:
+        """`spec` inserted backward or forward, at random."""
+        # Backward insertion of an op that cannot name its inputs from its output
+        # needs the solver for fresh input dims; it stays in the mix, less often.
+        p_back = 0.5 if spec.concrete_inputs is not OpSpec.concrete_inputs else 0.25
+        if self.rng.random() < p_back:
+            return self.backward(spec, mark)
+        return self.forward(spec, mark)
 
     def _pick_inputs(self, spec: type[OpSpec], first: int | None) -> list[int] | None:
         tensors = self.graph.tensors

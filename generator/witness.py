@@ -161,6 +161,8 @@ class Witness:
                 self._add_leaf(name, array)
             else:
                 self.constants[name] = self.env[name] = as_tensor(array)
+        for name, array in node.fragment.runtime.items():
+            self.constants[name] = self.env[name] = as_tensor(array)
         return node.fragment
 
     def _add_leaf(self, name: str, array: np.ndarray) -> None:
@@ -179,7 +181,7 @@ class Witness:
     def _disown(self, fragment: Fragment) -> None:
         """Undo `_write` for a refused node."""
         self._forget(fragment)
-        for name in fragment.arrays:
+        for name in [*fragment.arrays, *fragment.runtime]:
             self.leaves.pop(name, None)
             self.constants.pop(name, None)
             self.env.pop(name, None)

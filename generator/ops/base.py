@@ -53,6 +53,8 @@ class Emitter(Protocol):
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str: ...
 
+    def runtime(self, array: np.ndarray) -> str: ...
+
 
 class OpSpec(ABC):
     """One ONNX op type; an instance is one node being inserted into a graph."""
@@ -96,6 +98,14 @@ class OpSpec(ABC):
     def accepts(cls, ins: Sequence[TType]) -> bool:
         """Cheap type matching before any solver call (NNSmith's TypeMatch)."""
         return all(cls.slot_ok(i, t) for i, t in enumerate(ins)) and len({t.dtype for t in ins}) == 1
+
+    @classmethod
+    def support_ops(cls) -> tuple[str, ...]:
+        """The op types whose support (probed per backend) this spec needs at its key dtype."""
+        return (cls.op_type,)
+
+    size: ClassVar[int] = 1
+    """What one insertion counts toward a model's node budget (a rewrite template writes several)."""
 
     @classmethod
     def exists_at(cls, opset: int) -> bool:

@@ -1,0 +1,68 @@
+"""Which rewrite template, in which variant, the next insertion tries.
+
+COMET steers toward what coverage has not seen; here the coverage is the rewrites the
+systems under test actually performed (generator.coverage.Coverage.rewrites, read off
+their optimized graphs). A template whose rewrite never fired comes up mostly in its
+exact form, to make it fire; once it has fired, mostly as near misses, where a rewrite
+that forgets a precondition is wrong. Variants tried often are drawn less, so every
+one keeps coming up. All draws come from the model's seeded rng.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence, Set
+
+from generator.coverage import Coverage
+from generator.patterns.base import EXACT, Pattern
+from generator.symbolic import TType
+
+UNFIRED_EXACT = 3.0
+"""Weight of the exact form of a template whose rewrite has not fired yet (near misses: 1)."""
+FIRED_NEAR_MISS = 3.0
+"""Weight of each near miss of a template whose rewrite has fired (its exact form: 1)."""
+
+
+def fired(template: type[Pattern], coverage: Coverage | None) -> bool:
+    return coverage is not None and any(coverage.rewrites.get(k, 0) for k in template.fires)
+
+
+def weight(variant: type[Pattern], coverage: Coverage | None) -> float:
+    if coverage is None:
+        return 1.0
+    exact = variant.variant == EXACT
+    if fired(variant, coverage):
+        w = 1.0 if exact else FIRED_NEAR_MISS
+    else:
+        w = UNFIRED_EXACT if exact else 1.0
+    return w / math.sqrt(1 + coverage.patterns.get(variant.name(), 0))
+
+
+class PatternChooser:
+    """Replaces a share of an op chooser's draws by a template variant that fits the
+    model's remaining node budget."""
+
+    def __init__(
+        self, variants: Sequence[type[Pattern]], share: float, rng: random.Random, coverage: Coverage | None
+    ) -> None:
+        self.variants = list(variants)
+        self.weights = [weight(v, coverage) for v in self.variants]
+        self.share = share
+        self.rng = rng
+
+    def draw(self, left: int, types: Set[TType]) -> type[Pattern] | None:
+        """A variant for the next insertion (the share of the time), among those that fit
+        the `left` nodes of the model's budget and can read one of the graph's tensor
+        `types`; None: grow op by op this time."""
+        if not self.variants or self.rng.random() >= self.share:
+            return None
+        room = max(left, 2)
+        fits = [
+            (v, w)
+            for v, w in zip(self.variants, self.weights, strict=True)
+            if v.size <= room and any(v.slot_ok(0, t) for t in types)
+        ]
+        if not fits:
+            return None
+        return self.rng.choices([v for v, _ in fits], [w for _, w in fits])[0]
