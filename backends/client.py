@@ -277,6 +277,7 @@ class WorkerClient:
             wall_s=wall,
             outputs=arrays,
             backend=self.info,
+            rewrites={str(k): int(v) for k, v in (header.get("rewrites") or {}).items()},
         )
 
     def _failure(

@@ -54,3 +54,7 @@ class RunResult(BaseModel):
     wall_s: float = 0.0
     outputs: dict[str, NDArray] = Field(default_factory=dict)
     backend: BackendInfo | None = None
+    rewrites: dict[str, int] = Field(default_factory=dict)
+    """What the system's optimizer did to the model, read off its optimized graph after a
+    good compile (generator.coverage.Coverage.rewrites has the keys); empty where the
+    adapter exposes nothing."""

@@ -9,7 +9,9 @@ and the protocol version it speaks; the worker answers with the build it loaded
 (name, version, commit), the adapter's levels and "unsupported" patterns, its own
 protocol version, and where every module the adapter pulled in was imported from, so
 the bot can refuse a side that imports another side's code. Every later reply, stage
-events included, carries the id of the request it answers.
+events included, carries the id of the request it answers; a run's reply may carry
+`rewrites` (an optional key: a bot that does not read it loses nothing, so the protocol
+version stays).
 """
 
 from __future__ import annotations
@@ -100,12 +102,29 @@ class Served:
         return {"status": status, "stage": stage, "message": message}
 
 
+def read_rewrites(adapter: Any, compiled: Any) -> dict[str, int]:
+    """The adapter's optional `rewrites(compiled)`: what its optimizer did to this model.
+    Coverage is a by-product of a run, so a failure here is noted on stderr and read as
+    "nothing known", never as the system's error."""
+    read = getattr(adapter, "rewrites", None)
+    if read is None:
+        return {}
+    try:
+        return {str(k): int(v) for k, v in dict(read(compiled)).items() if int(v)}
+    except Exception:  # noqa: BLE001 - a coverage reading never fails a run
+        print("fuzzbot: reading the rewrites failed (the run goes on):", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return {}
+
+
 def handle_run(
     served: Served, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Stage events go out before each stage, so a crash or hang inside it is still tagged."""
+    """Stage events go out before each stage, so a crash or hang inside it is still tagged.
+    The rewrites read after a good compile go with the reply even if the run then fails."""
     adapter, rid, raw = served.adapter, header.get("id"), model
     times: dict[str, float] = {}
+    seen: dict[str, Any] = {}
     stage = "import"
     try:
         t = time.perf_counter()
@@ -121,6 +140,8 @@ def handle_run(
         if hasattr(adapter, "warmup"):
             adapter.warmup(compiled, inputs)
         times["compile_s"] = time.perf_counter() - t
+        if rewrites := read_rewrites(adapter, compiled):
+            seen["rewrites"] = rewrites
         stage = "run"
         write_message(out, {"id": rid, "event": "stage", "stage": stage})
         t = time.perf_counter()
@@ -128,13 +149,13 @@ def handle_run(
         outputs = adapter.run(compiled, inputs)
         times["run_s"] = time.perf_counter() - t
     except Exception as e:  # noqa: BLE001 - whatever the system raises is its answer
-        return served.failure(stage, e), {}
+        return {**served.failure(stage, e), **seen}, {}
     outputs = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in outputs.items()}
     bad = [k for k, v in outputs.items() if not isinstance(v, np.ndarray) or v.dtype.hasobject]
     if bad:
-        return {"status": "error", "stage": "run", "message": f"non-tensor outputs {bad}"}, {}
+        return {"status": "error", "stage": "run", "message": f"non-tensor outputs {bad}", **seen}, {}
     faults.after_run(fault, raw, outputs)
-    return {"status": "ok", **times}, outputs
+    return {"status": "ok", **times, **seen}, outputs
 
 
 def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:

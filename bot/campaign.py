@@ -280,9 +280,11 @@ class Campaign:
         return judged
 
     def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> CrossJudgement:
-        """Triage the first runs (re-runs, rules and localization happen there), then count."""
+        """Triage the first runs (re-runs, rules and localization happen there), then count.
+        The rewrites counted are head's: the build under test, the one generation steers toward."""
         lane = lane or self.lanes[0]
         cross = self.triage.triage(case, lane, results)
+        self.source.note_rewrites(results[-1].rewrites)
         with self._lock:
             self.summary.time_s.backend += sum(r.wall_s for r in results)
             self.summary.time_s.backend_compute += sum((r.compile_s or 0.0) + (r.run_s or 0.0) for r in results)
@@ -426,7 +428,7 @@ class Campaign:
             self.summary.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))
 
     def finish(self) -> None:
-        self.summary.coverage = self.source.coverage.stats()
+        self.summary.coverage = self.source.coverage_stats()
         self.summary.counts = dict(sorted(self.counts.items()))
         self.summary.dropped = dict(sorted(self.source.dropped.items()))
         self.summary.time_s.generation = self.source.times.generation

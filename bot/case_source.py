@@ -3,7 +3,9 @@ reference's outputs.
 
 Seeds are handed out in order (within a shard: first + i, first + i + N, ...), so a
 campaign's seed range says exactly which models it tried. Generation holds a lock:
-the coverage feedback is shared by every lane of a campaign.
+the coverage feedback is shared by every lane of a campaign. The rewrites the systems
+report join that coverage when generation next takes the lock, so a lane that judged a
+case never waits for another lane's model to grow.
 
 A reference is never a gate: a case the torch reference cannot compute (integer
 division by zero raises in torch) still runs, judged by onnx.reference, by base, or for
@@ -16,7 +18,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +26,7 @@ import onnx
 
 from generator.api import GenConfig, Support, generate
 from generator.avoid import Avoid
-from generator.coverage import Coverage
+from generator.coverage import Coverage, CoverageStats
 from generator.values import NoValidValues
 from oracles.references import Source, read_reference
 
@@ -94,11 +96,36 @@ class CaseSource:
         self.times = SourceTimes()
         self.issued = 0
         self._lock = threading.Lock()
+        self._fired: Counter[str] = Counter()
+        """Rewrites reported since generation last took the lock (note_rewrites)."""
+        self._fired_lock = threading.Lock()
+
+    def note_rewrites(self, keys: Iterable[str]) -> None:
+        """Count one case's rewrites, each key once, toward the coverage that steers generation."""
+        with self._fired_lock:
+            self._fired.update(keys)
+
+    def _take_rewrites(self) -> None:
+        """Move the reported rewrites into the coverage; under `_lock`, so a model never sees
+        its coverage change while it grows."""
+        with self._fired_lock:
+            fired, self._fired = self._fired, Counter()
+        self.coverage.rewrites.update(fired)
+
+    def coverage_stats(self) -> CoverageStats:
+        """The coverage's figures, counting the rewrites not yet moved into it."""
+        stats = self.coverage.stats()
+        with self._fired_lock:
+            waiting = Counter(self._fired)
+        if waiting:
+            stats.rewrites = dict((Counter(stats.rewrites) + waiting).most_common())
+        return stats
 
     def next(self, may_start: Callable[[], bool]) -> Prepared | None:
         """The next runnable case, or None once `may_start` says the campaign is over."""
         with self._lock:
             while may_start():
+                self._take_rewrites()
                 seed = self.next_seed
                 self.next_seed += self.shard.count
                 case = self._prepare(seed)

@@ -37,7 +37,7 @@ from bot.reduce_cli import ReduceError, reduce_command
 from bot.report_cli import ReportError, report_command
 from bot.side_builds import CannotCompare, open_campaign
 from bot.store import StoreError
-from bot.summary import SideRecord, Summary
+from bot.summary import SideRecord, Summary, rewrites_fired
 from bot.triage import Side, Triage
 from bot.user_cases import load_user_case
 from bot.workspace import WorkspaceError
@@ -131,6 +131,8 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
     with live_progress(console, cfg.budget) as on_test:
         summary = campaign.run(on_test)
     console.print(summary_table(summary))
+    if fired := rewrites_fired(summary.coverage):
+        console.print(fired, markup=False, highlight=False, soft_wrap=True)
     console.print(f"summary: {cfg.out / 'summary.json'}")
     return summary
 

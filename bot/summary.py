@@ -222,6 +222,17 @@ class Summary(BaseModel):
         return labels
 
 
+def rewrites_fired(coverage: CoverageStats, top: int = 3) -> str | None:
+    """One line on the rewrites head's optimizer performed: how many distinct, and the most
+    frequent with the cases each fired in; None when the system reported none."""
+    if not coverage.rewrites:
+        return None
+    most = sorted(coverage.rewrites.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    more = ", ..." if len(coverage.rewrites) > top else ""
+    listed = ", ".join(f"{key} {n}" for key, n in most)
+    return f"rewrites fired: {len(coverage.rewrites)} distinct ({listed}{more})"
+
+
 def ci_run_url(env: Mapping[str, str]) -> str | None:
     """The Actions run this process belongs to, or None outside Actions."""
     repo, run = env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.store import StoredFinding, load_rows
-from bot.summary import FindingRef, Summary, is_bug_key
+from bot.summary import FindingRef, Summary, is_bug_key, rewrites_fired
 
 SUMMARY_MD = "summary.md"
 MAX_ROWS = 200
@@ -121,7 +121,8 @@ def _counts(summary: Summary) -> list[str]:
 
 
 def _judging(summary: Summary) -> list[str]:
-    """What judged the values, when anything but the torch reference had to."""
+    """What judged the values, when anything but the torch reference had to, and what the
+    optimizer under test did to the models."""
     lines: list[str] = []
     if set(summary.references) - {"torch"}:
         by = ", ".join(f"{k} {v}" for k, v in sorted(summary.references.items()))
@@ -133,6 +134,8 @@ def _judging(summary: Summary) -> list[str]:
             + ", ".join(f"{_cell(k)} {v}" for k, v in sorted(summary.tiebreaks.items()))
             + "."
         )
+    if line := rewrites_fired(summary.coverage):
+        lines.append(_cell(line[0].upper() + line[1:]) + ".")
     if summary.steered:
         lines.append(
             f"Steered away from {len(summary.steered)} known bug(s): "

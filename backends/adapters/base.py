@@ -13,8 +13,11 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 `import` stage and `compile` receives its result instead of the bytes), `warmup(compiled,
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
-limitation rather than a bug), `opsets`, `level_help`, `lowest_level` and
-`system_modules`.
+limitation rather than a bug), `opsets`, `level_help`, `lowest_level`,
+`system_modules` and `rewrites(compiled) -> dict[str, int]` (called after a good compile:
+which rewrites the system's optimizer performed on this model, read off the graph it made,
+keyed as generator.coverage.Coverage.rewrites documents; a failure in it is ignored, never
+the run's).
 """
 
 from __future__ import annotations

@@ -5,11 +5,21 @@ The CPU plugin's optimization choice is `EXECUTION_MODE_HINT`: `performance` (it
 default) lets it pick faster kernels and fusions, `accuracy` keeps the reference
 numerics. Inference precision is pinned to f32 unless the `precision` option says
 otherwise, so that a machine with bf16 units does not turn rounding into findings.
+
+Rewrites are read off the graph the CPU plugin executes (`get_runtime_model()`, a fraction
+of a millisecond): each of its nodes names the model's layers it was made from
+(`originalLayersNames`), and one made from two or more is a fusion, counted as
+`+openvino::<plugin layer type>` (`+openvino::Subgraph` for a snippets kernel,
+`+openvino::FullyConnected` for a MatMul with its bias and activation). The plugin's node
+types are its own vocabulary (`Eltwise`, `Reorder`, not the opset's `Add`), so a type-count
+difference against the model would report a rewrite for every op; eliminations are not
+reported, since transformations rename the layers they keep.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -71,6 +81,18 @@ class OpenVinoAdapter(Adapter):
         compiled = self.core.compile_model(model, "CPU", config)
         return compiled, compiled.create_infer_request(), names
 
+    def rewrites(self, compiled: Any) -> dict[str, int]:
+        """`+openvino::<layer type>` -> executable nodes made from two or more of the model's layers."""
+        keys: Counter[str] = Counter()
+        for op in compiled[0].get_runtime_model().get_ops():
+            info = op.get_rt_info()
+            if "originalLayersNames" not in info or "layerType" not in info:
+                continue
+            merged = [n for n in _text(info["originalLayersNames"]).split(",") if n]
+            if len(merged) >= 2:
+                keys[f"+openvino::{_text(info['layerType'])}"] += 1
+        return dict(sorted(keys.items()))
+
     def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         model, request, names = compiled
         result = request.infer(inputs)
@@ -94,3 +116,8 @@ class OpenVinoAdapter(Adapter):
     # Every name of every output port (a port may carry several): the graph outputs among them.
     return {{n: np.array(result[out]) for out in compiled.outputs for n in out.get_names()}}
 """
+
+
+def _text(value: Any) -> str:
+    """An rt_info entry as text (an OVAny holding a string)."""
+    return str(value.astype(str)) if hasattr(value, "astype") else str(value)

@@ -1,14 +1,53 @@
 """onnxruntime, driven the way its users drive it: an InferenceSession per model at
-a chosen graph optimization level on a chosen execution provider."""
+a chosen graph optimization level on a chosen execution provider.
+
+Above `disable`, each session also saves the graph its optimizer made
+(`SessionOptions.optimized_model_filepath`), and `rewrites` compares it with the model
+given: which fusions and eliminations this build performed, with no instrumentation.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from backends.adapters.base import Adapter, Unavailable
+from backends.adapters.rewrites import onnx_op_counts, rewrite_keys
+
+SAVING_PROVIDERS = frozenset({"CPUExecutionProvider"})
+"""Providers whose sessions save the optimized graph. One that compiles nodes (TensorRT,
+the OpenVINO provider) cannot serialize them and would fail the session, so the saving is
+kept to the providers known to save."""
+
+
+@contextmanager
+def optimized_file() -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """A path for onnxruntime to write the optimized graph to, and how to read it back: an
+    anonymous in-memory file where Linux has them (no disk, nothing left behind by a worker
+    that crashes mid-compile), a scratch folder elsewhere."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("fuzzbot-optimized")
+        try:
+            yield f"/proc/self/fd/{fd}", lambda: os.pread(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="fuzzbot-ort-") as tmp:
+        path = os.path.join(tmp, "optimized.onnx")
+
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                return f.read()
+
+        yield path, read
 
 
 class OrtAdapter(Adapter):
@@ -48,19 +87,44 @@ class OrtAdapter(Adapter):
         if missing:
             build = f"onnxruntime {onnxruntime.__version__}"
             raise Unavailable(f"{build} has no {', '.join(missing)}; it has {', '.join(have)}")
+        self._saved: tuple[weakref.ref[Any], bytes, bytes] | None = None
+        """The last session, the model it was made from and the graph its optimizer saved."""
 
     def info(self) -> dict[str, Any]:
         build = getattr(self.ort, "get_build_info", lambda: "")()
         m = re.search(r"git-commit-id=([0-9a-f]+)", build)
         return {"name": self.name, "version": self.ort.__version__, "commit": m.group(1) if m else None}
 
-    def compile(self, model: Any, level: str) -> Any:
+    def _options(self, level: str) -> Any:
         so = self.ort.SessionOptions()
         so.graph_optimization_level = getattr(self.ort.GraphOptimizationLevel, self.level_names[level])
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        return self.ort.InferenceSession(model, so, providers=self.providers)
+        return so
+
+    def compile(self, model: Any, level: str) -> Any:
+        self._saved = None
+        saves = level != "disable" and isinstance(model, bytes) and SAVING_PROVIDERS.issuperset(self.providers)
+        if not saves:
+            return self.ort.InferenceSession(model, self._options(level), providers=self.providers)
+        with optimized_file() as (path, read):
+            so = self._options(level)
+            so.optimized_model_filepath = path
+            session = self.ort.InferenceSession(model, so, providers=self.providers)
+            with contextlib.suppress(OSError):
+                optimized = read()
+                if optimized:
+                    self._saved = (weakref.ref(session), model, optimized)
+        return session
+
+    def rewrites(self, compiled: Any) -> dict[str, int]:
+        """Node types the optimized graph has more (`+`) or fewer (`-`) of than the model;
+        nothing at `disable`, where no graph is saved."""
+        saved, self._saved = self._saved, None
+        if saved is None or saved[0]() is not compiled:
+            return {}
+        return rewrite_keys(onnx_op_counts(saved[1]), onnx_op_counts(saved[2]))
 
     def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in compiled.get_outputs()]

@@ -7,6 +7,10 @@ environment needs torch with CUDA beside `tensorrt`. Without a CUDA device the
 adapter raises `Unavailable` with a one-line reason before importing TensorRT.
 TF32 is switched off: fuzzbot compares with a float32 reference, and TF32's
 10-bit mantissa would make every large matmul a wrong-result report.
+
+No rewrites are reported: the engine's layers (and the fusions in their names) are only
+listed by the engine inspector of an engine built with detailed profiling verbosity, a
+build setting that is not what users run.
 """
 
 from __future__ import annotations

@@ -13,6 +13,12 @@ Inductor compiles on the first call, so `warmup` makes that call inside the comp
 stage with the real inputs; `run` then times and checks the compiled code alone.
 Dynamo's caches are reset before each model: every model is a new graph, and a warm
 cache would hit its recompile limit and silently fall back to eager.
+
+No rewrites are reported (no `rewrites` method): torch.compile exposes nothing cheap that
+names them. Dynamo's `counters["inductor"]` only totals pattern matches, process-wide, and
+stays still when the FX graph cache answers a graph compiled before; Inductor's kernel names
+(`cpp_fused_add_relu_0`) are only in its output-code logs, which cost a logging handler and a
+text parse per model.
 """
 
 from __future__ import annotations

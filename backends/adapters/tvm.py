@@ -10,11 +10,20 @@ alone changes almost nothing. fuzzbot's levels are the two pipelines users reach
 
 apache-tvm 0.25 to 0.27 differ in small ways; each difference is probed with getattr
 here rather than by version number, so a nightly between releases works too.
+
+Rewrites (at `default`; `O0` fuses nothing) are read off the built VM executable's text
+(`as_text()`, a fraction of a millisecond): FuseOps and FuseTIR leave one PrimFunc per group
+of two or more ops, named `fused_<op>_<op>...` (a lone op keeps its own name, no `fused_`),
+and each is counted by the VM instructions that call it, as `tvm::fused_<ops>` with the
+digits TVM appends to keep names unique dropped (`fused_matmul1_add2` is
+`tvm::fused_matmul_add`). An op whose own name ends in a digit (`log2`) loses it too.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -82,7 +91,12 @@ class TvmAdapter(Adapter):
         with self.tvm.transform.PassContext(opt_level=0 if level == "O0" else 3):
             executable = self._build(mod, self._pipeline(level))
         vm = self.relax.VirtualMachine(executable, self.device)
-        return vm, outputs, inputs
+        return vm, outputs, inputs, executable if level == "default" else None
+
+    def rewrites(self, compiled: Any) -> dict[str, int]:
+        """`tvm::fused_<ops>` -> calls of such fused functions in the VM program."""
+        executable = compiled[3]
+        return fused_functions(executable.as_text()) if executable is not None else {}
 
     def _pipeline(self, level: str) -> Any:
         relax = self.relax
@@ -105,7 +119,7 @@ class TvmAdapter(Adapter):
         return make(np.require(value, requirements="C"), self.device)  # keeps a 0-d input 0-d
 
     def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        vm, outputs, names = compiled
+        vm, outputs, names, _ = compiled
         missing = [n for n in names if n not in inputs]
         if missing:
             raise ValueError(f"missing inputs {missing}")
@@ -143,6 +157,21 @@ class TvmAdapter(Adapter):
 
     return {{o.name: as_array(v) for o, v in zip(proto.graph.output, values)}}
 """
+
+
+_DECLARED = re.compile(r"^@(fused_\w+) packed_func;", re.MULTILINE)
+_CALL = re.compile(r"^\s*call\s+(fused_\w+)\s+in:", re.MULTILINE)
+
+
+def fused_functions(vm_text: str) -> dict[str, int]:
+    """Fused functions in a Relax VM executable's text, by op names, with how often the VM
+    program calls them (once at least: a call through a builtin names it elsewhere)."""
+    calls = Counter(_CALL.findall(vm_text))
+    keys: Counter[str] = Counter()
+    for name in set(_DECLARED.findall(vm_text)) | set(calls):
+        parts = [p.rstrip("0123456789") for p in name.split("_")]
+        keys["tvm::" + "_".join(p for p in parts if p)] += max(calls[name], 1)
+    return dict(sorted(keys.items()))
 
 
 def _runtime_inputs(proto: Any) -> list[str]:

@@ -1,0 +1,111 @@
+"""Rewrite keys from two graphs: the one a system was given and the one its optimizer made.
+
+A system's optimized graph is the only record of which rewrites it performed that needs no
+instrumentation of the build under test. The keys (generator.coverage.Coverage.rewrites)
+are `+domain::Op` for nodes of a type the optimized graph has more of (a fusion's result,
+an expansion) and `-domain::Op` for nodes it has fewer of (eliminations, folding), the
+default domain written `ai.onnx`.
+
+The ONNX side is read straight off the protobuf wire format, standard library only: a
+worker runs under the side's own interpreter, and a release venv of onnxruntime has
+protobuf but not onnx. Only the fields naming nodes are decoded; initializers are skipped
+by their length, so a model with large weights costs no more than a small one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+DEFAULT_DOMAIN = "ai.onnx"
+
+_MODEL_GRAPH = 7
+_GRAPH_NODE = 1
+_NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 4, 5, 7
+_ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS = 6, 11
+
+
+class WireError(ValueError):
+    """The bytes are not a protobuf message this reader can walk."""
+
+
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data):
+            raise WireError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("varint over 64 bits")
+
+
+def _fields(data: memoryview) -> Iterator[tuple[int, memoryview | None]]:
+    """(field number, payload) per field; the payload of a non-length-delimited field is None."""
+    pos, end = 0, len(data)
+    while pos < end:
+        key, pos = _varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+            yield field, None
+        elif wire == 1 or wire == 5:
+            pos += 8 if wire == 1 else 4
+            yield field, None
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            if pos + size > end:
+                raise WireError("field runs past the message")
+            yield field, data[pos : pos + size]
+            pos += size
+        else:
+            raise WireError(f"wire type {wire}")
+    if pos != end:
+        raise WireError("fixed-size field runs past the message")
+
+
+def _graph_ops(graph: memoryview, counts: Counter[str]) -> None:
+    for field, node in _fields(graph):
+        if field == _GRAPH_NODE and node is not None:
+            _node_ops(node, counts)
+
+
+def _node_ops(node: memoryview, counts: Counter[str]) -> None:
+    """The node's own type, then the nodes of its subgraphs (If, Loop, Scan bodies), which
+    optimizers rewrite too."""
+    op_type, domain = "", ""
+    for field, payload in _fields(node):
+        if payload is None:
+            continue
+        if field == _NODE_OP_TYPE:
+            op_type = bytes(payload).decode()
+        elif field == _NODE_DOMAIN:
+            domain = bytes(payload).decode()
+        elif field == _NODE_ATTRIBUTE:
+            for sub, graph in _fields(payload):
+                if sub in (_ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS) and graph is not None:
+                    _graph_ops(graph, counts)
+    counts[f"{domain or DEFAULT_DOMAIN}::{op_type}"] += 1
+
+
+def onnx_op_counts(model: bytes) -> Counter[str]:
+    """`domain::Op` -> nodes of that type in a serialized ModelProto, subgraphs included."""
+    counts: Counter[str] = Counter()
+    for field, graph in _fields(memoryview(model)):
+        if field == _MODEL_GRAPH and graph is not None:
+            _graph_ops(graph, counts)
+    return counts
+
+
+def rewrite_keys(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """`+type` -> nodes the optimized graph has more of, `-type` -> nodes it has fewer of."""
+    keys: dict[str, int] = {}
+    for op in sorted(set(before) | set(after)):
+        change = after.get(op, 0) - before.get(op, 0)
+        if change:
+            keys[f"{'+' if change > 0 else '-'}{op}"] = abs(change)
+    return keys
