@@ -59,8 +59,15 @@ class GenConfig(BaseModel):
     value_steps: int = Field(
         48, ge=0, description="search steps per model, over all its repairs while it grows; the cap keeps it seeded"
     )
+    runtime_shapes: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of shape-like operands (Reshape shapes, Slice bounds, Tile repeats, Expand shapes, axes,"
+        " pads) fed as graph inputs instead of initializers",
+    )
     patterns: float = Field(
-        0.25,
+        0.4,
         ge=0.0,
         le=1.0,
         description="share of insertions that place a rewrite template or one of its near misses"
@@ -161,6 +168,7 @@ def grow_case(
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
         patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, coverage if cfg.feedback else None)
+        seeds = patterns.first_types(seeds)
         graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
@@ -196,7 +204,7 @@ def _grow(
     method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
-        witness = Witness(cfg.opset, seed, method, cfg.value_steps)
+        witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.runtime_shapes)
         grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid)
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)

@@ -61,7 +61,10 @@ class OnnxEmitter:
     a node can be written as soon as it is inserted (generator.witness runs it at once).
     Names count up over the emitter's life, never reused, whatever is later kept."""
 
-    def __init__(self, opset: int, values: np.random.Generator) -> None:
+    def __init__(self, opset: int, values: np.random.Generator, runtime_shapes: float = 0.0) -> None:
+        """`runtime_shapes`: the share of shape-like operands (shapes, starts and ends,
+        repeats, axes, pads) written as graph inputs instead of initializers."""
+        self.runtime_shapes = runtime_shapes
         self.solution = Solution(None)
         """The solution of the node being emitted; its attribute terms are read through it."""
         self.opset = opset
@@ -93,6 +96,15 @@ class OnnxEmitter:
     def const(self, array: np.ndarray) -> str:
         """An op-owned constant of any dtype (clip bounds, shift amounts, indices)."""
         return self._initializer("c", np.asarray(array))
+
+    def shape_operand(self, values: Sequence[int] | np.ndarray, dtype: type = np.int64) -> str:
+        """A shape-like operand: a constant, or (the `runtime_shapes` share of the time) a
+        graph input holding the same values, which a compiler cannot fold as a constant
+        (constant folding over runtime values is where TVM and onnxruntime bugs live)."""
+        array: np.ndarray = np.asarray(values, dtype=dtype)
+        if self.runtime_shapes and self.values.random() < self.runtime_shapes:
+            return self.runtime(array)
+        return self._initializer("c", array)
 
     def runtime(self, array: np.ndarray) -> str:
         """A value the node reads as a graph input of its own."""

@@ -53,7 +53,7 @@ class Graph:
     def size(self) -> int:
         """What the nodes count toward a model's node budget (a rewrite template counts
         about the ONNX nodes it writes)."""
-        return sum(n.op.size for n in self.nodes)
+        return sum(n.op.node_cost for n in self.nodes)
 
     def checkpoint(self) -> Checkpoint:
         return len(self.tensors), len(self.nodes), tuple(self.placeholders)

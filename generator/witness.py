@@ -80,8 +80,9 @@ class Witness:
         seed: int,
         method: Method | None,
         model_steps: int,
+        runtime_shapes: float = 0.0,
     ) -> None:
-        self.em = OnnxEmitter(opset, np.random.default_rng(seed))
+        self.em = OnnxEmitter(opset, np.random.default_rng(seed), runtime_shapes)
         self.rng = np.random.default_rng([seed, REPAIR_SALT])
         self.method = method
         self.model_steps = model_steps

@@ -55,6 +55,8 @@ class Emitter(Protocol):
 
     def runtime(self, array: np.ndarray) -> str: ...
 
+    def shape_operand(self, values: Sequence[int] | np.ndarray, dtype: type = ...) -> str: ...
+
 
 class OpSpec(ABC):
     """One ONNX op type; an instance is one node being inserted into a graph."""
@@ -104,7 +106,7 @@ class OpSpec(ABC):
         """The op types whose support (probed per backend) this spec needs at its key dtype."""
         return (cls.op_type,)
 
-    size: ClassVar[int] = 1
+    node_cost: ClassVar[int] = 1
     """What one insertion counts toward a model's node budget (a rewrite template writes several)."""
 
     @classmethod

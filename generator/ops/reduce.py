@@ -95,7 +95,7 @@ class ReduceOp(OpSpec):
         elif self.omit_axes:
             em.node(self.op_type, ins, outs, **attrs)
         elif em.opset >= self.axes_input_since:
-            em.node(self.op_type, [ins[0], em.const_i64(axes)], outs, **attrs)
+            em.node(self.op_type, [ins[0], em.shape_operand(axes)], outs, **attrs)
         else:
             em.node(self.op_type, ins, outs, axes=axes, **attrs)
 
@@ -289,7 +289,7 @@ class TopK(OpSpec):
             attrs["largest"] = int(self.largest)
         if self.unsorted or self.explicit:
             attrs["sorted"] = int(not self.unsorted)
-        em.node("TopK", [ins[0], em.const_i64([em.ival(self.k)])], outs, **attrs)
+        em.node("TopK", [ins[0], em.shape_operand([em.ival(self.k)])], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

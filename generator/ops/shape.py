@@ -128,7 +128,7 @@ class Reshape(OpSpec):
         if self.infer_at is not None:
             written[self.infer_at] = -1
         attrs = {"allowzero": 0} if self.allowzero_attr and em.opset >= 14 else {}
-        em.node("Reshape", [ins[0], em.const_i64(written)], outs, **attrs)
+        em.node("Reshape", [ins[0], em.shape_operand(written)], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -305,7 +305,7 @@ class Slice(OpSpec):
         need_axes = not self.omit_defaults or axes != list(range(len(axes)))
 
         def const(values: list[int]) -> str:
-            return em.const(np.asarray(values, dtype=self.index_type))
+            return em.shape_operand(values, self.index_type)
 
         operands = [ins[0], const(starts), const(ends)]
         if need_axes or need_steps:
@@ -398,7 +398,7 @@ class Unsqueeze(OpSpec):
         return [[d for i, d in enumerate(out_shape) if i not in self.axes]]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Unsqueeze", [ins[0], em.const_i64(self.written)], outs)
+        em.node("Unsqueeze", [ins[0], em.shape_operand(self.written)], outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -456,7 +456,7 @@ class Squeeze(OpSpec):
         else:
             rank = self.ins[0].rank
             written = [_spell_axis(a, rank, self.negative[a]) for a in sorted(self.axes, key=lambda a: self.order[a])]
-            em.node("Squeeze", [ins[0], em.const_i64(written)], outs)
+            em.node("Squeeze", [ins[0], em.shape_operand(written)], outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -604,7 +604,7 @@ class Expand(OpSpec):
         for i, d in enumerate(self.inputs[0].shape):
             mode = self.modes[i]
             shape.append(em.ival(self.grown[i]) if mode == "grow" else 1 if mode == "one" else em.ival(d))
-        em.node("Expand", [ins[0], em.const_i64(shape[self.dropped :])], outs)
+        em.node("Expand", [ins[0], em.shape_operand(shape[self.dropped :])], outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -640,7 +640,7 @@ class Tile(OpSpec):
         return [AbsTensor(ins[0].dtype, [d * r for d, r in zip(ins[0].shape, self.repeats, strict=True)])]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Tile", [ins[0], em.const_i64([em.ival(r) for r in self.repeats])], outs)
+        em.node("Tile", [ins[0], em.shape_operand([em.ival(r) for r in self.repeats])], outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -849,7 +849,7 @@ class Pad(OpSpec):
         value = em.const(scalar_at(self.value_at, self.ins[0].dtype)) if self.value_input else ""
         attrs = {"mode": self.mode} if self.write_mode else {}
         if not self.axes_input:
-            operands = [ins[0], em.const_i64(begin + end)] + ([value] if value else [])
+            operands = [ins[0], em.shape_operand(begin + end)] + ([value] if value else [])
             em.node("Pad", operands, outs, **attrs)
             return
         axes = [a for a in range(rank) if begin[a] or end[a] or em.values.random() < 0.3] or [0]

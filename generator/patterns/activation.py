@@ -23,7 +23,7 @@ class Gelu(SameShapePattern):
     fires = ("+com.microsoft::Gelu",)
     uses = ("Div", "Erf", "Add", "Mul")
     dtypes = FLOAT_TYPES
-    size = 5
+    node_cost = 5
     near_misses: ClassVar[dict[str, str]] = {
         "constant": "x is divided by 1.5, not sqrt(2)",
         "runtime_constant": "sqrt(2) is a graph input, not a constant",
@@ -49,7 +49,7 @@ class BiasGelu(Gelu):
     template = "BiasGelu"
     fires = ("+com.microsoft::BiasGelu",)
     source = "onnxruntime BiasGeluFusion (after GeluFusion)"
-    size = 6
+    node_cost = 6
     near_misses: ClassVar[dict[str, str]] = {
         "bias_rank": "the bias is [1, hidden] (2-D), not the 1-D bias the fused kernel takes",
         "bias_axis": "the bias runs along the first axis, not the last",
@@ -72,7 +72,7 @@ class FastGelu(SameShapePattern):
     fires = ("+com.microsoft::FastGelu",)
     uses = ("Pow", "Mul", "Add", "Tanh")
     dtypes = FLOAT_TYPES
-    size = 8
+    node_cost = 8
     near_misses: ClassVar[dict[str, str]] = {
         "coefficient": "the cubic's coefficient is 0.05",
         "exponent": "x is squared, not cubed",
@@ -97,7 +97,7 @@ class QuickGelu(SameShapePattern):
     fires = ("+com.microsoft::QuickGelu",)
     uses = ("Mul", "Sigmoid")
     dtypes = FLOAT_TYPES
-    size = 3
+    node_cost = 3
     near_misses: ClassVar[dict[str, str]] = {
         "scale_outside": "1.702 multiplies the product, not sigmoid's input",
         "second_consumer": "the sigmoid's output is also an output",

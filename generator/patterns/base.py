@@ -50,7 +50,7 @@ class Pattern(OpSpec):
     near_misses: ClassVar[dict[str, str]] = {}
     """Variant -> the one precondition it breaks."""
     variant: ClassVar[str] = EXACT
-    size: ClassVar[int] = 3
+    node_cost: ClassVar[int] = 3
     """About how many ONNX nodes it writes: what it counts toward a model's node budget."""
     second_output: ClassVar[bool] = False
     """The variant exposes the fused intermediate as a second output (a graph output, or a
@@ -146,7 +146,7 @@ class SameShapePattern(Pattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         out = [AbsTensor(ins[0].dtype, list(ins[0].shape))]
-        return out + [AbsTensor(ins[0].dtype, list(ins[0].shape))] if self.second_output else out
+        return [*out, AbsTensor(ins[0].dtype, list(ins[0].shape))] if self.second_output else out
 
     def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
         return [list(out_shape)]

@@ -15,6 +15,7 @@ import random
 from collections.abc import Sequence, Set
 
 from generator.coverage import Coverage
+from generator.dtypes import DType
 from generator.patterns.base import EXACT, Pattern
 from generator.symbolic import TType
 
@@ -28,15 +29,18 @@ def fired(template: type[Pattern], coverage: Coverage | None) -> bool:
     return coverage is not None and any(coverage.rewrites.get(k, 0) for k in template.fires)
 
 
+FUSION = 2.0
+"""Base weight of a template whose rewrite makes a new op (a fusion) over one whose rewrite
+only removes nodes: random growth already makes many removable nodes, never a fusion."""
+
+
 def weight(variant: type[Pattern], coverage: Coverage | None) -> float:
+    base = FUSION if any(k.startswith("+") for k in variant.fires) else 1.0
     if coverage is None:
-        return 1.0
+        return base
     exact = variant.variant == EXACT
-    if fired(variant, coverage):
-        w = 1.0 if exact else FIRED_NEAR_MISS
-    else:
-        w = UNFIRED_EXACT if exact else 1.0
-    return w / math.sqrt(1 + coverage.patterns.get(variant.name(), 0))
+    w = (1.0 if exact else FIRED_NEAR_MISS) if fired(variant, coverage) else (UNFIRED_EXACT if exact else 1.0)
+    return base * w / math.sqrt(1 + coverage.patterns.get(variant.name(), 0))
 
 
 class PatternChooser:
@@ -51,6 +55,16 @@ class PatternChooser:
         self.share = share
         self.rng = rng
 
+    def first_types(self, types: list[TType]) -> list[TType]:
+        """The types a model's first tensor may take. Most rewrites are of float32 graphs
+        (what exporters write), and a template can only enter a graph that has a tensor
+        it reads; so, as often as templates are drawn, the model starts from a float32
+        tensor of rank 2 to 4 where that type is allowed."""
+        if not self.variants or self.rng.random() >= self.share:
+            return types
+        floats = [t for t in types if t.dtype is DType.float32 and 2 <= t.rank <= 4]
+        return floats or types
+
     def draw(self, left: int, types: Set[TType]) -> type[Pattern] | None:
         """A variant for the next insertion (the share of the time), among those that fit
         the `left` nodes of the model's budget and can read one of the graph's tensor
@@ -61,7 +75,7 @@ class PatternChooser:
         fits = [
             (v, w)
             for v, w in zip(self.variants, self.weights, strict=True)
-            if v.size <= room and any(v.slot_ok(0, t) for t in types)
+            if v.node_cost <= room and any(v.slot_ok(0, t) for t in types)
         ]
         if not fits:
             return None

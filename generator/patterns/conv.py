@@ -62,7 +62,7 @@ class WindowPattern(Pattern):
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape = [ins[0].shape[0], self.out_channels(ins), *self.spatial_out(ins)]
         out = [AbsTensor(ins[0].dtype, shape)]
-        return out + [AbsTensor(ins[0].dtype, list(shape))] if self.second_output else out
+        return [*out, AbsTensor(ins[0].dtype, list(shape))] if self.second_output else out
 
     def work(self, val: Callable[[Dim], int]) -> int:
         cells = math.prod(val(d) for d in self.spatial_out(self.inputs)) * val(self.inputs[0].shape[0])
@@ -99,7 +99,7 @@ class ConvActivation(WindowPattern):
     source = "onnxruntime ConvActivationFusion; TVM FuseOps"
     fires = ("+com.microsoft::FusedConv",)
     uses = ("Conv", *CONV_ACTIVATIONS, UNFUSED_ACTIVATION)
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "activation": f"the activation is {UNFUSED_ACTIVATION}, which the fused kernel does not take",
         "runtime_clip": "Clip's bounds are graph inputs, not constants",
@@ -125,7 +125,7 @@ class ConvBatchNorm(WindowPattern):
     source = "onnxruntime ConvBNFusion; TVM FoldScaleAxis"
     fires = ("-ai.onnx::BatchNormalization",)
     uses = ("Conv", "BatchNormalization")
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "runtime_weight": "the convolution's weight is a graph input, not a constant",
         "second_consumer": "the convolution's output is also an output",
@@ -146,7 +146,7 @@ class ConvAffine(WindowPattern):
     source = "onnxruntime ConvMulFusion and ConvAddFusion"
     fires = ("-ai.onnx::Mul", "-ai.onnx::Add")
     uses = ("Conv", "Mul", "Add")
-    size = 3
+    node_cost = 3
     near_misses: ClassVar[dict[str, str]] = {
         "per_column": "the factors vary along the last spatial axis, not per channel",
         "second_consumer": "the convolution's output is also an output",
@@ -171,7 +171,7 @@ class ConvResidual(WindowPattern):
     source = "onnxruntime ConvAddActivationFusion"
     fires = ("+com.microsoft::FusedConv",)
     uses = ("Conv", "Add", "Relu")
-    size = 3
+    node_cost = 3
     pads_on_window = False
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the residual sum is also an output"}
 
@@ -199,7 +199,7 @@ class PadWindow(WindowPattern):
     fires = ("-ai.onnx::Pad",)
     uses = ("Pad", "Conv", "AveragePool", "MaxPool")
     pads_on_window = False
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "pad_value": "the pad value is 0.5, not 0",
         "edge_mode": "the pad repeats the edge instead of writing zeros",

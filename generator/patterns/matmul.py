@@ -77,7 +77,7 @@ class MatMulAdd(MatMulPattern):
     source = "onnxruntime MatMulAddFusion; TVM FuseOps"
     fires = ("+ai.onnx::Gemm",)
     uses = ("MatMul", "Add")
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "rank": "the input has 3 or 4 dims (Gemm takes 2)",
         "bias_broadcast": "the bias has a leading dim of 2, so the sum grows a dim Gemm cannot make",
@@ -106,7 +106,7 @@ class MatMulScale(MatMulPattern):
     dtypes = FLOAT_TYPES
     ranks = (2, 3, 4)
     max_rank = 4
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "vector_scale": "the scale is a vector over N, not a scalar",
         "runtime_scale": "the scale is a graph input, not a constant",
@@ -142,7 +142,7 @@ class TransposeMatMul(MatMulPattern):
     dtypes = FLOAT_TYPES
     ranks = (2, 3, 4)
     max_rank = 4
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "perm": "the transpose swaps the first two axes of a 3-D input, not the last two",
         "second_consumer": "the transposed input is also an output",
@@ -168,7 +168,7 @@ class TransposeMatMul(MatMulPattern):
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         moved = self.moved(ins)
         out = [AbsTensor(ins[0].dtype, [*moved[:-1], self.n])]
-        return out + [AbsTensor(ins[0].dtype, moved)] if self.second_output else out
+        return [*out, AbsTensor(ins[0].dtype, moved)] if self.second_output else out
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
@@ -185,7 +185,7 @@ class GemmActivation(MatMulPattern):
     fires = ("+com.microsoft::FusedGemm",)
     uses = ("Gemm", *GEMM_ACTIVATIONS, UNFUSED_ACTIVATION)
     dtypes = FLOAT_TYPES
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "activation": f"the activation is {UNFUSED_ACTIVATION}, which the fused kernel does not take",
         "second_consumer": "the Gemm's output is also an output",
@@ -211,7 +211,7 @@ class MatMulBatchNorm(MatMulPattern):
     fires = ("+ai.onnx::Gemm",)
     uses = ("MatMul", "BatchNormalization")
     dtypes = FLOAT_TYPES
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "rank": "a 3-D product, whose BatchNormalization channels are its rows, not its columns",
         "second_consumer": "the product is also an output",
@@ -236,7 +236,7 @@ class Attention(Pattern):
     dtypes = FLOAT_TYPES
     min_rank = 3
     max_rank = 3
-    size = 8
+    node_cost = 8
     near_misses: ClassVar[dict[str, str]] = {
         "scale": "the scores are multiplied by sqrt(d), not divided",
         "softmax_axis": "softmax runs over the query axis",
@@ -254,7 +254,7 @@ class Attention(Pattern):
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         b, s, _ = ins[0].shape
         out = [AbsTensor(ins[0].dtype, [b, s, self.d])]
-        return out + [AbsTensor(ins[0].dtype, [b, s, s])] if self.second_output else out
+        return [*out, AbsTensor(ins[0].dtype, [b, s, s])] if self.second_output else out
 
     def work(self, val: Callable[[Dim], int]) -> int:
         b, s, h = (val(x) for x in self.inputs[0].shape)
@@ -284,7 +284,7 @@ class IntegerMatMulScale(MatMulPattern):
     fires = ("+com.microsoft::MatMulIntegerToFloat",)
     uses = ("MatMulInteger",)
     dtypes = (DType.uint8, DType.int8)
-    size = 3
+    node_cost = 3
     near_misses: ClassVar[dict[str, str]] = {
         "constant_scale": "both scales are constants (folded into one before the fusion looks)",
         "second_consumer": "the int32 product is also an output",
@@ -297,7 +297,7 @@ class IntegerMatMulScale(MatMulPattern):
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape = self.out_shape(ins)
         out = [AbsTensor(DType.float32, shape)]
-        return out + [AbsTensor(DType.int32, list(shape))] if self.second_output else out
+        return [*out, AbsTensor(DType.int32, list(shape))] if self.second_output else out
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, DType.float32)

@@ -61,7 +61,7 @@ class LayerNorm(NormPattern):
     source = "onnxruntime LayerNormFusion; TVM FuseOps (reductions with their epilogue)"
     fires = ("+ai.onnx::LayerNormalization",)
     uses = ("ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul")
-    size = 9
+    node_cost = 9
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
@@ -80,7 +80,7 @@ class RmsNorm(NormPattern):
     source = "onnxruntime SimplifiedLayerNormFusion"
     fires = ("+ai.onnx::SimplifiedLayerNormalization", "+com.microsoft::SimplifiedLayerNormalization")
     uses = ("Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul")
-    size = 6
+    node_cost = 6
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
@@ -94,11 +94,11 @@ class SkipLayerNorm(SameShapePattern):
 
     template = "SkipLayerNorm"
     source = "onnxruntime SkipLayerNormFusion"
-    fires = ("+com.microsoft::SkipLayerNormalization",)
-    uses = ("Add", "LayerNormalization")
+    fires: ClassVar[tuple[str, ...]] = ("+com.microsoft::SkipLayerNormalization",)
+    uses: ClassVar[tuple[str, ...]] = ("Add", "LayerNormalization")
     dtypes = FLOAT_TYPES
     since_opset = 17
-    size = 2
+    node_cost = 2
     min_rank = 2
     max_rank = 4
     near_misses: ClassVar[dict[str, str]] = {
@@ -130,7 +130,7 @@ class SkipRmsNorm(SkipLayerNorm):
     fires = ("+ai.onnx::SimplifiedLayerNormalization", "+com.microsoft::SkipSimplifiedLayerNormalization")
     uses = ("Add", "Pow", "ReduceMean", "Sqrt", "Div", "Mul")
     since_opset = 13
-    size = 7
+    node_cost = 7
     near_misses: ClassVar[dict[str, str]] = {
         "rank": "the input is not 3-D (the fused kernel's [batch, sequence, hidden])",
         "skip_broadcast": "the skip is broadcast from [1, ..., hidden], not the input's shape",

@@ -38,7 +38,7 @@ class ShapedPattern(Pattern):
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         out, middle, dtype = self.shapes(ins)
         first = [AbsTensor(ins[0].dtype, out)]
-        return first + [AbsTensor(dtype, middle)] if self.second_output else first
+        return [*first, AbsTensor(dtype, middle)] if self.second_output else first
 
     def exposed(self, outs: list[str]) -> str | None:
         return outs[1] if self.second_output else None
@@ -55,7 +55,7 @@ class TransposePair(ShapedPattern):
     fires = ("-ai.onnx::Transpose",)
     uses = ("Transpose",)
     min_rank = 2
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "not_inverse": "the second Transpose repeats the first perm instead of inverting it",
         "second_consumer": "the transposed tensor is also an output",
@@ -88,7 +88,7 @@ class ReshapeRoundTrip(ShapedPattern):
     fires = ("-ai.onnx::Reshape",)
     uses = ("Reshape",)
     min_rank = 2
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "runtime_shape": "the shape back is a graph input, not a constant",
         "second_consumer": "the flat tensor is also an output",
@@ -124,7 +124,7 @@ class CastRoundTrip(SameShapePattern):
     fires = ("-ai.onnx::Cast",)
     uses = ("Cast",)
     dtypes = tuple(CAST_THROUGH)
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "narrowing": "the middle type is narrower (float16, int8, int32): the round trip rounds",
         "other_kind": "the middle type is of the other kind (float to int truncates)",
@@ -155,7 +155,7 @@ class SqueezeRoundTrip(ShapedPattern):
     fires = ("-ai.onnx::Unsqueeze", "-ai.onnx::Squeeze")
     uses = ("Unsqueeze", "Squeeze")
     max_rank = 4
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the unsqueezed tensor is also an output"}
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
@@ -181,7 +181,7 @@ class SliceWhole(SameShapePattern):
     fires = ("-ai.onnx::Slice",)
     uses = ("Slice",)
     dtypes = ALL
-    size = 1
+    node_cost = 1
     near_misses: ClassVar[dict[str, str]] = {
         "reverse": "step -1 over the whole axis: a reversal, not a no-op",
         "runtime_bounds": "the bounds are graph inputs, not constants",
@@ -207,7 +207,7 @@ class ExpandSame(ShapedPattern):
     source = "onnxruntime ExpandElimination; TVM FoldConstant"
     fires = ("-ai.onnx::Expand",)
     uses = ("Expand",)
-    size = 1
+    node_cost = 1
     near_misses: ClassVar[dict[str, str]] = {
         "grow": "the shape has a new leading axis of 2: a real broadcast",
         "runtime_shape": "the shape is a graph input, not a constant",
@@ -232,7 +232,7 @@ class DropoutChain(ShapedPattern):
     fires = ("-ai.onnx::Dropout", "-ai.onnx::Identity")
     uses = ("Identity", "Dropout")
     dtypes = FLOAT_TYPES
-    size = 2
+    node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the Dropout's mask is also an output"}
 
     def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
@@ -255,7 +255,7 @@ class NeutralArith(ShapedPattern):
     fires = ("-ai.onnx::Add", "-ai.onnx::Sub", "-ai.onnx::Mul", "-ai.onnx::Div")
     uses = ("Add", "Sub", "Mul", "Div")
     dtypes = NUMERIC
-    size = 1
+    node_cost = 1
     near_misses: ClassVar[dict[str, str]] = {
         "broadcast": "the neutral operand has a leading axis of 2: the op broadcasts",
         "runtime_operand": "the neutral operand is a graph input, not a constant",
@@ -286,7 +286,7 @@ class ShapeReshape(ShapedPattern):
     fires = ("-ai.onnx::Shape", "-ai.onnx::Gather", "-ai.onnx::Concat")
     uses = ("Shape", "Reshape")
     min_rank = 2
-    size = 5
+    node_cost = 5
     near_misses: ClassVar[dict[str, str]] = {
         "other_dim": "the kept dim is the second, not the first",
         "runtime_tail": "the -1 is a graph input, not a constant",
@@ -319,7 +319,7 @@ class NotWhere(ShapedPattern):
     fires = ("-ai.onnx::Not",)
     uses = ("Greater", "Where:1")
     dtypes = NUMERIC
-    size = 3
+    node_cost = 3
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the negated condition is also an output"}
 
     def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
@@ -340,7 +340,7 @@ class GatherSplit(ShapedPattern):
     uses = ("Gather", "Sum")
     dtypes = FLOAT_TYPES
     min_rank = 2
-    size = 4
+    node_cost = 4
     near_misses: ClassVar[dict[str, str]] = {"partial": "the last index is left out: no Split covers the gathers"}
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
