@@ -171,6 +171,7 @@ def _coverage(stats: list[CoverageStats]) -> CoverageStats:
         dtypes=_sum(s.dtypes for s in stats),
         rewrites=_sum(s.rewrites for s in stats),
         patterns=_sum(s.patterns for s in stats),
+        edges=_sum(s.edges for s in stats),
     )
 
 

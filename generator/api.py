@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -17,6 +17,7 @@ from generator.avoid import Avoid
 from generator.binning import BinChooser
 from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
+from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
 from generator.emit import IR_VERSION, draw_values, emit_model
 from generator.graph import Graph
 from generator.grow import Allowed, Grower
@@ -66,6 +67,13 @@ class GenConfig(BaseModel):
         description="share of shape-like operands (Reshape shapes, Slice bounds, Tile repeats, Expand shapes, axes,"
         " pads) fed as graph inputs instead of initializers",
     )
+    edges: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="share of cases aimed at edge inputs: unit dims, or (never compared, crashes judged) a zero"
+        " integer divisor, an overflowing integer sum, a float cast out of its integer range (generator.edges)",
+    )
     patterns: float = Field(
         0.4,
         ge=0.0,
@@ -86,6 +94,8 @@ class Case:
     inputs: dict[str, np.ndarray]
     values: ValueOutcome | None = None
     """How the value search went; None when it was off."""
+    edge: str | None = None
+    """The edge input the case aims at (generator.edges), if any."""
 
 
 def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
@@ -168,8 +178,11 @@ def grow_case(
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
         patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, coverage if cfg.feedback else None)
-        seeds = patterns.first_types(seeds)
-        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns)
+        edge = edge_kind(seed, cfg.edges)
+        seeds, target = _edge_start(edge, seeds, specs)
+        seeds = seeds if target is not None else patterns.first_types(seeds)
+        unit = UNIT_DIM_SHARE if edge == "unit_dims" else 0.0
+        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns, unit, target)
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -178,8 +191,13 @@ def grow_case(
         coverage.models += 1
         on_node = partial(coverage.record_node, graph)
     proto, inputs = emit_model(graph, cfg.opset, witness.em.values, as_weight, on_node, leaves=witness.leaves)
+    if edge in UNDEFINED:
+        aimed = aim(edge, proto, inputs, seed)
+        edge, inputs = aimed if aimed is not None else (None, inputs)
+    if coverage is not None and edge is not None:
+        coverage.edges[edge] += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return Case(seed, proto, inputs, outcome), witness
+    return Case(seed, proto, inputs, outcome, edge), witness
 
 
 GROW_TRIES = 3
@@ -196,6 +214,8 @@ def _grow(
     feedback: Feedback | None,
     avoid: Avoid | None = None,
     patterns: PatternChooser | None = None,
+    unit_dims: float = 0.0,
+    target: type[OpSpec] | None = None,
 ) -> tuple[Graph, Witness]:
     """Grow one graph with its values (see generator.witness); a first tensor that no
     allowed op can take is replaced, up to GROW_TRIES times (rare: a rank-5 bool tensor
@@ -203,9 +223,10 @@ def _grow(
     rng = sc.rng
     method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
-        bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None)
+        bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None, unit_dims)
         witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.runtime_shapes)
         grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid)
+        grower.keep_inputs_of = target
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
         choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))
@@ -216,13 +237,44 @@ def _grow(
                 choose=choose,
                 propose=feedback.propose if feedback is not None else None,
                 on_insert=feedback.inserted if feedback is not None else None,
-                template=patterns.draw if patterns is not None and patterns.variants else None,
+                template=_first(target, patterns.draw if patterns is not None and patterns.variants else None),
             )
             return graph, witness
         except RuntimeError:
             if attempt == GROW_TRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+Template = Callable[[int, set[TType]], "type[OpSpec] | None"]
+
+
+def _first(target: type[OpSpec] | None, then: Template | None) -> Template | None:
+    """`target` tried on the first insertion, then `then` (the templates) on the rest."""
+    if target is None:
+        return then
+    tried: list[bool] = []
+
+    def draw(left: int, types: set[TType]) -> type[OpSpec] | None:
+        if not tried:
+            tried.append(True)
+            return target
+        return then(left, types) if then is not None else None
+
+    return draw
+
+
+def _edge_start(
+    edge: str | None, seeds: list[TType], specs: list[type[OpSpec]]
+) -> tuple[list[TType], type[OpSpec] | None]:
+    """For an undefined edge, first tensors of the target's types and the target op, so
+    the target reads a graph input; otherwise the seeds as they were."""
+    if edge not in FIRST_OP:
+        return seeds, None
+    op, dtypes = FIRST_OP[edge]
+    spec = next((s for s in specs if s.op_type == op), None)
+    typed = [t for t in seeds if t.dtype.value in dtypes and t.rank <= 3]
+    return (typed, spec) if spec is not None and typed else (seeds, None)
 
 
 def _pick_for(feedback: Feedback, grower: Grower, spec: type[OpSpec], slot: int, cands: list[int]) -> int:

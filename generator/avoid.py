@@ -9,7 +9,10 @@ unsafe values. Some completions are still let through (`strength` below 1), so a
 is fixed, or that hides a second bug behind it, is still met now and then.
 
 A trigger is matched as a subgraph: its nodes by op type and first input's dtype, its
-edges as producer-to-consumer links between them. Every draw comes from the graph's own
+edges as producer-to-consumer links between them. A rewrite template counts as the ONNX
+nodes it wrote, so an insertion that completes a trigger with a template's last node is
+refused like any other; a template whose own nodes hold a whole trigger is not (they are
+written only once the template is accepted). Every draw comes from the graph's own
 seeded rng, and only when a trigger matches, so a campaign that knows no bug grows the
 same graphs as before, and the same seed and known triggers give the same model.
 """
@@ -21,7 +24,23 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from generator.graph import GNode, Graph
+from generator.emit import tname
+from generator.graph import Graph
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One ONNX op of the growing graph: a graph node, or one of the nodes a rewrite
+    template wrote (generator.patterns), so a trigger inside or across a template is
+    matched as it is anywhere else."""
+
+    op_type: str
+    dtype: str | None
+    """The dtype of the graph node's first input (a template's, for its nodes)."""
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    node: int
+    """Index of the graph node it belongs to."""
 
 
 @dataclass(frozen=True)
@@ -30,10 +49,10 @@ class PatternNode:
     dtypes: frozenset[str] | None = None
     """The first input's dtypes the failure shows at; None: any."""
 
-    def admits(self, node: GNode) -> bool:
-        if node.op.op_type != self.op_type:
+    def admits(self, unit: Unit) -> bool:
+        if unit.op_type != self.op_type:
             return False
-        return self.dtypes is None or not node.op.ins or str(node.op.ins[0].dtype) in self.dtypes
+        return self.dtypes is None or unit.dtype is None or unit.dtype in self.dtypes
 
 
 @dataclass(frozen=True)
@@ -47,16 +66,29 @@ class Trigger:
     """The bug's fingerprint, for counting what was steered away from."""
 
 
+def units(graph: Graph) -> list[Unit]:
+    """The graph's ops: a template's as the ONNX nodes it wrote, any other node as itself."""
+    out: list[Unit] = []
+    for i, n in enumerate(graph.nodes):
+        dtype = str(n.op.ins[0].dtype) if n.op.ins else None
+        written = n.fragment.nodes if n.fragment is not None and n.op.node_cost > 1 else None
+        if written is None:
+            out.append(Unit(n.op.op_type, dtype, tuple(map(tname, n.inputs)), tuple(map(tname, n.outputs)), i))
+            continue
+        out += [Unit(w.op_type, dtype, tuple(w.input), tuple(w.output), i) for w in written]
+    return out
+
+
 Links = tuple[dict[int, set[int]], dict[int, set[int]]]
 
 
-def _links(graph: Graph) -> Links:
-    """Node-to-node successors and predecessors, through the tensors between them."""
-    producer = {t: i for i, n in enumerate(graph.nodes) for t in n.outputs}
+def _links(flat: list[Unit]) -> Links:
+    """Unit-to-unit successors and predecessors, through the tensors between them."""
+    producer = {t: i for i, u in enumerate(flat) for t in u.outputs}
     succ: dict[int, set[int]] = defaultdict(set)
     pred: dict[int, set[int]] = defaultdict(set)
-    for j, n in enumerate(graph.nodes):
-        for t in n.inputs:
+    for j, u in enumerate(flat):
+        for t in u.inputs:
             i = producer.get(t)
             if i is not None:
                 succ[i].add(j)
@@ -64,32 +96,32 @@ def _links(graph: Graph) -> Links:
     return succ, pred
 
 
-def embeds_at(trigger: Trigger, graph: Graph, at: int, links: Links | None = None) -> bool:
-    """Whether `trigger` appears in `graph` with one of its nodes at graph node `at`."""
-    links = links or _links(graph)
-    node = graph.nodes[at]
-    return any(p.admits(node) and _extend({i: at}, trigger, graph, links) for i, p in enumerate(trigger.nodes))
+def embeds_at(trigger: Trigger, flat: list[Unit], at: int, links: Links | None = None) -> bool:
+    """Whether `trigger` appears among the units `flat` with one of its nodes at unit `at`."""
+    links = links or _links(flat)
+    unit = flat[at]
+    return any(p.admits(unit) and _extend({i: at}, trigger, flat, links) for i, p in enumerate(trigger.nodes))
 
 
-def _extend(mapping: dict[int, int], trigger: Trigger, graph: Graph, links: Links) -> bool:
+def _extend(mapping: dict[int, int], trigger: Trigger, flat: list[Unit], links: Links) -> bool:
     """Backtracking over the pattern's nodes, next to ones already placed where it can."""
     if len(mapping) == len(trigger.nodes):
         return True
     succ, pred = links
-    todo, cands = _next_node(mapping, trigger, graph, succ, pred)
+    todo, cands = _next_node(mapping, trigger, flat, succ, pred)
     used = set(mapping.values())
     for g in sorted(cands):
-        if g in used or not trigger.nodes[todo].admits(graph.nodes[g]):
+        if g in used or not trigger.nodes[todo].admits(flat[g]):
             continue
         placed = {**mapping, todo: g}
         edges_hold = all(placed[b] in succ[placed[a]] for a, b in trigger.edges if a in placed and b in placed)
-        if edges_hold and _extend(placed, trigger, graph, links):
+        if edges_hold and _extend(placed, trigger, flat, links):
             return True
     return False
 
 
 def _next_node(
-    mapping: dict[int, int], trigger: Trigger, graph: Graph, succ: dict[int, set[int]], pred: dict[int, set[int]]
+    mapping: dict[int, int], trigger: Trigger, flat: list[Unit], succ: dict[int, set[int]], pred: dict[int, set[int]]
 ) -> tuple[int, Iterable[int]]:
     for a, b in trigger.edges:
         if a in mapping and b not in mapping:
@@ -97,7 +129,7 @@ def _next_node(
         if b in mapping and a not in mapping:
             return a, pred[mapping[b]]
     todo = next(i for i in range(len(trigger.nodes)) if i not in mapping)
-    return todo, range(len(graph.nodes))
+    return todo, range(len(flat))
 
 
 class Avoid:
@@ -117,14 +149,15 @@ class Avoid:
         to be undone; one seeded draw, and only when a trigger matches."""
         if not self.triggers or self.strength <= 0:
             return False
-        at = len(graph.nodes) - 1
-        node = graph.nodes[at]
-        candidates = [t for t in self.triggers if any(p.admits(node) for p in t.nodes)]
+        flat = units(graph)
+        last = len(graph.nodes) - 1
+        added = [i for i, u in enumerate(flat) if u.node == last]
+        candidates = [t for t in self.triggers if any(p.admits(flat[i]) for p in t.nodes for i in added)]
         if not candidates:
             return False
-        links = _links(graph)
+        links = _links(flat)
         for trigger in candidates:
-            if embeds_at(trigger, graph, at, links):
+            if any(embeds_at(trigger, flat, at, links) for at in added):
                 if rng.random() < self.strength:
                     self.steered[trigger.bug] += 1
                     return True

@@ -37,16 +37,22 @@ def bin_of(value: int) -> int:
 
 
 class BinChooser:
-    def __init__(self, k: int, rng: random.Random, weight: BinWeight | None = None) -> None:
+    def __init__(self, k: int, rng: random.Random, weight: BinWeight | None = None, unit_dims: float = 0.0) -> None:
+        """`unit_dims`: the chance a free tensor's dim is 1 (an edge case's size-1 and
+        broadcast dims, generator.edges)."""
         self.k = k
         self.rng = rng
         self.weight = weight
+        self.unit_dims = unit_dims
 
     def free_shape(self, rank: int, max_elements: int) -> list[int]:
         """A binned shape for a tensor nothing constrains yet, drawn without the solver:
         each dim from a random bin, then the largest dims halved until the cap holds."""
         shape = []
         for _ in range(rank):
+            if self.unit_dims and self.rng.random() < self.unit_dims:
+                shape.append(1)
+                continue
             i = self.rng.randint(1, self.k)
             shape.append(self.rng.randint(2 ** (i - 1), 2**i - 1))
         while math.prod(shape) > max_elements:

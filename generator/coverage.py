@@ -69,6 +69,8 @@ class CoverageStats(BaseModel):
     """Rewrites the systems under test performed, by key (Coverage.rewrites), in how many cases."""
     patterns: dict[str, int] = Field(default_factory=dict)
     """Rewrite templates and near misses placed in models (Coverage.patterns)."""
+    edges: dict[str, int] = Field(default_factory=dict)
+    """Cases aimed at each kind of edge input (generator.edges)."""
 
 
 class Coverage(BaseModel):
@@ -86,6 +88,8 @@ class Coverage(BaseModel):
     `tvm::fused_a_b` for a fused function; read off each optimized graph, no instrumentation."""
     patterns: Counter[str] = Field(default_factory=Counter)
     """Rewrite templates placed in models, `Template` or `Template~near_miss` (generator.patterns)."""
+    edges: Counter[str] = Field(default_factory=Counter)
+    """Cases aimed at each kind of edge input (generator.edges)."""
     _fed: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_total: int = PrivateAttr(default=-1)
@@ -108,6 +112,7 @@ class Coverage(BaseModel):
             dtypes=dict(sorted(self.dtypes.items())),
             rewrites=dict(self.rewrites.most_common()),
             patterns=dict(self.patterns.most_common()),
+            edges=dict(sorted(self.edges.items())),
         )
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:

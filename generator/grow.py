@@ -69,6 +69,11 @@ class Grower:
         self.witness = witness
         self.avoid = avoid
         self.graph = Graph()
+        self.kept: set[int] = set()
+        """Placeholders no backward insertion may replace: an edge case's target inputs
+        (generator.edges), which must stay graph inputs."""
+        self.keep_inputs_of: type[OpSpec] | None = None
+        """The op whose first insertion's inputs join `kept`."""
         self._solver: z3.Solver | None = None
         self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
         if witness is not None:
@@ -113,11 +118,18 @@ class Grower:
                 inserted = self._proposed(propose, mark) or self._insert(choose(), mark)
             if not inserted:
                 del self.sc.binnable[mark:]
-            elif on_insert is not None:
+                continue
+            self._keep(self.graph.nodes[-1])
+            if on_insert is not None:
                 on_insert(self.graph, self.graph.nodes[-1])
         if not self.graph.nodes:
             raise RuntimeError("no operator could be inserted")
         return self.graph
+
+    def _keep(self, node: GNode) -> None:
+        if self.keep_inputs_of is not None and type(node.op) is self.keep_inputs_of:
+            self.kept.update(i for i in node.inputs if i in self.graph.placeholders)
+            self.keep_inputs_of = None
 
     def _template(
         self, template: Callable[[int, set[TType]], type[OpSpec] | None] | None, nodes: int
@@ -243,7 +255,10 @@ class Grower:
     def backward(self, spec: type[OpSpec], mark: int, target: int | None = None) -> bool:
         """Replace a placeholder by `spec`, whose inputs become new placeholders."""
         if target is None:
-            target = self.rng.choice(self.graph.placeholders)
+            free = [p for p in self.graph.placeholders if p not in self.kept]
+            if not free:
+                return False
+            target = self.rng.choice(free)
         v = self.graph.tensors[target]
         sig = spec.backward_inputs(v.ttype, self.rng)
         if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):

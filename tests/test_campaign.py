@@ -22,7 +22,9 @@ def test_shards_take_disjoint_seeds(tmp_path: Path, cli: Callable[..., CliResult
     for i in (0, 1):
         out = tmp_path / f"shard{i}"
         r = cli("fuzz", "--out", str(out), "--max-tests", "3", "--no-probe", "--shard", f"{i}/2", "--seed", "10")
-        assert r.code == 0, r.err
+        # 2: a finding. Seed 13 meets a real onnxruntime bug (PadFusion makes pool pads that
+        # its own kernel refuses), which is not what this test is about.
+        assert r.code in (0, 2), r.err
         s = _summary(out)
         assert s["shard"] == f"{i}/2" and s["tests"] == 3
         seeds.append((s["seed_first"], s["seed_last"]))

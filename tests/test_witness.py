@@ -137,14 +137,14 @@ def test_without_a_method_nothing_is_run_and_nothing_refused() -> None:
 @pytest.mark.parametrize("method", ["gradient", "sampling"])
 def test_generated_models_carry_safe_values_for_every_dtype(method: Method) -> None:
     repaired = refused = unsafe = 0
-    for seed in range(40):
+    for seed in range(60):  # templates (generator.patterns) need fewer repairs than op-by-op growth
         case = generate(seed, GenConfig(nodes=12, values=method))
         assert case.values is not None and case.values.found
         assert margin_hits(case.model, case.inputs) == [], seed
         repaired += case.values.grown_repairs
         refused += case.values.grown_refusals
         unsafe += any(n.op_type in UNSAFE for n in case.model.graph.node)
-    assert unsafe >= 30 and repaired >= 10, "the property must be exercised by repairs"
+    assert unsafe >= 45 and repaired >= 12, "the property must be exercised by repairs"
     assert refused >= 1
 
 
