@@ -87,6 +87,9 @@ def fuzz(
     keep_filtered: Annotated[
         bool | None, typer.Option("--keep-filtered/--no-keep-filtered", help="save bundles of filtered cases too")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print summary.json on stdout at the end (coverage and rewrites included)")
+    ] = False,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Fuzz a backend against the reference and keep every finding as a bundle."""
@@ -109,6 +112,9 @@ def fuzz(
     }
     cfg = load_config(config, overrides)
     summary = _campaign(cfg, _shard(shard), Console(stderr=True))
+    written = Path(cfg.out) / "summary.json"
+    if as_json and written.is_file():
+        print(written.read_text(), end="")
     if cfg.compiler is not None:  # a PR check fails on what head broke, not on old bugs
         raise typer.Exit(EXIT_FINDINGS if summary.fails_a_change else EXIT_OK)
     raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)

@@ -56,65 +56,65 @@ FIRST_OP = {
 (op type, the first tensor's allowed types)."""
 
 
-def _feeding(model: onnx.ModelProto, inputs: Inputs, ops: set[str], slot: int | None) -> list[onnx.NodeProto]:
-    """Nodes of `ops` that read a graph input directly (at `slot`, or at any input)."""
+def _data(inputs: Inputs) -> Inputs:
+    """The graph inputs that hold data, not the fixed shape-like values (`r<n>`,
+    generator.emit.OnnxEmitter.runtime) that keep the model valid."""
+    return {k: v for k, v in inputs.items() if not (k[:1] == "r" and k[1:].isdigit())}
+
+
+def _feeding(
+    model: onnx.ModelProto, inputs: Inputs, ops: dict[str, tuple[int, ...]]
+) -> list[tuple[onnx.NodeProto, str]]:
+    """(node, graph input) for each node of `ops` reading a data graph input at one of the
+    op's data slots."""
+    data = _data(inputs)
     found = []
     for node in model.graph.node:
-        if node.op_type not in ops:
-            continue
-        names = [node.input[slot]] if slot is not None and len(node.input) > slot else list(node.input)
-        if any(n in inputs for n in names):
-            found.append(node)
+        for slot in ops.get(node.op_type, ()):
+            if slot < len(node.input) and node.input[slot] in data:
+                found.append((node, node.input[slot]))
     return found
 
 
 def _zero_divisor(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Generator) -> Inputs | None:
-    for node in _feeding(model, inputs, {"Div", "Mod"}, 1):
-        divisor = inputs[node.input[1]]
+    for _, name in _feeding(model, inputs, {"Div": (1,), "Mod": (1,)}):
+        divisor = inputs[name]
         if divisor.dtype.kind in "iu" and divisor.size:
             zeroed = divisor.copy()
             zeroed.flat[rng.integers(0, divisor.size, size=max(1, divisor.size // 3))] = 0
-            return {**inputs, node.input[1]: zeroed}
+            return {**inputs, name: zeroed}
     return None
 
 
 def _int_overflow(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Generator) -> Inputs | None:
-    for node in _feeding(model, inputs, OVERFLOWING, None):
-        for name in node.input:
-            value = inputs.get(name)
-            if value is not None and value.dtype.kind == "i" and value.size:
-                info = np.iinfo(value.dtype)
-                high = rng.integers(info.max // 2, info.max, size=value.shape, endpoint=True, dtype=value.dtype)
-                return {**inputs, name: high}
+    for _, name in _feeding(model, inputs, OVERFLOWING):
+        value = inputs[name]
+        if value.dtype.kind == "i" and value.size:
+            info = np.iinfo(value.dtype)
+            high = rng.integers(info.max // 2, info.max, size=value.shape, endpoint=True, dtype=value.dtype)
+            return {**inputs, name: high}
     return None
 
 
 def _cast_out_of_range(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Generator) -> Inputs | None:
     integer = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT32, onnx.TensorProto.INT64}
-    for node in _feeding(model, inputs, {"Cast"}, 0):
+    for node, name in _feeding(model, inputs, {"Cast": (0,)}):
         target = next((a.i for a in node.attribute if a.name == "to"), None)
-        value = inputs[node.input[0]]
+        value = inputs[name]
         if target in integer and value.dtype.kind == "f" and value.size:
             big = 6e4 if value.dtype == np.float16 else 1e12
             signs = rng.choice(np.array([-1.0, 1.0]), size=value.shape)
-            return {**inputs, node.input[0]: (signs * big).astype(value.dtype)}
+            return {**inputs, name: (signs * big).astype(value.dtype)}
     return None
 
 
-OVERFLOWING = {
-    "Add",
-    "Sub",
-    "Mul",
-    "MatMul",
-    "Gemm",
-    "Sum",
-    "ReduceSum",
-    "ReduceProd",
-    "ReduceSumSquare",
-    "CumSum",
-    "Pow",
+OVERFLOWING: dict[str, tuple[int, ...]] = {
+    **{op: (0, 1) for op in ("Add", "Sub", "Mul", "MatMul", "Gemm", "Pow")},
+    **{op: (0,) for op in ("ReduceSum", "ReduceProd", "ReduceSumSquare", "CumSum")},
+    "Sum": tuple(range(8)),
 }
-"""Integer ops whose result wraps (undefined) once operands near the type's limit."""
+"""Integer ops, with their data slots, whose result wraps (undefined) once operands near
+the type's limit; axes and shapes are never touched."""
 
 AIMS: dict[str, Aim] = {
     "zero_divisor": _zero_divisor,

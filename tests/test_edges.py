@@ -9,7 +9,8 @@ import numpy as np
 
 from generator.api import GenConfig, generate
 from generator.coverage import Coverage
-from generator.edges import KINDS, UNDEFINED, edge_kind
+from generator.dtypes import DType
+from generator.edges import KINDS, UNDEFINED, aim, edge_kind
 from oracles.undefined import undefined_inputs
 
 
@@ -52,3 +53,18 @@ def test_a_case_is_the_same_with_edges_whatever_else_ran() -> None:
     for s in range(300):
         generate(s, GenConfig(), coverage=cov)
     assert sum(cov.edges.values()) >= 5 and cov.stats().edges == dict(sorted(cov.edges.items()))
+
+
+def test_an_edge_never_touches_the_shapes_and_axes_that_keep_the_model_valid() -> None:
+    """A campaign once died on an int64 overflow aimed at a ReduceSum's axes input."""
+    aimed = 0
+    for seed in range(80):
+        case = generate(seed, GenConfig(edges=0.0, runtime_shapes=1.0, dtypes=[DType.int32, DType.int64]))
+        for kind in UNDEFINED:
+            found = aim(kind, case.model, case.inputs, seed)
+            if found is None:
+                continue
+            aimed += 1
+            changed = {k for k in case.inputs if not np.array_equal(case.inputs[k], found[1][k])}
+            assert changed and not any(k.startswith("r") for k in changed), (seed, kind, changed)
+    assert aimed >= 10

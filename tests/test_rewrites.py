@@ -194,9 +194,11 @@ def test_a_failing_rewrites_hook_never_fails_the_run(tmp_path: Path) -> None:
 
 def test_a_campaign_counts_head_rewrites_into_summary_json(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     out = tmp_path / "out"
-    r = cli("fuzz", "--out", str(out), "--max-tests", "8", "--no-probe", "--backend", "onnxruntime:all")
+    r = cli("fuzz", "--out", str(out), "--max-tests", "8", "--no-probe", "--backend", "onnxruntime:all", "--json")
     assert r.code in (0, 2), r.err
     summary = json.loads((out / "summary.json").read_text())
+    assert json.loads(r.out) == summary, "--json prints summary.json"
+    assert sum(summary["coverage"]["patterns"].values()) > 0, "templates placed are counted"
     rewrites = summary["coverage"]["rewrites"]
     assert isinstance(rewrites, dict) and rewrites, summary["coverage"]
     assert all(k[0] in "+-" and "::" in k and 1 <= n <= summary["tests"] for k, n in rewrites.items())
