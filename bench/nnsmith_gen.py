@@ -21,6 +21,8 @@ It imports nothing from fuzzbot and runs in its own venv, outside the repo:
     /tmp/nnsmith-venv/bin/python bench/nnsmith_gen.py [--count 200]
 
 Prints one JSON object. p90 uses numpy's linear percentile, as bench/generate.py does.
+With `--export DIR` it writes NNSmith's models as ONNX files instead, for
+`bench/rewrites.py --gen-cmd` (the rewrites a generator's models reach).
 """
 
 from __future__ import annotations
@@ -77,11 +79,10 @@ def onnx_opset() -> tuple[list[Any], list[str]]:
     return opset, sorted(op.name() for op in model_type.operators() if op.name() not in kept)
 
 
-def generate(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> tuple[float, float, int]:
-    """One graph: (wall ms, process CPU ms, compute ops in it)."""
+def grown(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> Any:
+    """One concrete graph, as the CLI grows it."""
     from nnsmith.graph_gen import model_gen  # type: ignore[import-not-found]
 
-    t0, c0 = time.perf_counter(), time.process_time()
     gen = model_gen(
         opset=opset,
         method="symbolic-cinit",
@@ -92,7 +93,14 @@ def generate(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> tuple[
         rank_choices=None,
         dtype_choices=None,
     )
-    ir = gen.make_concrete()
+    return gen.make_concrete()
+
+
+def generate(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> tuple[float, float, int]:
+    """One graph: (wall ms, process CPU ms, compute ops in it)."""
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    ir = grown(opset, nodes, seed, timeout_ms)
     ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
     return ms, cpu_ms, int(ir.n_compute_inst())
 
@@ -117,17 +125,37 @@ def measure(opset: list[Any], nodes: int, count: int, first_seed: int, timeout_m
     }
 
 
+def export(opset: list[Any], nodes: int, count: int, first_seed: int, timeout_ms: int, folder: str) -> int:
+    """NNSmith's models as `.onnx` files in `folder`, the way its CLI materializes them
+    (`Model.from_gir`, then `dump`): the input bench/rewrites.py's `--gen-cmd` reads."""
+    from nnsmith.materialize import Model
+
+    model_type = Model.init("onnx", backend_target="cpu")
+    written = 0
+    for seed in range(first_seed, first_seed + count):
+        ir = grown(opset, nodes, seed, timeout_ms)
+        with contextlib.suppress(Exception), torchscript_export():  # an export NNSmith itself fails is skipped
+            model_type.from_gir(ir).dump(os.path.join(folder, f"nnsmith-{seed}.onnx"))
+            written += 1
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200, help="models per node count")
     parser.add_argument("--nodes", type=int, nargs="+", default=list(NODES), help="max_nodes values")
     parser.add_argument("--seed", type=int, default=0, help="first seed; model i uses seed+i")
     parser.add_argument("--timeout-ms", type=int, default=10000, help="NNSmith's per-model budget (CLI default)")
+    parser.add_argument("--export", metavar="DIR", help="write --count models of the first --nodes as .onnx files here")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as cache:
         os.environ["XDG_CACHE_HOME"] = cache  # nnsmith caches the op set; never reuse a stale one
         opset, excluded = onnx_opset()
+        if args.export:
+            written = export(opset, args.nodes[0], args.count, args.seed, args.timeout_ms, args.export)
+            print(json.dumps({"exported": written, "count": args.count, "nodes": args.nodes[0]}))
+            return 0
         generate(opset, 5, args.seed, args.timeout_ms)  # warm-up, untimed
         per_nodes = {str(n): measure(opset, n, args.count, args.seed, args.timeout_ms) for n in args.nodes}
 

@@ -112,11 +112,16 @@ class SkipLayerNorm(SameShapePattern):
     def accepts(cls, ins: Sequence[TType]) -> bool:
         return super().accepts(ins) and (ins[0].rank != 3) == (cls.variant == "rank")
 
+    def residual(self, w: Writer, em: Emitter, ins: list[str], outs: list[str]) -> str:
+        """x + skip, the skip a weight of x's shape (or broadcast from the last axis)."""
+        dims = self.dims(em)
+        skip = [1] * (len(dims) - 1) + dims[-1:] if self.variant == "skip_broadcast" else dims
+        return w.op("Add", [ins[0], em.weight(skip, w.dtype)], self.exposed(outs))
+
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
         dims = self.dims(em)
-        skip = [1] * (len(dims) - 1) + dims[-1:] if self.variant == "skip_broadcast" else dims
-        total = w.op("Add", [ins[0], em.weight(skip, w.dtype)], self.exposed(outs))
+        total = self.residual(w, em, ins, outs)
         axis = -2 if self.variant == "axis" else -1
         normed = dims[axis:]
         w.op("LayerNormalization", [total, em.weight(normed, w.dtype), em.weight(normed, w.dtype)], outs[0], axis=axis)
@@ -140,8 +145,7 @@ class SkipRmsNorm(SkipLayerNorm):
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
         dims = self.dims(em)
-        skip = [1] * (len(dims) - 1) + dims[-1:] if self.variant == "skip_broadcast" else dims
-        total = w.op("Add", [ins[0], em.weight(skip, w.dtype)], self.exposed(outs))
+        total = self.residual(w, em, ins, outs)
         square = w.op("Pow", [total, w.scalar(2.0)])
         root = w.op("Sqrt", [w.op("Add", [w.reduce("ReduceMean", square, [-1]), w.scalar(EPSILON)])])
         w.op("Mul", [w.op("Div", [total, root]), em.weight(dims[-1:], w.dtype)], outs[0])
