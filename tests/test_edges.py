@@ -4,6 +4,8 @@ judged as the oracles judge undefined inputs (values never compared)."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +14,7 @@ from generator.coverage import Coverage
 from generator.dtypes import DType
 from generator.edges import KINDS, UNDEFINED, aim, edge_kind
 from oracles.undefined import undefined_inputs
+from tests.conftest import CliResult
 
 
 def _cases(count: int, share: float = 1.0) -> list:  # type: ignore[type-arg]
@@ -68,3 +71,14 @@ def test_an_edge_never_touches_the_shapes_and_axes_that_keep_the_model_valid() -
             changed = {k for k in case.inputs if not np.array_equal(case.inputs[k], found[1][k])}
             assert changed and not any(k.startswith("r") for k in changed), (seed, kind, changed)
     assert aimed >= 10
+
+
+def test_fuzzbot_gen_writes_an_edge_case_the_torch_reference_refuses(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    """`fuzzbot gen` once died on a zero divisor: torch raises on integer division by zero."""
+    seed = next(s for s in range(2000) if generate(s, GenConfig()).edge == "zero_divisor")
+    r = cli("gen", "--seed", str(seed), "--count", "1", "--out", str(tmp_path))
+    assert r.code == 0, r.err
+    bundle = tmp_path / f"seed-{seed}"
+    assert (bundle / "model.onnx").is_file() and (bundle / "inputs.npz").is_file()
