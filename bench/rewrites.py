@@ -122,11 +122,17 @@ def optimized(paths: list[Path], python: str, backend: str, level: str) -> list[
     return rows
 
 
-STANDARD_FUSION_RESULTS = {"ai.onnx::Gemm", "ai.onnx::LayerNormalization", "ai.onnx::SimplifiedLayerNormalization"}
-"""Standard-domain ops onnxruntime makes by fusing others (MatMul+Add, the LayerNorm
-subgraphs; SimplifiedLayerNormalization is onnxruntime's own op, registered in the default
-domain); any other standard op that appears comes from expanding a function op (HardSwish
-into HardSigmoid and Mul, CastLike into Cast), which is not a fusion."""
+STANDARD_FUSION_RESULTS = {
+    "ai.onnx::Gemm",
+    "ai.onnx::LayerNormalization",
+    "ai.onnx::SimplifiedLayerNormalization",
+    "ai.onnx::Split",
+}
+"""Standard-domain ops onnxruntime makes by fusing others (MatMul+Add or MatMul+BatchNorm,
+the LayerNorm subgraphs, Gathers covering an axis into a Split; SimplifiedLayerNormalization
+is onnxruntime's own op, registered in the default domain; no function op of the opset
+expands into any of them); any other standard op that appears comes from expanding a
+function op (HardSwish into HardSigmoid and Mul, CastLike into Cast), which is not a fusion."""
 
 
 def is_fusion(op: str) -> bool:

@@ -155,12 +155,16 @@ def gen(
     feedback: Annotated[bool, typer.Option("--feedback/--no-feedback", help="steer toward uncovered pairs")] = True,
     ops: Annotated[str | None, typer.Option(help="comma-separated op types to draw from")] = None,
     dtypes: Annotated[str | None, typer.Option(help="comma-separated element types, e.g. float32,int64")] = None,
+    patterns: Annotated[
+        float | None, typer.Option(help="share of insertions that try a rewrite template (0: none) [0.4]")
+    ] = None,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
     try:
         cfg = GenConfig(
             nodes=nodes,
             feedback=feedback,
+            **({"patterns": patterns} if patterns is not None else {}),
             ops=ops.split(",") if ops else None,
             **({"dtypes": dtypes.split(",")} if dtypes else {}),
         )

@@ -241,3 +241,10 @@ def test_runtime_shapes_are_graph_inputs_no_value_search_moves() -> None:
     searched = with_safe_values(case, GenConfig())
     for k, v in runtime.items():
         np.testing.assert_array_equal(searched.inputs[k], v)
+
+
+def test_no_template_is_placed_with_the_share_at_zero(tmp_path: Path) -> None:
+    cov = Coverage()
+    for s in range(30):
+        generate(s, GenConfig(patterns=0), coverage=cov)
+    assert not cov.patterns and sum(cov.ops.values()) > 0
