@@ -59,6 +59,8 @@ REGRESSION: tuple[str, str] = ("1.26.0", "1.27.0")
 REGRESSION_RAISES: tuple[str, str] = ("1.20.1", "1.21.1")
 # (right at `basic`, wrong at `basic`): layernorm_pattern_sub_swapped.
 REGRESSION_BASIC: tuple[str, str] = ("1.19.2", "1.20.1")
+# (right, wrong): maxpool_after_zero_pad, at `basic` and `all`; still wrong in 1.31.1.
+REGRESSION_PAD_FUSION: tuple[str, str] = ("1.19.2", "1.20.1")
 # (wrong, right): rms_norm_axis_not_last, at `all`.
 FIX: tuple[str, str] = ("1.15.1", "1.16.3")
 # (wrong, right): rms_norm_epsilon_first, at `all`.
@@ -240,6 +242,25 @@ def layernorm_single_element_axis() -> Case:
     inits = [_floats("scale", [1], [2.0]), _floats("bias", [1], [0.5])]
     model = _model([node], [_value("x", _F32, [3, 1])], [_value("y", _F32, [3, 1])], inits)
     return model, {"x": np.array([[-1.5], [0.25], [3.0]], np.float32)}
+
+
+def maxpool_after_zero_pad() -> Case:
+    """A zero Pad in front of a MaxPool: right on 1.15.1 to 1.19.2, wrong at `basic` and
+    `all` from 1.20.1 to 1.31.1 (REGRESSION_PAD_FUSION); right at `disable` everywhere.
+
+    Every 2x3 window of the padded 3x3 tensor holds a padded 0 beside x = -1.5, so both
+    outputs are 0. From 1.20.1 PadFusion folds the Pad into the MaxPool's own pads, which
+    MaxPool fills with -inf, and both outputs become -1.5. Found by a fuzzbot campaign
+    between 1.19.2 and 1.20.1 (the PadWindow template's max_pool near miss), reduced to
+    these two nodes.
+    """
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
+        helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[2, 3]),
+    ]
+    inits = [helper.make_tensor("pads", _I64, [8], [0, 0, 1, 1, 0, 0, 1, 1]), _floats("zero", [], [0.0])]
+    model = _model(nodes, [_value("x", _F32, [1, 1, 1, 1])], [_value("y", _F32, [1, 1, 2, 1])], inits)
+    return model, {"x": np.array([[[[-1.5]]]], np.float32)}
 
 
 def reducel2_int32_overflow() -> Case:

@@ -48,6 +48,14 @@ def test_a_real_regression_between_consecutive_releases_is_a_new_regression(cli:
     assert found["sides"]["base"]["build"].startswith(f"onnxruntime {right}")
 
 
+def test_a_pad_folded_into_a_maxpool_is_a_new_regression_the_templates_found(cli: Cli, tmp_path: Path) -> None:
+    """1.20.1's PadFusion folds a zero Pad into MaxPool's -inf padding (still in 1.31.1)."""
+    right, wrong = rc.REGRESSION_PAD_FUSION
+    code, found = _check(cli, tmp_path, rc.maxpool_after_zero_pad(), right, wrong)
+    assert code == 2 and found["verdict"] == "new_regression", found
+    assert found["sides"]["head"]["verdict"] == "wrong_result" and found["rule"] is None
+
+
 def test_a_real_fix_between_consecutive_releases_is_fixed(cli: Cli, tmp_path: Path) -> None:
     """1.16.3 stopped fusing an RMSNorm over axis 0 as a last-axis norm."""
     wrong, right = rc.FIX
