@@ -259,6 +259,8 @@ class Grower:
             if not free:
                 return False
             target = self.rng.choice(free)
+        elif target in self.kept:
+            return False
         v = self.graph.tensors[target]
         sig = spec.backward_inputs(v.ttype, self.rng)
         if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):

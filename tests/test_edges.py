@@ -82,3 +82,12 @@ def test_fuzzbot_gen_writes_an_edge_case_the_torch_reference_refuses(
     assert r.code == 0, r.err
     bundle = tmp_path / f"seed-{seed}"
     assert (bundle / "model.onnx").is_file() and (bundle / "inputs.npz").is_file()
+
+
+def test_an_undefined_edge_stays_on_a_graph_input_whatever_grows_after_it() -> None:
+    """The target's input is kept from backward insertion, proposals included."""
+    cases = [c for c in _cases(120) if c.edge in ("zero_divisor", "cast_out_of_range")]
+    assert cases
+    for case in cases:
+        reads = {i for n in case.model.graph.node if n.op_type in ("Div", "Mod", "Cast") for i in n.input}
+        assert reads & set(case.inputs), case.seed
