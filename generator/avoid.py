@@ -10,9 +10,9 @@ is fixed, or that hides a second bug behind it, is still met now and then.
 
 A trigger is matched as a subgraph: its nodes by op type and first input's dtype, its
 edges as producer-to-consumer links between them. A rewrite template counts as the ONNX
-nodes it wrote, so an insertion that completes a trigger with a template's last node is
-refused like any other; a template whose own nodes hold a whole trigger is not (they are
-written only once the template is accepted). Every draw comes from the graph's own
+nodes it wrote: its insertion is checked once they are written (generator.grow), so a
+trigger inside it, or one it completes with the graph around it, is refused like any
+other. Every draw comes from the graph's own
 seeded rng, and only when a trigger matches, so a campaign that knows no bug grows the
 same graphs as before, and the same seed and known triggers give the same model.
 """

@@ -213,10 +213,18 @@ class Grower:
         mark = self.graph.checkpoint()
         node.outputs = [self.graph.add_tensor(o) for o in outs]
         self.graph.add_node(node)
-        if self._known() or (self.witness is not None and not self.witness.forward(self.graph, node)):
+        early, late = self._known_checks(node)
+        if early() or (self.witness is not None and not self.witness.forward(self.graph, node, late)):
             self.graph.rollback(mark)
             return False
         return True
+
+    def _known_checks(self, node: GNode) -> tuple[Callable[[], bool], Callable[[], bool] | None]:
+        """When to ask whether `node` completes a known trigger: before it is written, or,
+        for a template (whose trigger may lie among the nodes it writes), once written."""
+        if self.witness is not None and node.op.node_cost > 1:
+            return (lambda: False), self._known
+        return self._known, None
 
     def _known(self) -> bool:
         """Whether the node just added completes a known bug's trigger (then it is undone)."""
@@ -298,7 +306,8 @@ class Grower:
         self.graph.placeholders.remove(target)
         self.graph.placeholders += node.inputs
         self.graph.add_node(node)
-        if self._known() or (self.witness is not None and not self.witness.backward(self.graph, node, target)):
+        early, late = self._known_checks(node)
+        if early() or (self.witness is not None and not self.witness.backward(self.graph, node, target, late)):
             self.graph.rollback(mark)
             return False
         return True

@@ -27,7 +27,7 @@ clock only measures what the values cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -42,6 +42,9 @@ from generator.values.interp import Failure, Node, Program, Step, as_tensor, pre
 from generator.values.leaves import Leaves
 from generator.values.sampling import sampling_search
 from generator.values.search import Budget, Tally, gradient_search
+
+Refusal = Callable[[], bool]
+"""Asked once a node is written: whether to refuse it for a reason other than its values."""
 
 REPAIR_SALT = 0x57495453
 """Mixed into the case seed for the repairs' draws, apart from the emitter's."""
@@ -104,9 +107,14 @@ class Witness:
         array = draw_values(self.em.values, [int(d) for d in t.shape], t.dtype)
         self._add_leaf(tname(tensor), array)
 
-    def forward(self, graph: Graph, node: GNode) -> bool:
-        """Keep `node`, just appended to `graph` as a consumer, if its values can be safe."""
+    def forward(self, graph: Graph, node: GNode, refuse: Refusal | None = None) -> bool:
+        """Keep `node`, just appended to `graph` as a consumer, if its values can be safe.
+        `refuse`, asked once the node is written, may refuse it for another reason (a
+        template that completes a known bug's trigger with the nodes it wrote)."""
         fragment = self._write(node)
+        if refuse is not None and refuse():
+            self._disown(fragment, counted=False)
+            return False
         new = [prepare(n) for n in fragment.nodes]
         if self.method is None:
             self.steps += new
@@ -130,14 +138,18 @@ class Witness:
         self._disown(fragment)
         return False
 
-    def backward(self, graph: Graph, node: GNode, target: int) -> bool:
+    def backward(self, graph: Graph, node: GNode, target: int, refuse: Refusal | None = None) -> bool:
         """Keep `node`, just made the producer of placeholder `target` from new placeholders
-        (its inputs), if values can be found that keep everything downstream safe."""
+        (its inputs), if values can be found that keep everything downstream safe.
+        `refuse` as for `forward`."""
         old = self.leaves.pop(tname(target))
         self.env.pop(tname(target))
         for t in node.inputs:
             self.placeholder(graph, t)
         fragment = self._write(node)
+        if refuse is not None and refuse():
+            self._unplace(node, target, old, fragment, counted=False)
+            return False
         steps = [*(prepare(n) for n in fragment.nodes), *self.steps]
         if self.method is None:
             self.steps = steps
@@ -148,12 +160,17 @@ class Witness:
             if failure is None or self._repair(program, failure):
                 self.steps = steps
                 return True
-        self._disown(fragment)
+        self._unplace(node, target, old, fragment)
+        return False
+
+    def _unplace(self, node: GNode, target: int, old: np.ndarray, fragment: Fragment, counted: bool = True) -> None:
+        """Undo a backward insertion: the node's writing, its new placeholders, and the
+        target's own value back as a leaf."""
+        self._disown(fragment, counted)
         for t in node.inputs:
             self.leaves.pop(tname(t))
             self.env.pop(tname(t))
         self._add_leaf(tname(target), old)
-        return False
 
     def _write(self, node: GNode) -> Fragment:
         node.fragment = self.em.write(node)
@@ -179,14 +196,14 @@ class Witness:
                 self.env.pop(o, None)
                 self.bits.pop(o, None)
 
-    def _disown(self, fragment: Fragment) -> None:
-        """Undo `_write` for a refused node."""
+    def _disown(self, fragment: Fragment, counted: bool = True) -> None:
+        """Undo `_write` for a refused node; `counted`: a refusal for its values."""
         self._forget(fragment)
         for name in [*fragment.arrays, *fragment.runtime]:
             self.leaves.pop(name, None)
             self.constants.pop(name, None)
             self.env.pop(name, None)
-        self.stats.refused += 1
+        self.stats.refused += counted
 
     def _current(self) -> Program:
         if self._program is None:

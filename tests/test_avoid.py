@@ -50,3 +50,16 @@ def test_a_trigger_bound_to_a_dtype_leaves_the_others() -> None:
     models = [generate(seed, CFG, avoid=Avoid([int_only], 1.0)).model for seed in range(80)]
     assert not any(_has_pair(m, "Mul", "Sub", onnx.TensorProto.INT32) for m in models)
     assert any(_has_pair(m, "Mul", "Sub", onnx.TensorProto.FLOAT) for m in models)
+
+
+def test_a_trigger_a_template_writes_is_steered_away_from_too() -> None:
+    """QuickGelu's template writes Mul -> Sigmoid -> Mul as one insertion: a known
+    Sigmoid -> Mul trigger inside it, or completed by it, is refused like any other."""
+    cfg = GenConfig(nodes=8, ops=["Mul", "Sigmoid", "Relu"], dtypes=["float32"], patterns=1.0)
+    sigmoid_mul = Trigger((PatternNode("Sigmoid"), PatternNode("Mul")), ((0, 1),), "sigmoidmul")
+    plain = [generate(s, cfg).model for s in range(30)]
+    assert sum(_has_pair(m, "Sigmoid", "Mul") for m in plain) >= 10
+    avoid = Avoid([sigmoid_mul], strength=1.0)
+    steered = [generate(s, cfg, avoid=avoid).model for s in range(30)]
+    assert not any(_has_pair(m, "Sigmoid", "Mul") for m in steered)
+    assert avoid.steered["sigmoidmul"] > 0
