@@ -34,10 +34,10 @@ class Gelu(SameShapePattern):
         if self.variant == "runtime_constant":
             divisor = w.runtime(w.array(SQRT2))
         else:
-            divisor = w.scalar(1.5 if self.variant == "constant" else SQRT2)
+            divisor = w.const(1.5 if self.variant == "constant" else SQRT2)
         erf = w.op("Erf", [w.op("Div", [x, divisor])], self.exposed(outs))
-        half = w.op("Mul", [x, w.op("Add", [erf, w.scalar(1.0)])])
-        w.op("Mul", [half, w.scalar(0.5)], outs[0])
+        half = w.op("Mul", [x, w.op("Add", [erf, w.const(1.0)])])
+        w.op("Mul", [half, w.const(0.5)], outs[0])
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         self.gelu(Writer(em, outs, self.inputs[0].dtype), ins[0], outs)
@@ -82,11 +82,11 @@ class FastGelu(SameShapePattern):
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
         x = ins[0]
-        power = w.op("Pow", [x, w.scalar(2.0 if self.variant == "exponent" else 3.0)])
+        power = w.op("Pow", [x, w.const(2.0 if self.variant == "exponent" else 3.0)])
         coefficient = 0.05 if self.variant == "coefficient" else FAST_GELU_COEFFICIENT
-        inner = w.op("Add", [x, w.op("Mul", [power, w.scalar(coefficient)])])
-        tanh = w.op("Tanh", [w.op("Mul", [inner, w.scalar(SQRT_2_OVER_PI)])], self.exposed(outs))
-        w.op("Mul", [w.op("Mul", [x, w.scalar(0.5)]), w.op("Add", [tanh, w.scalar(1.0)])], outs[0])
+        inner = w.op("Add", [x, w.op("Mul", [power, w.const(coefficient)])])
+        tanh = w.op("Tanh", [w.op("Mul", [inner, w.const(SQRT_2_OVER_PI)])], self.exposed(outs))
+        w.op("Mul", [w.op("Mul", [x, w.const(0.5)]), w.op("Add", [tanh, w.const(1.0)])], outs[0])
 
 
 class QuickGelu(SameShapePattern):
@@ -107,9 +107,9 @@ class QuickGelu(SameShapePattern):
         w = Writer(em, outs, self.inputs[0].dtype)
         x = ins[0]
         if self.variant == "scale_outside":
-            w.op("Mul", [w.op("Mul", [x, w.op("Sigmoid", [x])]), w.scalar(QUICK_GELU_ALPHA)], outs[0])
+            w.op("Mul", [w.op("Mul", [x, w.op("Sigmoid", [x])]), w.const(QUICK_GELU_ALPHA)], outs[0])
             return
-        gate = w.op("Sigmoid", [w.op("Mul", [x, w.scalar(QUICK_GELU_ALPHA)])], self.exposed(outs))
+        gate = w.op("Sigmoid", [w.op("Mul", [x, w.const(QUICK_GELU_ALPHA)])], self.exposed(outs))
         w.op("Mul", [x, gate], outs[0])
 
 

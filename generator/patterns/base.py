@@ -69,7 +69,19 @@ class Pattern(OpSpec):
     @classmethod
     def name(cls) -> str:
         """`Template` or `Template~near_miss`, as coverage counts it."""
-        return cls.template + (f"~{cls.variant}" if cls.variant else "")
+        return _name(cls.template, cls.variant)
+
+    def outputs(self, out: AbsTensor, middle: AbsTensor) -> list[AbsTensor]:
+        """The output, and for a second-consumer variant the exposed intermediate."""
+        return [out, middle] if self.second_output else [out]
+
+    def exposed(self, outs: list[str]) -> str | None:
+        """The name the exposed intermediate is written to (None: kept internal)."""
+        return outs[1] if self.second_output else None
+
+    def dims(self, em: Emitter) -> list[int]:
+        """The first input's dims, as emitted."""
+        return [em.ival(d) for d in self.inputs[0].shape]
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -94,9 +106,6 @@ class Writer:
             self.made += 1
         self.em.node(op_type, list(ins), [out], **attrs)
         return out
-
-    def scalar(self, value: float) -> str:
-        return self.em.const(self.array(value))
 
     def array(self, values: object) -> np.ndarray:
         """Values in the template's dtype."""
@@ -123,11 +132,14 @@ def variants(cls: type[Pattern]) -> list[type[Pattern]]:
     return out
 
 
+def _name(template: str, variant: str) -> str:
+    return template + (f"~{variant}" if variant else "")
+
+
 def _variant(cls: type[Pattern], variant: str) -> type[Pattern]:
-    name = cls.template + (f"~{variant}" if variant else "")
     attrs = {
         "variant": variant,
-        "op_type": PREFIX + name,
+        "op_type": PREFIX + _name(cls.template, variant),
         "second_output": variant == "second_consumer",
         "__doc__": cls.near_misses.get(variant, cls.__doc__),
     }
@@ -145,15 +157,7 @@ class SameShapePattern(Pattern):
         return []
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        out = [AbsTensor(ins[0].dtype, list(ins[0].shape))]
-        return [*out, AbsTensor(ins[0].dtype, list(ins[0].shape))] if self.second_output else out
+        return self.outputs(AbsTensor(ins[0].dtype, list(ins[0].shape)), AbsTensor(ins[0].dtype, list(ins[0].shape)))
 
     def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
         return [list(out_shape)]
-
-    def exposed(self, outs: list[str]) -> str | None:
-        """The name the exposed intermediate is written to (None: kept internal)."""
-        return outs[1] if self.second_output else None
-
-    def dims(self, em: Emitter) -> list[int]:
-        return [em.ival(d) for d in self.inputs[0].shape]

@@ -61,8 +61,7 @@ class WindowPattern(Pattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape = [ins[0].shape[0], self.out_channels(ins), *self.spatial_out(ins)]
-        out = [AbsTensor(ins[0].dtype, shape)]
-        return [*out, AbsTensor(ins[0].dtype, list(shape))] if self.second_output else out
+        return self.outputs(AbsTensor(ins[0].dtype, shape), AbsTensor(ins[0].dtype, list(shape)))
 
     def work(self, val: Callable[[Dim], int]) -> int:
         cells = math.prod(val(d) for d in self.spatial_out(self.inputs)) * val(self.inputs[0].shape[0])
@@ -77,9 +76,6 @@ class WindowPattern(Pattern):
         else:
             weight = em.weight(shape, w.dtype, fan_in=fan_in)
         return w.op("Conv", [x, weight, em.weight([f], w.dtype)], out, kernel_shape=self.kernel, pads=self.pads)
-
-    def exposed(self, outs: list[str]) -> str | None:
-        return outs[1] if self.second_output else None
 
 
 def activation(w: Writer, op_type: str, x: str, out: str, runtime_bounds: bool = False) -> None:
@@ -238,7 +234,7 @@ class PadWindow(WindowPattern):
         operands = [ins[0], em.const_i64(pads)]
         mode = {"mode": "edge"} if self.variant == "edge_mode" else {}
         if not mode:
-            operands.append(w.scalar(0.5 if self.variant == "pad_value" else 0.0))
+            operands.append(w.const(0.5 if self.variant == "pad_value" else 0.0))
         padded = w.op("Pad", operands, **mode)
         if self.window == "Conv":
             self.conv(w, em, padded, outs[0])

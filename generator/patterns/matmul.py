@@ -54,10 +54,8 @@ class MatMulPattern(Pattern):
         return [*ins[0].shape[:-1], self.n]
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        out = [AbsTensor(ins[0].dtype, self.out_shape(ins))]
-        if self.second_output:
-            out.append(AbsTensor(ins[0].dtype, [*ins[0].shape[:-1], self.n]))
-        return out
+        product = AbsTensor(ins[0].dtype, [*ins[0].shape[:-1], self.n])
+        return self.outputs(AbsTensor(ins[0].dtype, self.out_shape(ins)), product)
 
     def work(self, val: Callable[[Dim], int]) -> int:
         return math.prod(val(d) for d in self.inputs[0].shape) * val(self.n)
@@ -65,9 +63,6 @@ class MatMulPattern(Pattern):
     def matmul(self, w: Writer, em: Emitter, x: str, out: str | None = None) -> str:
         k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
         return w.op("MatMul", [x, em.weight([k, n], w.dtype, fan_in=k)], out)
-
-    def exposed(self, outs: list[str]) -> str | None:
-        return outs[1] if self.second_output else None
 
 
 class MatMulAdd(MatMulPattern):
@@ -125,7 +120,7 @@ class MatMulScale(MatMulPattern):
         elif self.variant == "vector_scale":
             scale = w.const([self.value * (1 + i % 3) for i in range(em.ival(self.n))])
         else:
-            scale = w.scalar(self.value)
+            scale = w.const(self.value)
         if self.before and self.variant != "vector_scale":
             self.matmul(w, em, w.op("Mul", [ins[0], scale]), outs[0])
             return
@@ -167,8 +162,7 @@ class TransposeMatMul(MatMulPattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         moved = self.moved(ins)
-        out = [AbsTensor(ins[0].dtype, [*moved[:-1], self.n])]
-        return [*out, AbsTensor(ins[0].dtype, moved)] if self.second_output else out
+        return self.outputs(AbsTensor(ins[0].dtype, [*moved[:-1], self.n]), AbsTensor(ins[0].dtype, moved))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
@@ -253,8 +247,7 @@ class Attention(Pattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         b, s, _ = ins[0].shape
-        out = [AbsTensor(ins[0].dtype, [b, s, self.d])]
-        return [*out, AbsTensor(ins[0].dtype, [b, s, s])] if self.second_output else out
+        return self.outputs(AbsTensor(ins[0].dtype, [b, s, self.d]), AbsTensor(ins[0].dtype, [b, s, s]))
 
     def work(self, val: Callable[[Dim], int]) -> int:
         b, s, h = (val(x) for x in self.inputs[0].shape)
@@ -265,14 +258,11 @@ class Attention(Pattern):
         h, d = em.ival(self.inputs[0].shape[-1]), em.ival(self.d)
         q, k, v = (w.op("MatMul", [ins[0], em.weight([h, d], w.dtype, fan_in=h)]) for _ in range(3))
         scores = w.op("MatMul", [q, w.op("Transpose", [k], perm=[0, 2, 1])])
-        root = w.scalar(math.sqrt(d))
+        root = w.const(math.sqrt(d))
         scaled = w.op("Mul" if self.variant == "scale" else "Div", [scores, root])
         axis = 1 if self.variant == "softmax_axis" else -1
         probabilities = w.op("Softmax", [scaled], self.exposed(outs), axis=axis)
         w.op("MatMul", [probabilities, v], outs[0])
-
-    def exposed(self, outs: list[str]) -> str | None:
-        return outs[1] if self.second_output else None
 
 
 class IntegerMatMulScale(MatMulPattern):
@@ -296,8 +286,7 @@ class IntegerMatMulScale(MatMulPattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         shape = self.out_shape(ins)
-        out = [AbsTensor(DType.float32, shape)]
-        return [*out, AbsTensor(DType.int32, list(shape))] if self.second_output else out
+        return self.outputs(AbsTensor(DType.float32, shape), AbsTensor(DType.int32, list(shape)))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, DType.float32)

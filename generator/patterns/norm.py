@@ -41,8 +41,8 @@ class NormPattern(SameShapePattern):
     def root(self, w: Writer, mean_square: str) -> str:
         """sqrt(v + eps), or sqrt(v) + eps for the eps_position near miss."""
         if self.variant == "eps_position":
-            return w.op("Add", [w.op("Sqrt", [mean_square]), w.scalar(EPSILON)])
-        return w.op("Sqrt", [w.op("Add", [mean_square, w.scalar(EPSILON)])])
+            return w.op("Add", [w.op("Sqrt", [mean_square]), w.const(EPSILON)])
+        return w.op("Sqrt", [w.op("Add", [mean_square, w.const(EPSILON)])])
 
     def scale(self, w: Writer, em: Emitter) -> str:
         d = self.dims(em)[-1]
@@ -67,7 +67,7 @@ class LayerNorm(NormPattern):
         w = Writer(em, outs, self.inputs[0].dtype)
         mean = w.reduce("ReduceMean", ins[0], [-1])
         centred = w.op("Sub", [ins[0], mean], self.exposed(outs))
-        var = w.reduce("ReduceMean", w.op("Pow", [centred, w.scalar(self.power())]), self.variance_axes())
+        var = w.reduce("ReduceMean", w.op("Pow", [centred, w.const(self.power())]), self.variance_axes())
         normed = w.op("Div", [centred, self.root(w, var)])
         scaled = w.op("Mul", [normed, self.scale(w, em)])
         w.op("Add", [scaled, em.weight([self.dims(em)[-1]], w.dtype)], outs[0])
@@ -84,7 +84,7 @@ class RmsNorm(NormPattern):
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
-        square = w.op("Pow", [ins[0], w.scalar(self.power())], self.exposed(outs))
+        square = w.op("Pow", [ins[0], w.const(self.power())], self.exposed(outs))
         normed = w.op("Div", [ins[0], self.root(w, w.reduce("ReduceMean", square, self.variance_axes()))])
         w.op("Mul", [normed, self.scale(w, em)], outs[0])
 
@@ -146,8 +146,8 @@ class SkipRmsNorm(SkipLayerNorm):
         w = Writer(em, outs, self.inputs[0].dtype)
         dims = self.dims(em)
         total = self.residual(w, em, ins, outs)
-        square = w.op("Pow", [total, w.scalar(2.0)])
-        root = w.op("Sqrt", [w.op("Add", [w.reduce("ReduceMean", square, [-1]), w.scalar(EPSILON)])])
+        square = w.op("Pow", [total, w.const(2.0)])
+        root = w.op("Sqrt", [w.op("Add", [w.reduce("ReduceMean", square, [-1]), w.const(EPSILON)])])
         w.op("Mul", [w.op("Div", [total, root]), em.weight(dims[-1:], w.dtype)], outs[0])
 
 

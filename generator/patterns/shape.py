@@ -37,14 +37,7 @@ class ShapedPattern(Pattern):
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         out, middle, dtype = self.shapes(ins)
-        first = [AbsTensor(ins[0].dtype, out)]
-        return [*first, AbsTensor(dtype, middle)] if self.second_output else first
-
-    def exposed(self, outs: list[str]) -> str | None:
-        return outs[1] if self.second_output else None
-
-    def dims(self, em: Emitter) -> list[int]:
-        return [em.ival(d) for d in self.inputs[0].shape]
+        return self.outputs(AbsTensor(ins[0].dtype, out), AbsTensor(dtype, middle))
 
 
 class TransposePair(ShapedPattern):
@@ -136,10 +129,8 @@ class CastRoundTrip(SameShapePattern):
         return {"narrowing": choices[1], "other_kind": choices[2]}.get(self.variant, choices[0])
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        out = [AbsTensor(ins[0].dtype, list(ins[0].shape))]
-        if self.second_output:
-            out.append(AbsTensor(CAST_THROUGH[ins[0].dtype][0], list(ins[0].shape)))
-        return out
+        middle = AbsTensor(CAST_THROUGH[ins[0].dtype][0], list(ins[0].shape))
+        return self.outputs(AbsTensor(ins[0].dtype, list(ins[0].shape)), middle)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
@@ -327,7 +318,7 @@ class NotWhere(ShapedPattern):
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
-        negated = w.op("Not", [w.op("Greater", [ins[0], w.scalar(0)])], self.exposed(outs))
+        negated = w.op("Not", [w.op("Greater", [ins[0], w.const(0)])], self.exposed(outs))
         w.op("Where", [negated, ins[0], em.weight(self.dims(em)[-1:], w.dtype)], outs[0])
 
 
