@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -18,9 +17,9 @@ from generator.binning import BinChooser
 from generator.coverage import Coverage, Feedback
 from generator.dtypes import DType
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
-from generator.emit import IR_VERSION, draw_values, emit_model
+from generator.emit import IR_VERSION, draw_values, emit_model, is_runtime_constant
 from generator.graph import Graph
-from generator.grow import Allowed, Grower
+from generator.grow import Allowed, Grower, Template
 from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.patterns import all_variants
@@ -36,9 +35,6 @@ DEFAULT_OPSET = 17
 
 
 ALL_DTYPES = list(DType)
-RUNTIME_CONSTANT = re.compile(r"r\d+")
-"""How a generated model names a graph input that holds a fixed value (a runtime shape or
-scale, generator.emit.OnnxEmitter.runtime): never moved by a value search."""
 
 
 class GenConfig(BaseModel):
@@ -246,9 +242,6 @@ def _grow(
     raise AssertionError("unreachable")
 
 
-Template = Callable[[int, set[TType]], "type[OpSpec] | None"]
-
-
 def _first(target: type[OpSpec] | None, then: Template | None) -> Template | None:
     """`target` tried on the first insertion, then `then` (the templates) on the rest."""
     if target is None:
@@ -288,7 +281,7 @@ def with_safe_values(case: Case, cfg: GenConfig) -> Case:
     values); it is for models that did not: a user's, a reduced one, a benchmark's."""
     init = [i.name for i in case.model.graph.initializer if i.name[:1] in ("t", "w")]
     method: Method = "sampling" if cfg.values == "sampling" else "gradient"
-    free = [k for k in case.inputs if not RUNTIME_CONSTANT.fullmatch(k)]
+    free = [k for k in case.inputs if not is_runtime_constant(k)]
     found = find_values(case.model, case.inputs, [*free, *init], case.seed, method, cfg.value_steps)
     if not found.outcome.found:
         raise NoValidValues(case.seed, found.outcome)

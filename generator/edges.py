@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from generator.emit import is_runtime_constant
 from generator.values.undefined import undefined_inputs
 
 EDGE_SALT = 0xED6E
@@ -59,7 +60,7 @@ FIRST_OP = {
 def _data(inputs: Inputs) -> Inputs:
     """The graph inputs that hold data, not the fixed shape-like values (`r<n>`,
     generator.emit.OnnxEmitter.runtime) that keep the model valid."""
-    return {k: v for k, v in inputs.items() if not (k[:1] == "r" and k[1:].isdigit())}
+    return {k: v for k, v in inputs.items() if not is_runtime_constant(k)}
 
 
 def _feeding(

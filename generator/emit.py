@@ -51,6 +51,16 @@ class Fragment:
     cannot fold as constants. Fixed like constants: no value search moves them."""
 
 
+RUNTIME_PREFIX = "r"
+"""How a generated model names a graph input that holds a fixed value, `r<n>` (a runtime
+shape or scale, `OnnxEmitter.runtime`): part of the model's validity, so no value search
+and no edge input ever moves it."""
+
+
+def is_runtime_constant(name: str) -> bool:
+    return name[:1] == RUNTIME_PREFIX and name[1:].isdigit()
+
+
 def tname(i: int) -> str:
     """The ONNX name of graph tensor `i`."""
     return f"t{i}"
@@ -108,7 +118,7 @@ class OnnxEmitter:
 
     def runtime(self, array: np.ndarray) -> str:
         """A value the node reads as a graph input of its own."""
-        name = f"r{self.made_arrays}"
+        name = f"{RUNTIME_PREFIX}{self.made_arrays}"
         self.made_arrays += 1
         self.fragment.runtime[name] = np.asarray(array)
         return name

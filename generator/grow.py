@@ -46,6 +46,10 @@ Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 TensorPicker = Callable[[type[OpSpec], int, list[int]], int]
 """Chooses which candidate tensor feeds an input slot; coverage feedback plugs in here."""
 
+Template = Callable[[int, set[TType]], "type[OpSpec] | None"]
+"""May name an op to try before the others (a rewrite template, an edge case's target),
+told the node budget left and the tensor types the graph has."""
+
 
 class Grower:
     def __init__(
@@ -102,7 +106,7 @@ class Grower:
         choose: Callable[[], type[OpSpec]],
         propose: Callable[[Graph], Proposal | None] | None = None,
         on_insert: Callable[[Graph, GNode], None] | None = None,
-        template: Callable[[int, set[TType]], type[OpSpec] | None] | None = None,
+        template: Template | None = None,
     ) -> Graph:
         """`propose`, when given, may name an insertion (direction, op, tensor) instead of
         `choose`'s op; coverage feedback uses it to aim at uncovered op pairs. `template`,
@@ -131,9 +135,7 @@ class Grower:
             self.kept.update(i for i in node.inputs if i in self.graph.placeholders)
             self.keep_inputs_of = None
 
-    def _template(
-        self, template: Callable[[int, set[TType]], type[OpSpec] | None] | None, nodes: int
-    ) -> type[OpSpec] | None:
+    def _template(self, template: Template | None, nodes: int) -> type[OpSpec] | None:
         """The template to try first, told the budget left and the tensor types at hand."""
         if template is None:
             return None
