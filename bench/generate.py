@@ -74,20 +74,29 @@ def pair_coverage(
 
 
 def validity(count: int, nodes: int) -> dict[str, Any]:
-    spec = parse_backend("onnxruntime:all")
-    with WorkerClient(spec) as client, tempfile.TemporaryDirectory() as cache:
+    """A model is valid when onnxruntime runs it with its optimizer off; one that then fails
+    with the optimizer on (`all`) is an optimizer bug the templates reached, counted apart
+    (`optimizer_failures`), not an invalid model."""
+    with (
+        WorkerClient(parse_backend("onnxruntime:disable")) as client,
+        WorkerClient(parse_backend("onnxruntime:all")) as optimizing,
+        tempfile.TemporaryDirectory() as cache,
+    ):
         assert client.info is not None
         failures: list[str] = []
         matrix = probe_support(client, client.info, 17, Path(cache), lambda f: failures.append(f"{f.op}/{f.dtype}"))
         support: Support = matrix.support()
-        return _run_valid(client, support, count, nodes) | {"probe_unexpected": failures}
+        return _run_valid(client, optimizing, support, count, nodes) | {"probe_unexpected": failures}
 
 
-def _run_valid(client: WorkerClient, support: Support, count: int, nodes: int) -> dict[str, Any]:
+def _run_valid(
+    client: WorkerClient, optimizing: WorkerClient, support: Support, count: int, nodes: int
+) -> dict[str, Any]:
     cfg = GenConfig(nodes=nodes)
     coverage = Coverage()
     emitted = checked = referenced = ran = dropped = 0
     errors: list[str] = []
+    optimizer: list[str] = []
     for seed in range(count):
         try:
             case = generate(seed, cfg, support=support, coverage=coverage)
@@ -105,10 +114,14 @@ def _run_valid(client: WorkerClient, support: Support, count: int, nodes: int) -
             continue
         client.submit(case.model.SerializeToString(), case.inputs)
         result = client.collect()
-        if result.status is Status.ok:
-            ran += 1
-        else:
+        if result.status is not Status.ok:
             errors.append(f"seed {seed}: ort {result.status.value}: {result.message.splitlines()[0][:160]}")
+            continue
+        ran += 1
+        optimizing.submit(case.model.SerializeToString(), case.inputs)
+        optimized = optimizing.collect()
+        if optimized.status is not Status.ok:
+            optimizer.append(f"seed {seed}: {optimized.message.splitlines()[0][-160:]}")
     return {
         "models": emitted,
         "dropped_no_valid_values": dropped,
@@ -117,6 +130,8 @@ def _run_valid(client: WorkerClient, support: Support, count: int, nodes: int) -
         "onnxruntime_rate": round(ran / max(emitted, 1), 4),
         "distinct_op_types": len(coverage.ops),
         "first_errors": errors[:8],
+        "optimizer_failures": len(optimizer),
+        "first_optimizer_failures": optimizer[:8],
     }
 
 

@@ -125,11 +125,14 @@ def optimized(paths: list[Path], python: str, backend: str, level: str) -> list[
 STANDARD_FUSION_RESULTS = {
     "ai.onnx::Gemm",
     "ai.onnx::LayerNormalization",
+    "ai.onnx::QLinearConv",
+    "ai.onnx::QLinearMatMul",
     "ai.onnx::SimplifiedLayerNormalization",
     "ai.onnx::Split",
 }
 """Standard-domain ops onnxruntime makes by fusing others (MatMul+Add or MatMul+BatchNorm,
-the LayerNorm subgraphs, Gathers covering an axis into a Split; SimplifiedLayerNormalization
+the LayerNorm subgraphs, Gathers covering an axis into a Split, DQ -> MatMul or Conv -> Q
+into its QLinear form; SimplifiedLayerNormalization
 is onnxruntime's own op, registered in the default domain; no function op of the opset
 expands into any of them); any other standard op that appears comes from expanding a
 function op (HardSwish into HardSigmoid and Mul, CastLike into Cast), which is not a fusion."""

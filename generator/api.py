@@ -114,7 +114,7 @@ def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
         key = spec.key_dtype(sig)
         if key not in dtypes or not spec.schema_allows(cfg.opset, sig):
             return False
-        return support is None or all(key in support.get(op, ()) for op in spec.support_ops())
+        return support is None or all(dt in support.get(op, ()) for op, dt in spec.support_keys(key))
 
     return allowed
 

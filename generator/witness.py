@@ -27,7 +27,7 @@ clock only measures what the values cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -236,7 +236,7 @@ class Witness:
         free = sorted(frozenset().union(*(program.ancestors.get(x, frozenset()) for x in failure.node.inputs if x)))
         if left <= 0 or failure.error is not None or not free:
             return False
-        cone = _downstream(program.nodes, set(free))
+        cone = _downstream(program.nodes, set(free), self.env)
         computed = {o for n in cone for o in n.outputs}
         outside = {x for n in cone for x in n.inputs if x and x not in computed and x not in free}
         search = Program.of_steps(
@@ -286,12 +286,16 @@ class Witness:
             self.stats.seconds += time.perf_counter() - t0
 
 
-def _downstream(nodes: Sequence[Node], sources: set[str]) -> list[Node]:
-    """The nodes (in order) that read `sources` or what such nodes compute."""
+def _downstream(nodes: Sequence[Node], sources: set[str], known: Mapping[str, object] | None = None) -> list[Node]:
+    """The nodes (in order) that read `sources` or what such nodes compute; with `known`, also
+    those whose outputs it lacks: a walk that stopped at an unsafe node never ran the nodes
+    after it, and a template may write one that reads none of its input (a weight's
+    DequantizeLinear) after the one that failed."""
     reached = set(sources)
     out: list[Node] = []
     for node in nodes:
-        if reached.intersection(node.inputs):
+        unrun = known is not None and any(o and o not in known for o in node.outputs)
+        if unrun or reached.intersection(node.inputs):
             out.append(node)
             reached.update(node.outputs)
     return out

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from backends.reference import run_reference
 from generator.api import GenConfig, _allowed, generate, pattern_variants, with_safe_values
@@ -116,6 +117,8 @@ FIRING = {
     "GemmActivation": "+com.microsoft::FusedGemm",
     "MatMulBatchNorm": "+ai.onnx::Gemm",
     "IntegerMatMulScale": "+com.microsoft::MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul": "+com.microsoft::DynamicQuantizeMatMul",
+    "QdqMatMul": "+ai.onnx::QLinearMatMul",
     "ConvActivation": "+com.microsoft::FusedConv",
     "ConvBatchNorm": "-ai.onnx::BatchNormalization",
     "ConvAffine": "-ai.onnx::Mul",
@@ -158,6 +161,11 @@ NOT_FUSED = [
     ("ConvBatchNorm", "runtime_weight"),
     ("TransposeMatMul", "perm"),
     ("QuickGelu", "second_consumer"),
+    ("DynamicQuantizeMatMul", "own_zero_point"),
+    ("DynamicQuantizeMatMul", "weight_scale_only"),
+    ("DynamicQuantizeMatMul", "second_consumer"),
+    ("QdqMatMul", "float_output"),
+    ("QdqMatMul", "second_consumer"),
 ]
 
 
@@ -180,6 +188,22 @@ def test_layernorm_with_a_fourth_power_is_fused_anyway_and_computes_something_el
         pytest.skip(f"onnxruntime {ort.__version__} checks the exponent now")
     _, actual = optimized(model, inputs, "ORT_ENABLE_EXTENDED")
     assert not compare(run_reference(model, inputs), actual).ok
+
+
+def test_a_matmul_quantized_per_column_is_fused_into_a_qlinearmatmul_that_refuses_it() -> None:
+    """A real onnxruntime bug the near misses found: the QDQ transformer turns DQ -> MatMul ->
+    Q into QLinearMatMul without checking that Q's scale is per-tensor, and the kernel then
+    fails at run time on a valid model that runs unoptimized."""
+    variant = next(v for v in VARIANTS if v.name() == "QdqMatMul~per_axis_output")
+    model, inputs = placed(variant)
+    _, unoptimized = optimized(model, inputs, "ORT_DISABLE_ALL")
+    assert compare(run_reference(model, inputs), unoptimized).ok
+    try:
+        fired = rewrites(model, inputs)
+    except ort_errors.Fail as e:
+        assert "QLinearMatmul" in str(e)
+        return
+    assert "+ai.onnx::QLinearMatMul" not in fired, f"onnxruntime {ort.__version__} fuses and runs it now"
 
 
 def test_templates_record_what_they_are() -> None:

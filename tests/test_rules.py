@@ -274,20 +274,22 @@ def test_margin_rule_sqrt_near_zero(ort: WorkerClient, rules: RuleSet) -> None:
     assert rules.match(counterfactual(near, m, far)) is None
 
 
-@pytest.mark.parametrize("step", ["Floor", "Cast"])
+@pytest.mark.parametrize("step", ["Floor", "Cast", "QuantizeLinear"])
 def test_sigmoid_near_the_step_through_a_reshape(ort: WorkerClient, rules: RuleSet, step: str) -> None:
     """Sigmoid saturates onto 1.0 in one runtime and stays at 0.99999994 in the other; the
-    Reshape between them copies the rounding, so the pattern looks through it."""
+    Reshape between them copies the rounding, so the pattern looks through it. Quantized by
+    a scale of 2/3, 1.0 is the half-integer 1.5 (rounded to 2) and 0.99999994 rounds to 1."""
     shape = helper.make_tensor("shape", TensorProto.INT64, [2], [16, 16])
+    quant = [helper.make_tensor("qs", F32, [], [2 / 3]), helper.make_tensor("qz", TensorProto.UINT8, [], [0])]
     nodes = [
         helper.make_node("Sigmoid", ["x"], ["s"]),
         helper.make_node("Reshape", ["s", "shape"], ["r"]),
-        helper.make_node(step, ["r"], ["y"], name="step"),
+        helper.make_node(step, ["r", "qs", "qz"] if step == "QuantizeLinear" else ["r"], ["y"], name="step"),
     ]
     if step == "Cast":
         nodes[-1].attribute.append(helper.make_attribute("to", TensorProto.INT32))
-    out = TensorProto.INT32 if step == "Cast" else F32
-    m = model(nodes, {"x": (F32, [256])}, {"y": (out, [16, 16])}, [shape])
+    out = {"Cast": TensorProto.INT32, "QuantizeLinear": TensorProto.UINT8}.get(step, F32)
+    m = model(nodes, {"x": (F32, [256])}, {"y": (out, [16, 16])}, [shape, *(quant if step == "QuantizeLinear" else [])])
     case = run_case(ort, m, {"x": np.linspace(16.0, 16.5, 256, dtype=np.float32)})
     assert case.judgement.verdict is Verdict.wrong_result
     hit = rules.match(case)

@@ -170,6 +170,22 @@ def test_a_value_at_a_floor_step_elsewhere_does_not_hide_the_miscompile(ort: Wor
     assert _judged(ort, model, {"x": X}, rules, "rounding-discontinuity") is None
 
 
+def test_a_value_at_a_quantization_step_elsewhere_does_not_hide_the_miscompile(
+    ort: WorkerClient, rules: RuleSet
+) -> None:
+    """QuantizeLinear(y * k) by 1/16 with k chosen so that one element sits on the
+    half-integer 2.5 quanta."""
+    y = _lost_mean_x()
+    k = np.full((3, 4), 1.7, np.float32)
+    k[0, 2] = np.float32(2.5 / 16) / y[0, 2]
+    quant = [helper.make_tensor("qs", F32, [], [1 / 16]), helper.make_tensor("qz", TensorProto.UINT8, [], [128])]
+    tail = [helper.make_node("Mul", ["y", "k"], ["yk"]), helper.make_node("QuantizeLinear", ["yk", "qs", "qz"], ["q"])]
+    model = _model(
+        tail, ("q", TensorProto.UINT8, [3, 4]), extra_inits=[onnx.numpy_helper.from_array(k, "k"), *quant]
+    )
+    assert _judged(ort, model, {"x": X}, rules, "rounding-discontinuity") is None
+
+
 def test_an_operand_near_an_edge_elsewhere_does_not_hide_the_miscompile(ort: WorkerClient, rules: RuleSet) -> None:
     """y + Sqrt(y - c) where c makes one element's root operand a hair above zero."""
     y = _lost_mean_x()

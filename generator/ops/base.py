@@ -106,6 +106,11 @@ class OpSpec(ABC):
         """The op types whose support (probed per backend) this spec needs at its key dtype."""
         return (cls.op_type,)
 
+    @classmethod
+    def support_keys(cls, key: DType) -> list[tuple[str, DType]]:
+        """The (op type, key dtype) pairs a backend must run for this spec at key dtype `key`."""
+        return [(op, key) for op in cls.support_ops()]
+
     node_cost: ClassVar[int] = 1
     """What one insertion counts toward a model's node budget (a rewrite template writes several)."""
 

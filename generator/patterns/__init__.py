@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 
-from generator.patterns import activation, conv, matmul, norm, shape
+from generator.patterns import activation, conv, matmul, norm, quant, shape
 from generator.patterns.base import Pattern, variants
 
 TEMPLATES: tuple[type[Pattern], ...] = (
     *norm.TEMPLATES,
     *activation.TEMPLATES,
     *matmul.TEMPLATES,
+    *quant.TEMPLATES,
     *conv.TEMPLATES,
     *shape.TEMPLATES,
 )

@@ -47,6 +47,9 @@ class Pattern(OpSpec):
     uses: ClassVar[tuple[str, ...]]
     """The ONNX op types it writes whose schema and support must admit its dtype, each at
     its first input, or at input k where written `Op:k` (Where's data is its input 1)."""
+    fixed_uses: ClassVar[dict[str, DType]] = {}
+    """Ops it writes at a dtype of their own, whatever the template's (the uint8
+    MatMulInteger behind a float32 template), checked at their first input."""
     near_misses: ClassVar[dict[str, str]] = {}
     """Variant -> the one precondition it breaks."""
     variant: ClassVar[str] = EXACT
@@ -60,11 +63,16 @@ class Pattern(OpSpec):
     def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:
         dtype = cls.key_dtype(ins)
         slots = (use.partition(":") for use in cls.uses)
-        return all(dtype in schema_dtypes(op, opset, int(k or 0)) for op, _, k in slots)
+        fixed = all(dt in schema_dtypes(op, opset, 0) for op, dt in cls.fixed_uses.items())
+        return fixed and all(dtype in schema_dtypes(op, opset, int(k or 0)) for op, _, k in slots)
 
     @classmethod
     def support_ops(cls) -> tuple[str, ...]:
-        return tuple(use.partition(":")[0] for use in cls.uses)
+        return (*(use.partition(":")[0] for use in cls.uses), *cls.fixed_uses)
+
+    @classmethod
+    def support_keys(cls, key: DType) -> list[tuple[str, DType]]:
+        return [(use.partition(":")[0], key) for use in cls.uses] + list(cls.fixed_uses.items())
 
     @classmethod
     def name(cls) -> str:

@@ -11,7 +11,7 @@ from typing import ClassVar
 from generator.dtypes import FLOAT_TYPES
 from generator.ops.base import Emitter
 from generator.patterns.base import Pattern, Writer
-from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 CONV_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Clip")
 """What onnxruntime's FusedConv takes as a fused activation."""
@@ -221,7 +221,10 @@ class PadWindow(WindowPattern):
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         if self.window != "Conv":
             self.channels = 1
-        return super().requires(ins)
+        n = len(self.kernel)
+        spatial = [d + self.pre[i] + self.pre[n + i] for i, d in enumerate(ins[0].shape[2:])]
+        padded = numel([ins[0].shape[0], self.in_channels(ins), *spatial])
+        return [*super().requires(ins), padded <= self.sc.max_elements]
 
     def work(self, val: Callable[[Dim], int]) -> int:
         cells = math.prod(val(d) for d in self.spatial_out(self.inputs)) * val(self.inputs[0].shape[0])

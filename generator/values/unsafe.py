@@ -13,11 +13,12 @@ Integer predicates are discrete: a zero divisor has no useful gradient, so they 
 (int32/int64 Mul, ReduceProd, ReduceSumSquare, Pow) is one of them: backends saturate or
 wrap, and the repair shrinks the values behind the product.
 
-Discontinuities (Floor, Ceil, Round, Sign, a cast to an integer or bool, ArgMax, ArgMin,
-Hardmax, TopK, ThresholdedRelu at alpha, Shrink at ±lambd, OneHot's float indices) keep a
-computed operand `JUMP_MARGIN` (relative) away from the jump: a backend that rounds the
-operand differently lands on the other side. Comparisons are left out: campaigns showed no
-false positive from them, and their margin made many models unsolvable.
+Discontinuities (Floor, Ceil, Round, QuantizeLinear and DynamicQuantizeLinear, Sign, a cast
+to an integer or bool, ArgMax, ArgMin, Hardmax, TopK, ThresholdedRelu at alpha, Shrink at
+±lambd, OneHot's float indices) keep a computed operand `JUMP_MARGIN` (relative) away from
+the jump: a backend that rounds the operand differently lands on the other side.
+Comparisons are left out: campaigns showed no false positive from them, and their margin
+made many models unsolvable.
 
 The table reads nothing from the generator's op specs: it describes ONNX semantics, so it
 applies equally to models fuzzbot did not generate (reduced models, user bundles).
@@ -366,8 +367,56 @@ def _shrink_jumps(ops: Operands, attrs: Attrs) -> bool:
 
 def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to the nearest half-integer, where Round jumps."""
+    return _half_gap_of(_x(ops))
+
+
+def _half_gap_of(v: torch.Tensor) -> torch.Tensor:
+    return -_abs_nz(v - torch.floor(v).detach() - 0.5) / _periodic_unit(v)
+
+
+def _per_axis(scale: torch.Tensor, attrs: Attrs, rank: int) -> torch.Tensor:
+    """A QuantizeLinear scale shaped to broadcast on its `axis` when it is per-axis."""
+    if scale.dim() == 0 or rank == 0:
+        return scale.reshape(()) if scale.numel() == 1 else scale
+    shape = [1] * rank
+    shape[int(attrs.get("axis", 1)) % rank] = -1
+    return scale.reshape(shape)
+
+
+def _quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of x / scale to the nearest half-integer, where
+    QuantizeLinear's round-half-to-even jumps by one quantum; far (-1) where the result
+    saturates whichever way it rounds."""
     x = _x(ops)
-    return -_abs_nz(x - torch.floor(x).detach() - 0.5) / _periodic_unit(x)
+    v = x / _per_axis(_x(ops, 1), attrs, x.dim()).to(x.dtype)
+    zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
+    info = torch.iinfo(zero.dtype)
+    q = v.detach() + _per_axis(zero, attrs, x.dim()).to(x.dtype)
+    gap = _half_gap_of(v)
+    return torch.where((q < info.min - 1) | (q > info.max + 1), -torch.ones_like(gap), gap)
+
+
+def _dynamic_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's scale and unrounded zero point (ONNX: the range of x widened
+    to hold 0, over 255 uint8 steps)."""
+    lo, hi = x.min().clamp_max(0.0), x.max().clamp_min(0.0)
+    scale = torch.where(hi == lo, torch.ones_like(hi), (hi - lo) / 255.0)
+    return scale, (-lo / scale).clamp(0.0, 255.0)
+
+
+def _dynamic_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`_quant_gap` under DynamicQuantizeLinear's computed scale."""
+    x = _x(ops)
+    return _half_gap_of(x / _dynamic_range(x)[0])
+
+
+def _dynamic_zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """The zero point is rounded too: -min / scale must not sit next to a half-integer."""
+    return _half_gap_of(_dynamic_range(_x(ops))[1]).reshape(1)
+
+
+def _nonempty_float(ops: Operands, attrs: Attrs) -> bool:
+    return _is_float(ops[0]) and _x(ops).numel() > 0
 
 
 def _zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
@@ -637,6 +686,11 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "OneHot": (_jump("float index not near an integer", _int_gap, applies=lambda ops, a: _is_float(ops[0])),),
     "Ceil": (_jump("x not near an integer", _int_gap),),
     "Round": (_jump("x not near a half-integer", _half_gap),),
+    "QuantizeLinear": (_jump("x / scale not near a half-integer", _quant_gap, (0, 1), applies=_nonempty_float),),
+    "DynamicQuantizeLinear": (
+        _jump("x / scale not near a half-integer", _dynamic_gap, applies=_nonempty_float),
+        _jump("zero point not near a half-integer", _dynamic_zero_gap, applies=_nonempty_float),
+    ),
     "Sign": (_jump("x not near 0", _zero_gap),),
     "ReduceSumSquare": (_overflow_check(_sum_square_overflow),),
     "ArgMax": (_jump("a clear maximum", _arg_gap(True), applies=_arg_applies()),),
