@@ -1,7 +1,12 @@
-"""Campaign throughput on onnxruntime with 10-node models.
+"""Campaign throughput on onnxruntime with 10-node models, cold and warm.
 
-Prints JSON: tests per second, and where the wall time goes (generation and the
-reference in the bot process, compile+run inside the worker).
+Cold: every case is generated and its reference computed during the campaign (today's
+default). Warm: the campaign replays a case corpus (bot.corpus) built beforehand, untimed,
+by the code of `fuzzbot gen --corpus`, with the same generator config.
+
+Prints JSON: tests per second, and where the wall time goes (generation, the reference
+and the corpus in the bot process, compile+run inside the worker); warm runs add the
+corpus's size on disk and its load time. `--both` runs cold then warm in one process.
 """
 
 from __future__ import annotations
@@ -10,20 +15,25 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from bot.campaign import Campaign
 from bot.config import FuzzConfig
+from bot.corpus import Corpus, generator_key
+from bot.corpus_gen import fill_corpus
 from generator.api import GenConfig
 
 
-def measure(budget_s: float, nodes: int, seed: int) -> dict[str, object]:
+def measure(budget_s: float, nodes: int, seed: int, corpus: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
-        cfg = FuzzConfig(budget=budget_s, seed=seed, out=Path(out), generator=GenConfig(nodes=nodes))
+        gen = GenConfig(nodes=nodes)
+        cfg = FuzzConfig(budget=budget_s, seed=seed, out=Path(out), generator=gen, corpus=corpus)
         s = Campaign(cfg).run()
     wall = s.wall_s
     t = s.time_s
-    return {
+    result: dict[str, Any] = {
         "backend": f"{s.backend.name} {s.backend.version}" if s.backend else None,
         "nodes": nodes,
         "tests": s.tests,
@@ -33,14 +43,53 @@ def measure(budget_s: float, nodes: int, seed: int) -> dict[str, object]:
         "backend_request_fraction": round(t.backend / wall, 4),
         "generation_fraction": round(t.generation / wall, 4),
         "reference_fraction": round(t.reference / wall, 4),
+        "corpus_fraction": round(t.corpus / wall, 4),
         "ms_per_test": {
             "generation": round(1000 * t.generation / max(s.tests, 1), 2),
             "reference": round(1000 * t.reference / max(s.tests, 1), 2),
+            "corpus": round(1000 * t.corpus / max(s.tests, 1), 2),
             "backend_compute": round(1000 * t.backend_compute / max(s.tests, 1), 2),
         },
         "counts": s.counts,
         "dropped": s.dropped,
     }
+    if s.corpus is not None:
+        result["corpus"] = s.corpus.model_dump()
+    return result
+
+
+def ensure_corpus(folder: Path, cases: int, nodes: int) -> dict[str, Any]:
+    """Fill `folder` up to `cases` cases of this generator key (untimed for the campaign),
+    and say how big it is on disk."""
+    cfg = GenConfig(nodes=nodes)
+    t0 = time.perf_counter()
+    filled = fill_corpus(folder, cfg, range(cases))
+    built_s = time.perf_counter() - t0
+    corpus = Corpus(folder)
+    try:
+        have, _ = corpus.count(generator_key(cfg))
+        size = corpus.size_bytes()
+    finally:
+        corpus.close()
+    return {
+        "path": str(folder),
+        "cases": have,
+        "built_now": filled.added,
+        "build_s": round(built_s, 1),
+        "size_mb": round(size / 2**20, 2),
+        "bytes_per_case": round(size / max(have, 1)),
+        "mb_per_10000_cases": round(size / max(have, 1) * 10_000 / 2**20, 1),
+    }
+
+
+def warm(args: argparse.Namespace) -> dict[str, Any]:
+    folder = args.corpus or Path(tempfile.gettempdir()) / f"fuzzbot-corpus-{args.cases}"
+    store = ensure_corpus(folder, args.cases, args.nodes)
+    result = measure(args.budget, args.nodes, args.seed, folder)
+    result["corpus_store"] = store
+    result["corpus_load_s"] = result.get("corpus", {}).get("load_s")
+    result["corpus_first_case_s"] = result.get("corpus", {}).get("order_s")
+    return result
 
 
 def main() -> int:
@@ -48,8 +97,20 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=30.0, help="seconds of fuzzing")
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--cold", action="store_true", help="generate every case (the default)")
+    mode.add_argument("--warm", action="store_true", help="replay a case corpus first")
+    mode.add_argument("--both", action="store_true", help="cold, then warm, and their ratio")
+    parser.add_argument("--corpus", type=Path, help="corpus folder for --warm [TMP/fuzzbot-corpus-N]")
+    parser.add_argument("--cases", type=int, default=10_000, help="cases the warm corpus holds")
     args = parser.parse_args()
-    json.dump(measure(args.budget, args.nodes, args.seed), sys.stdout, indent=2)
+    if args.both:
+        cold_r, warm_r = measure(args.budget, args.nodes, args.seed), warm(args)
+        ratio = warm_r["tests_per_s"] / max(cold_r["tests_per_s"], 1e-9)
+        out: dict[str, Any] = {"cold": cold_r, "warm": warm_r, "warm_over_cold": round(ratio, 2)}
+    else:
+        out = warm(args) if args.warm else measure(args.budget, args.nodes, args.seed)
+    json.dump(out, sys.stdout, indent=2)
     print()
     return 0
 

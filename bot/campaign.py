@@ -25,6 +25,7 @@ from bot.bundle import Finding, write_bundle
 from bot.campaign_reduction import CampaignReduction
 from bot.case_source import CaseSource, Prepared, Shard
 from bot.config import FuzzConfig
+from bot.corpus_feed import CorpusFeed
 from bot.finding_bisect import bisect_finding
 from bot.finding_reduction import SideRun, input_form
 from bot.isolation import BuildRoots, check_isolation
@@ -76,6 +77,8 @@ class Campaign:
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
         self.source = CaseSource(cfg.generator, cfg.seed, shard)
+        if cfg.corpus is not None:
+            self.source.corpus = CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard)
         part = str(shard) if shard else None
         self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
         self.counts: Counter[str] = Counter()
@@ -214,6 +217,7 @@ class Campaign:
         self.summary.wall_s = time.monotonic() - start
         self.summary.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
         self.close()
+        self.source.close()
 
     def _run_lanes(self) -> None:
         if len(self.lanes) == 1:
@@ -284,7 +288,7 @@ class Campaign:
         The rewrites counted are head's: the build under test, the one generation steers toward."""
         lane = lane or self.lanes[0]
         cross = self.triage.triage(case, lane, results)
-        self.source.note_rewrites(results[-1].rewrites)
+        self.source.note_rewrites(results[-1].rewrites, case.seed)
         with self._lock:
             self.summary.time_s.backend += sum(r.wall_s for r in results)
             self.summary.time_s.backend_compute += sum((r.compile_s or 0.0) + (r.run_s or 0.0) for r in results)
@@ -435,6 +439,9 @@ class Campaign:
         self.summary.time_s.values = self.source.times.values
         self.summary.value_work = dict(sorted(self.source.value_work.items()))
         self.summary.time_s.reference = self.source.times.reference
+        self.summary.time_s.corpus = self.source.times.corpus
+        if self.source.corpus is not None:
+            self.summary.corpus = self.source.corpus.summary.model_copy()
         self.summary.references = dict(sorted(self.source.references.items()))
         self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
         self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -29,6 +30,9 @@ from generator.avoid import Avoid
 from generator.coverage import Coverage, CoverageStats
 from generator.values import NoValidValues
 from oracles.references import Source, read_reference
+
+if TYPE_CHECKING:
+    from bot.corpus_feed import CorpusFeed
 
 HEAD_ONLY_EVERY = 8
 """One seed in this many may draw op x dtype pairs only head runs (a change that adds an
@@ -64,6 +68,8 @@ class Prepared:
     """Which computation `reference` came from (none: nothing could compute it)."""
     gap: str = ""
     """Why the torch reference could not compute the case."""
+    gap_op: str = ""
+    """The op type the torch reference stopped at (kept with the case in a corpus)."""
 
 
 @dataclass
@@ -72,6 +78,8 @@ class SourceTimes:
     values: float = 0.0
     """The part of `generation` spent keeping values safe (generator.witness)."""
     reference: float = 0.0
+    corpus: float = 0.0
+    """Reading cases from the corpus (bot.corpus_feed) and writing fresh ones back."""
 
 
 class CaseSource:
@@ -99,18 +107,29 @@ class CaseSource:
         self._fired: Counter[str] = Counter()
         """Rewrites reported since generation last took the lock (note_rewrites)."""
         self._fired_lock = threading.Lock()
+        self.corpus: CorpusFeed | None = None
+        """Stored cases replayed before any is generated, and where fresh ones are added."""
+        self._learned: list[tuple[int, str]] = []
+        """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
 
-    def note_rewrites(self, keys: Iterable[str]) -> None:
-        """Count one case's rewrites, each key once, toward the coverage that steers generation."""
+    def note_rewrites(self, keys: Iterable[str], seed: int | None = None) -> None:
+        """Count one case's rewrites, each key once, toward the coverage that steers generation;
+        with its seed, they also join that case's coverage in the corpus."""
+        once = sorted(set(keys))
         with self._fired_lock:
-            self._fired.update(keys)
+            self._fired.update(once)
+            if self.corpus is not None and seed is not None:
+                self._learned += [(seed, f"rewrite:{k}") for k in once]
 
     def _take_rewrites(self) -> None:
         """Move the reported rewrites into the coverage; under `_lock`, so a model never sees
         its coverage change while it grows."""
         with self._fired_lock:
             fired, self._fired = self._fired, Counter()
+            learned, self._learned = self._learned, []
         self.coverage.rewrites.update(fired)
+        if learned and self.corpus is not None:
+            self.corpus.learned += learned
 
     def coverage_stats(self) -> CoverageStats:
         """The coverage's figures, counting the rewrites not yet moved into it."""
@@ -126,13 +145,49 @@ class CaseSource:
         with self._lock:
             while may_start():
                 self._take_rewrites()
-                seed = self.next_seed
-                self.next_seed += self.shard.count
-                case = self._prepare(seed)
+                case = self._replayed() or self._fresh()
                 if case is not None:
                     self.issued += 1
                     return case
         return None
+
+    def _replayed(self) -> Prepared | None:
+        """The corpus's next case, counted as the generated ones are; None when there is none left."""
+        if self.corpus is None:
+            return None
+        t0 = time.perf_counter()
+        case = self.corpus.replay(self.support)
+        self.times.corpus += time.perf_counter() - t0
+        if case is not None:
+            self._count_reference(case)
+        return case
+
+    def _fresh(self) -> Prepared | None:
+        """A newly generated case for the next seed the corpus lacks, added to the corpus."""
+        seed = self.next_seed
+        self.next_seed += self.shard.count
+        while self.corpus is not None and seed in self.corpus.known:
+            seed, self.next_seed = self.next_seed, self.next_seed + self.shard.count
+        case = self._prepare(seed)
+        if case is not None and self.corpus is not None:
+            t0 = time.perf_counter()
+            self.corpus.add(case)
+            self.times.corpus += time.perf_counter() - t0
+        return case
+
+    def close(self) -> None:
+        """Write what the corpus has waiting (fresh cases, learned rewrites)."""
+        with self._lock:
+            if self.corpus is not None:
+                self._take_rewrites()
+                t0 = time.perf_counter()
+                self.corpus.close()
+                self.times.corpus += time.perf_counter() - t0
+
+    def _count_reference(self, case: Prepared) -> None:
+        self.references[case.source.value] += 1
+        if case.gap_op:
+            self.reference_gaps[case.gap_op] += 1
 
     def support_for(self, seed: int) -> Support | None:
         """A seed's support matrix: a function of the seed, so the same seed gives the same case."""
@@ -160,8 +215,9 @@ class CaseSource:
         t1 = time.perf_counter()
         reading = read_reference(case.model, case.inputs)
         self.times.reference += time.perf_counter() - t1
-        self.references[reading.source.value] += 1
-        if reading.gap_op:
-            self.reference_gaps[reading.gap_op] += 1
         model_bytes = case.model.SerializeToString()
-        return Prepared(seed, case.model, model_bytes, case.inputs, reading.outputs, reading.source, reading.gap)
+        prepared = Prepared(
+            seed, case.model, model_bytes, case.inputs, reading.outputs, reading.source, reading.gap, reading.gap_op
+        )
+        self._count_reference(prepared)
+        return prepared

@@ -28,6 +28,7 @@ from bot.campaign import Campaign
 from bot.case_source import Shard
 from bot.check_cli import check_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
+from bot.corpus_gen import fill_corpus
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.errors import UserError
 from bot.known_cli import known_bugs_command
@@ -88,6 +89,9 @@ def fuzz(
     keep_filtered: Annotated[
         bool | None, typer.Option("--keep-filtered/--no-keep-filtered", help="save bundles of filtered cases too")
     ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option(help="case corpus: replay its cases first, then add the fresh ones (gen --corpus)")
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print summary.json on stdout at the end (coverage and rewrites included)")
     ] = False,
@@ -108,6 +112,7 @@ def fuzz(
         "jobs": jobs,
         "probe": probe,
         "cache_dir": cache_dir,
+        "corpus": corpus,
         "test_fault": _fault(test_fault),
         "oracles": oracles or None,
     }
@@ -158,6 +163,9 @@ def gen(
     patterns: Annotated[
         float | None, typer.Option(help="share of insertions that try a rewrite template (0: none) [0.4]")
     ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option(help="write the cases into this case corpus instead of bundles (fuzz --corpus)")
+    ] = None,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
     try:
@@ -175,6 +183,11 @@ def gen(
     except ValueError as e:
         raise UserError(f"gen: {str(e).splitlines()[0]}") from e
     coverage = Coverage()
+    if corpus is not None:
+        _gen_corpus(corpus, cfg, range(seed, seed + count), coverage)
+        if stats:
+            Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
+        return
     dropped = 0
     for s in range(seed, seed + count):
         try:
@@ -196,6 +209,18 @@ def gen(
         )
     if stats:
         Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
+
+
+def _gen_corpus(folder: Path, cfg: GenConfig, seeds: range, coverage: Coverage) -> None:
+    filled = fill_corpus(folder, cfg, seeds, coverage)
+    if filled.dropped == len(seeds):
+        raise UserError(f"gen: none of the {len(seeds)} seed(s) gave a model with these ops, dtypes and opset")
+    notes = [f"{n} {what}" for n, what in ((filled.skipped, "already there"), (filled.dropped, "dropped")) if n]
+    notes += [f"{filled.pruned} stale case(s) of another generator key pruned"] if filled.pruned else []
+    typer.echo(
+        f"added {filled.added} case(s) to {folder} ({filled.total} for this generator key)"
+        + (f"; {', '.join(notes)}" if notes else "")
+    )
 
 
 @app.command()

@@ -59,9 +59,7 @@ class ReduceSettings(BaseModel):
     max_findings: int = Field(
         200, ge=0, description="findings reduced per campaign: one of each kind first, regressions first"
     )
-    share: float = Field(
-        1.0, ge=0, description="reduction's time after the fuzzing budget, as a share of that budget"
-    )
+    share: float = Field(1.0, ge=0, description="reduction's time after the fuzzing budget, as a share of that budget")
     generalize: bool = Field(True, description="try each reduced trigger at other dtypes to name the bug")
     during: bool = Field(
         True,
@@ -124,6 +122,11 @@ class FuzzConfig(BaseModel):
         default_factory=KnownBugsSettings, description="bugs already reduced, steered away from"
     )
     bisect: bool = Field(False, description="bisect each new regression between the base and head refs")
+    corpus: Path | None = Field(
+        None,
+        description="case corpus folder (bot.corpus): replay its cases for this generator first, then add the"
+        " fresh ones; created if missing",
+    )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")
     test_fault: TestFault | None = Field(None, description="test-only fault injection")

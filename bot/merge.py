@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from bot.bundle import Finding
 from bot.known_bugs import KNOWN_FILE
 from bot.store import REDUCED_DIR, FindingStore, StoredFinding, StoreError, combine, load_rows
-from bot.summary import FindingRef, PerfFinding, Summary, Timings, seen_union, write_summary
+from bot.summary import CorpusSummary, FindingRef, PerfFinding, Summary, Timings, seen_union, write_summary
 from bot.summary_md import write_summary_md
 from generator.coverage import CoverageStats
 
@@ -203,7 +203,18 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         worker_restarts=sum(s.worker_restarts for s in summaries),
         support=next((s.support for s in summaries if s.support is not None), None),
         coverage=_coverage([s.coverage for s in summaries]),
+        corpus=_corpus([s.corpus for s in summaries if s.corpus is not None]),
     )
+
+
+def _corpus(parts: list[CorpusSummary]) -> CorpusSummary | None:
+    """Shards replay disjoint seeds of one corpus: their counts and times add up; stale is
+    what each saw of the same file, so the largest."""
+    if not parts:
+        return None
+    counts = {k: sum(getattr(p, k) for p in parts) for k in ("replayed", "generated", "added", "unsupported")}
+    times = {k: sum(getattr(p, k) for p in parts) for k in ("load_s", "order_s", "write_s")}
+    return CorpusSummary(path=parts[0].path, stale=max(p.stale for p in parts), **counts, **times)
 
 
 def _sum_floats(dicts: Iterable[dict[str, float]]) -> dict[str, float]:

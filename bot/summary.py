@@ -80,6 +80,8 @@ class Timings(BaseModel):
     values: float = 0.0
     """The part of `generation` spent keeping every tensor finite and off its margins."""
     reference: float = 0.0
+    corpus: float = 0.0
+    """Reading cases from the case corpus and writing fresh ones back (bot.corpus_feed)."""
     backend: float = 0.0
     """Wall time of backend requests, from submit to answer (overlaps generation)."""
     backend_compute: float = 0.0
@@ -87,6 +89,24 @@ class Timings(BaseModel):
     reduction: float = 0.0
     reduction_during: float = 0.0
     """The part of `reduction` spent while fuzzing (the first finding of each kind), inside `wall_s`."""
+
+
+class CorpusSummary(BaseModel):
+    """summary.json's `corpus`: where a campaign's cases came from, and what it added back."""
+
+    path: str
+    replayed: int = 0
+    generated: int = 0
+    added: int = 0
+    stale: int = 0
+    """Cases of another generator key in the corpus: never replayed (pruned when cases are added)."""
+    unsupported: int = 0
+    """Stored cases left out because they use an op x dtype pair the backend does not run."""
+    load_s: float = 0.0
+    """Choosing the order and reading the replayed cases."""
+    order_s: float = 0.0
+    """The part of `load_s` spent choosing the order from the index, before the first replayed case."""
+    write_s: float = 0.0
 
 
 class SupportSummary(BaseModel):
@@ -156,6 +176,8 @@ class Summary(BaseModel):
     worker_restarts: int = 0
     support: SupportSummary | None = None
     coverage: CoverageStats = Field(default_factory=CoverageStats)
+    corpus: CorpusSummary | None = None
+    """Cases replayed from the case corpus, generated, and added back (`--corpus`)."""
 
     def build(self, side: str) -> str:
         """`name version (level) @ `commit`` of the head or base build, for people: the commit
