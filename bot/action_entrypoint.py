@@ -68,6 +68,8 @@ class Inputs:
     merge: list[str]
     pr_number: str
     close_after: str = ""
+    corpus: str = ""
+    regressions: str = ""
 
 
 def read_input(env: Mapping[str, str], name: str, default: str = "") -> str:
@@ -117,6 +119,8 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         merge=_lines(read_input(env, "merge")),
         pr_number=read_input(env, "pr-number"),
         close_after=read_input(env, "close-after"),
+        corpus=read_input(env, "corpus"),
+        regressions=read_input(env, "regressions"),
     )
     if inputs.pr_number and not inputs.pr_number.isdigit():
         raise InputError(f"pr-number: {inputs.pr_number!r} is not a pull request number")
@@ -165,6 +169,9 @@ def build_config(inputs: Inputs, user: dict[str, Any], root: Path) -> dict[str, 
         data["backend"] = inputs.backend
     if inputs.budget:
         data["budget"] = inputs.budget
+    for key, folder in (("corpus", inputs.corpus), ("regressions", inputs.regressions)):
+        if folder:  # relative to the workspace, where actions/cache restores it
+            data[key] = str(root / folder)
     compiler = dict(data.get("compiler") or {})
     if inputs.base_ref or compiler:  # two builds only when a base exists somewhere
         if inputs.compiler_repo or not compiler.get("repo"):

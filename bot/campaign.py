@@ -32,11 +32,13 @@ from bot.isolation import BuildRoots, check_isolation
 from bot.known_bugs import KNOWN_FILE, write_known
 from bot.perf_check import compare_perf
 from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
+from bot.regression_corpus import RegressionCorpus
 from bot.repro import render_repro
 from bot.store import FindingStore, relative_to_root
 from bot.summary import (
     FindingRef,
     PerfFinding,
+    RegressionSummary,
     Summary,
     SupportSummary,
     ci_run_url,
@@ -79,6 +81,8 @@ class Campaign:
         self.source = CaseSource(cfg.generator, cfg.seed, shard)
         if cfg.corpus is not None:
             self.source.corpus = CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard)
+        self.regressions = RegressionCorpus.open(cfg.regressions) if cfg.regressions is not None and not shard else None
+        """Replayed by the unsharded run (or a merge's first shard would replay it N times)."""
         part = str(shard) if shard else None
         self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
         self.counts: Counter[str] = Counter()
@@ -193,6 +197,7 @@ class Campaign:
         start = time.monotonic()
         self.deadline = start + self.cfg.budget
         try:
+            self._replay_regressions()
             self._run_lanes()
             self._stop_fuzzing(start)
             self.reduction.after()
@@ -204,10 +209,36 @@ class Campaign:
             self._write_results()
         return self.summary
 
+    def _replay_regressions(self) -> None:
+        """Judge every bundle of the regression corpus before the first generated case, on
+        lane 0, as `fuzzbot check` would; within the budget, first."""
+        if self.regressions is None:
+            return
+        t0 = time.monotonic()
+        summary = self.summary.regressions = RegressionSummary(path=str(self.regressions.folder))
+        lane = self.lanes[0]
+        while self._may_start() and (replayed := self.regressions.next()) is not None:
+            case = replayed.case
+            case.regression_of = replayed.fingerprint
+            for side in lane:
+                side.client.submit(case.model_bytes, case.inputs)
+            cross = self.record(case, [side.client.collect() for side in lane], lane)
+            summary.replayed += 1
+            if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
+                summary.regressed.append(replayed.fingerprint)
+            elif cross.verdict.is_reported:
+                summary.failing.append(replayed.fingerprint)
+            else:
+                summary.passing += 1
+        summary.skipped = dict(self.regressions.skipped)
+        summary.seconds = round(time.monotonic() - t0, 3)
+
     def _write_results(self) -> None:
         self.reduction.close()
         self.finish()
         out = Path(self.cfg.out)
+        if self.regressions is not None and self.summary.regressions is not None:
+            self.summary.regressions.added = self.regressions.add(out, self.summary.findings)
         write_summary(self.summary, out)
         write_summary_md(out, self.summary)
         write_known(out / KNOWN_FILE, list(self.reduction.known.values()))
@@ -357,6 +388,9 @@ class Campaign:
             depends_on_optimization=local.depends_on_optimization if local else None,
             seen=[input_form(case.model)],
         )
+        if case.regression_of is not None:  # already reduced: its own bundle is the reduced one
+            ref.regression_of, ref.reduced_path = case.regression_of, ref.path
+            ref.reduced_nodes = len(case.model.graph.node)
         self.summary.findings.append(ref)
         return ref
 

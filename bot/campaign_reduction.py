@@ -58,7 +58,7 @@ class CampaignReduction:
         """Reduce `ref` now if it is the first of its kind and the budget has time left."""
         settings = self.cfg.reduce
         kind = (ref.verdict.value, ref.signature)
-        if not (settings.enabled and settings.during) or kind in self._kinds:
+        if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
             return
         left = deadline - time.monotonic()
         if left < MIN_DURING_S:

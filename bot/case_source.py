@@ -70,6 +70,9 @@ class Prepared:
     """Why the torch reference could not compute the case."""
     gap_op: str = ""
     """The op type the torch reference stopped at (kept with the case in a corpus)."""
+    regression_of: str | None = None
+    """A regression-corpus bundle's fingerprint (bot.regression_corpus): the case is that
+    finding's reduced model, replayed."""
 
 
 @dataclass

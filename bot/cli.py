@@ -92,6 +92,10 @@ def fuzz(
     corpus: Annotated[
         Path | None, typer.Option(help="case corpus: replay its cases first, then add the fresh ones (gen --corpus)")
     ] = None,
+    regressions: Annotated[
+        Path | None,
+        typer.Option(help="regression corpus: judge its reduced findings before fuzzing, then add this run's"),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print summary.json on stdout at the end (coverage and rewrites included)")
     ] = False,
@@ -113,6 +117,7 @@ def fuzz(
         "probe": probe,
         "cache_dir": cache_dir,
         "corpus": corpus,
+        "regressions": regressions,
         "test_fault": _fault(test_fault),
         "oracles": oracles or None,
     }

@@ -127,6 +127,11 @@ class FuzzConfig(BaseModel):
         description="case corpus folder (bot.corpus): replay its cases for this generator first, then add the"
         " fresh ones; created if missing",
     )
+    regressions: Path | None = Field(
+        None,
+        description="regression corpus folder (bot.regression_corpus): every bundle in it is judged before"
+        " fuzzing, and each new reduced finding is added to it; created if missing",
+    )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")
     test_fault: TestFault | None = Field(None, description="test-only fault injection")

@@ -204,6 +204,7 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         support=next((s.support for s in summaries if s.support is not None), None),
         coverage=_coverage([s.coverage for s in summaries]),
         corpus=_corpus([s.corpus for s in summaries if s.corpus is not None]),
+        regressions=next((s.regressions for s in summaries if s.regressions is not None), None),
     )
 
 

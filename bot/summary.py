@@ -58,6 +58,9 @@ class FindingRef(BaseModel):
     reduced_nodes: int | None = None
     culprit: str | None = None
     """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
+    regression_of: str | None = None
+    """The fingerprint a regression-corpus bundle was filed under, when this finding is that
+    bundle failing again (bot.regression_corpus): a known bug, back."""
     seen: list[str] = Field(default_factory=list)
     """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
     into this finding by reduction included: what a report says it was seen with."""
@@ -107,6 +110,23 @@ class CorpusSummary(BaseModel):
     order_s: float = 0.0
     """The part of `load_s` spent choosing the order from the index, before the first replayed case."""
     write_s: float = 0.0
+
+
+class RegressionSummary(BaseModel):
+    """summary.json's `regressions`: the regression corpus replayed before fuzzing."""
+
+    path: str
+    replayed: int = 0
+    regressed: list[str] = Field(default_factory=list)
+    """Fingerprints of known bugs that fail on head again and pass on base."""
+    failing: list[str] = Field(default_factory=list)
+    """Fingerprints still failing (on head, or on both builds)."""
+    passing: int = 0
+    skipped: dict[str, str] = Field(default_factory=dict)
+    """Bundles that could not be loaded, with why."""
+    added: list[str] = Field(default_factory=list)
+    """Fingerprints of this run's reduced findings, added to the corpus."""
+    seconds: float = 0.0
 
 
 class SupportSummary(BaseModel):
@@ -178,6 +198,8 @@ class Summary(BaseModel):
     coverage: CoverageStats = Field(default_factory=CoverageStats)
     corpus: CorpusSummary | None = None
     """Cases replayed from the case corpus, generated, and added back (`--corpus`)."""
+    regressions: RegressionSummary | None = None
+    """The regression corpus replayed before fuzzing (`--regressions`)."""
 
     def build(self, side: str) -> str:
         """`name version (level) @ `commit`` of the head or base build, for people: the commit

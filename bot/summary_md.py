@@ -136,6 +136,14 @@ def _judging(summary: Summary) -> list[str]:
         )
     if line := rewrites_fired(summary.coverage):
         lines.append(_cell(line[0].upper() + line[1:]) + ".")
+    if (replay := summary.regressions) is not None:
+        back = f": {', '.join(f'`{fp}`' for fp in replay.regressed)} back" if replay.regressed else ""
+        lines.append(
+            f"Regression corpus: {replay.replayed} known bug(s) replayed in {replay.seconds:.1f} s,"
+            f" {len(replay.regressed)} regressed{back}, {len(replay.failing)} still failing,"
+            f" {replay.passing} passing; {len(replay.added)} added."
+            + (f" {len(replay.skipped)} bundle(s) skipped (unreadable)." if replay.skipped else "")
+        )
     if summary.steered:
         lines.append(
             f"Steered away from {len(summary.steered)} known bug(s): "

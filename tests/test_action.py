@@ -235,6 +235,23 @@ def test_inputs_are_laid_over_the_users_config(tmp_path: Path) -> None:
     }
 
 
+def test_the_corpus_folders_are_workspace_paths_the_config_validates(tmp_path: Path) -> None:
+    """The cache restores the corpora into the workspace; the container's cwd is not it."""
+    from bot.action_entrypoint import build_config, parse_inputs
+    from bot.config import FuzzConfig
+
+    env = {
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "INPUT_MODE": "fuzz-only",
+        "INPUT_CORPUS": ".fuzzbot-corpus",
+        "INPUT_REGRESSIONS": "tests/fuzzbot-regressions",
+    }
+    data = build_config(parse_inputs(env), {"corpus": "elsewhere"}, tmp_path)
+    cfg = FuzzConfig.model_validate(data)
+    assert cfg.corpus == tmp_path / ".fuzzbot-corpus"
+    assert cfg.regressions == tmp_path / "tests" / "fuzzbot-regressions"
+
+
 def test_head_defaults_to_the_checked_out_commit(toy_repo: ToyRepo, tmp_path: Path) -> None:
     """A PR checkout is a detached merge commit: the mirror fuzzbot clones has no such HEAD."""
     from bot.action_entrypoint import cli_env, pin_head

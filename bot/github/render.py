@@ -158,6 +158,8 @@ def _facts(item: Item, report: Report) -> list[str]:
     culprit = _culprit(item)
     if culprit:
         rows.append(("first bad commit", culprit))
+    if item.ref.regression_of:
+        rows.append(("known bug, back", f"`{item.ref.regression_of}` of the regression corpus fails again"))
     rows.append(("seed", str(item.ref.seed)))
     rows.append(("bundle", f"`{item.bundle}`"))
     table = ["| | |", "|---|---|", *(f"| {k} | {v.replace('|', '&#124;')} |" for k, v in rows)]
