@@ -36,7 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from typing import Any, cast
 
@@ -96,21 +96,45 @@ def grown(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> Any:
     return gen.make_concrete()
 
 
-def generate(opset: list[Any], nodes: int, seed: int, timeout_ms: int) -> tuple[float, float, int]:
-    """One graph: (wall ms, process CPU ms, compute ops in it)."""
+def generate(
+    opset: list[Any], nodes: int, seed: int, timeout_ms: int, dump: Callable[[Any, int], bool] | None = None
+) -> tuple[float, float, int]:
+    """One graph: (wall ms, process CPU ms, compute ops in it); with `dump`, its ONNX export
+    is timed too (a ready-to-run model, what `--with-export` compares with fuzzbot's case)."""
 
     t0, c0 = time.perf_counter(), time.process_time()
     ir = grown(opset, nodes, seed, timeout_ms)
+    if dump is not None:
+        dump(ir, seed)
     ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
     return ms, cpu_ms, int(ir.n_compute_inst())
 
 
-def measure(opset: list[Any], nodes: int, count: int, first_seed: int, timeout_ms: int) -> dict[str, Any]:
+def exporter(folder: str) -> Callable[[Any, int], bool]:
+    """NNSmith's CLI materialization (`Model.from_gir`, then `dump`) into `folder`; an export
+    NNSmith itself fails is skipped (False), as its CLI would."""
+    from nnsmith.materialize import Model
+
+    model_type = Model.init("onnx", backend_target="cpu")
+
+    def dump(ir: Any, seed: int) -> bool:
+        with contextlib.suppress(Exception), torchscript_export():
+            model_type.from_gir(ir).dump(os.path.join(folder, f"nnsmith-{seed}.onnx"))
+            return True
+        return False
+
+    return dump
+
+
+def measure(
+    opset: list[Any], nodes: int, count: int, first_seed: int, timeout_ms: int, folder: str | None = None
+) -> dict[str, Any]:
     times: list[float] = []
     cpu: list[float] = []
     sizes: list[int] = []
+    dump = exporter(folder) if folder is not None else None
     for seed in range(first_seed, first_seed + count):
-        ms, cpu_ms, n = generate(opset, nodes, seed, timeout_ms)
+        ms, cpu_ms, n = generate(opset, nodes, seed, timeout_ms, dump)
         times.append(ms)
         cpu.append(cpu_ms)
         sizes.append(n)
@@ -126,18 +150,10 @@ def measure(opset: list[Any], nodes: int, count: int, first_seed: int, timeout_m
 
 
 def export(opset: list[Any], nodes: int, count: int, first_seed: int, timeout_ms: int, folder: str) -> int:
-    """NNSmith's models as `.onnx` files in `folder`, the way its CLI materializes them
-    (`Model.from_gir`, then `dump`): the input bench/rewrites.py's `--gen-cmd` reads."""
-    from nnsmith.materialize import Model
-
-    model_type = Model.init("onnx", backend_target="cpu")
-    written = 0
-    for seed in range(first_seed, first_seed + count):
-        ir = grown(opset, nodes, seed, timeout_ms)
-        with contextlib.suppress(Exception), torchscript_export():  # an export NNSmith itself fails is skipped
-            model_type.from_gir(ir).dump(os.path.join(folder, f"nnsmith-{seed}.onnx"))
-            written += 1
-    return written
+    """NNSmith's models as `.onnx` files in `folder`: the input bench/rewrites.py's
+    `--gen-cmd` reads."""
+    dump = exporter(folder)
+    return sum(dump(grown(opset, nodes, seed, timeout_ms), seed) for seed in range(first_seed, first_seed + count))
 
 
 def main() -> int:
@@ -147,6 +163,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed; model i uses seed+i")
     parser.add_argument("--timeout-ms", type=int, default=10000, help="NNSmith's per-model budget (CLI default)")
     parser.add_argument("--export", metavar="DIR", help="write --count models of the first --nodes as .onnx files here")
+    parser.add_argument("--with-export", action="store_true", help="time each model's ONNX export with its growth")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as cache:
@@ -157,7 +174,10 @@ def main() -> int:
             print(json.dumps({"exported": written, "count": args.count, "nodes": args.nodes[0]}))
             return 0
         generate(opset, 5, args.seed, args.timeout_ms)  # warm-up, untimed
-        per_nodes = {str(n): measure(opset, n, args.count, args.seed, args.timeout_ms) for n in args.nodes}
+        folder = tempfile.mkdtemp(dir=cache) if args.with_export else None
+        if folder is not None:
+            generate(opset, 5, args.seed, args.timeout_ms, exporter(folder))  # the exporter's warm-up
+        per_nodes = {str(n): measure(opset, n, args.count, args.seed, args.timeout_ms, folder) for n in args.nodes}
 
     result = {
         "nnsmith_version": version("nnsmith"),
@@ -168,6 +188,7 @@ def main() -> int:
         "opset_excluded": excluded,
         "count": args.count,
         "timeout_ms": args.timeout_ms,
+        "with_export": args.with_export,
         "per_nodes": per_nodes,
     }
     json.dump(result, sys.stdout, indent=2)

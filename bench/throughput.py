@@ -7,6 +7,10 @@ by the code of `fuzzbot gen --corpus`, with the same generator config.
 Prints JSON: tests per second, and where the wall time goes (generation, the reference
 and the corpus in the bot process, compile+run inside the worker); warm runs add the
 corpus's size on disk and its load time. `--both` runs cold then warm in one process.
+
+Findings are not reduced unless `--reduce` (both modes alike): a reduction runs hundreds
+of tests of its own, and a corpus ordered by coverage meets a crash-prone op early, so
+reductions would measure the bugs found, not the test loop. `--jobs N` runs N lanes.
 """
 
 from __future__ import annotations
@@ -20,22 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from bot.campaign import Campaign
-from bot.config import FuzzConfig
+from bot.config import FuzzConfig, ReduceSettings
 from bot.corpus import Corpus, generator_key
 from bot.corpus_gen import fill_corpus
 from generator.api import GenConfig
 
 
-def measure(budget_s: float, nodes: int, seed: int, corpus: Path | None = None) -> dict[str, Any]:
+def measure(args: argparse.Namespace, corpus: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
-        gen = GenConfig(nodes=nodes)
-        cfg = FuzzConfig(budget=budget_s, seed=seed, out=Path(out), generator=gen, corpus=corpus)
+        gen = GenConfig(nodes=args.nodes)
+        reduce = ReduceSettings(enabled=args.reduce)
+        where = {"out": Path(out), "corpus": corpus, "jobs": args.jobs, "reduce": reduce}
+        cfg = FuzzConfig(budget=args.budget, seed=args.seed, generator=gen, **where)
         s = Campaign(cfg).run()
     wall = s.wall_s
     t = s.time_s
     result: dict[str, Any] = {
         "backend": f"{s.backend.name} {s.backend.version}" if s.backend else None,
-        "nodes": nodes,
+        "nodes": args.nodes,
+        "jobs": args.jobs,
+        "reduce": args.reduce,
         "tests": s.tests,
         "wall_s": round(wall, 2),
         "tests_per_s": round(s.tests / wall, 2),
@@ -85,7 +93,7 @@ def ensure_corpus(folder: Path, cases: int, nodes: int) -> dict[str, Any]:
 def warm(args: argparse.Namespace) -> dict[str, Any]:
     folder = args.corpus or Path(tempfile.gettempdir()) / f"fuzzbot-corpus-{args.cases}"
     store = ensure_corpus(folder, args.cases, args.nodes)
-    result = measure(args.budget, args.nodes, args.seed, folder)
+    result = measure(args, folder)
     result["corpus_store"] = store
     result["corpus_load_s"] = result.get("corpus", {}).get("load_s")
     result["corpus_first_case_s"] = result.get("corpus", {}).get("order_s")
@@ -103,13 +111,15 @@ def main() -> int:
     mode.add_argument("--both", action="store_true", help="cold, then warm, and their ratio")
     parser.add_argument("--corpus", type=Path, help="corpus folder for --warm [TMP/fuzzbot-corpus-N]")
     parser.add_argument("--cases", type=int, default=10_000, help="cases the warm corpus holds")
+    parser.add_argument("--jobs", type=int, default=1, help="lanes (a worker each)")
+    parser.add_argument("--reduce", action="store_true", help="reduce findings as a campaign does")
     args = parser.parse_args()
     if args.both:
-        cold_r, warm_r = measure(args.budget, args.nodes, args.seed), warm(args)
+        cold_r, warm_r = measure(args), warm(args)
         ratio = warm_r["tests_per_s"] / max(cold_r["tests_per_s"], 1e-9)
         out: dict[str, Any] = {"cold": cold_r, "warm": warm_r, "warm_over_cold": round(ratio, 2)}
     else:
-        out = warm(args) if args.warm else measure(args.budget, args.nodes, args.seed)
+        out = warm(args) if args.warm else measure(args)
     json.dump(out, sys.stdout, indent=2)
     print()
     return 0

@@ -23,7 +23,8 @@ from backends.results import BackendInfo, RunResult
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bundle import Finding, write_bundle
 from bot.campaign_reduction import CampaignReduction
-from bot.case_source import CaseSource, Prepared, Shard
+from bot.case_making import Prepared
+from bot.case_source import CaseSource, Shard
 from bot.config import FuzzConfig
 from bot.corpus_feed import CorpusFeed
 from bot.finding_bisect import bisect_finding
@@ -48,10 +49,18 @@ from bot.summary import (
 )
 from bot.summary_md import write_summary_md
 from bot.triage import Side, Triage
+from oracles.case import CaseEvidence
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict
 
 __all__ = ["Campaign", "Prepared", "SideSetup", "Summary", "write_summary"]
+
+
+def default_processes(jobs: int) -> int:
+    """One generation process per lane when every lane's worker and every such process get a
+    core of their own beside the campaign's; on fewer cores they would only take turns (on 2
+    cores, 1 lane: 72 tests/s in-process, 64 with a generation process)."""
+    return jobs if (os.cpu_count() or 1) >= 2 * jobs + 1 else 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class Campaign:
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
         self.source = CaseSource(cfg.generator, cfg.seed, shard)
+        processes = cfg.generation_processes
+        self.source.processes = processes if processes is not None else default_processes(cfg.jobs)
         if cfg.corpus is not None:
             self.source.corpus = CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard)
         self.regressions = RegressionCorpus.open(cfg.regressions) if cfg.regressions is not None and not shard else None
@@ -276,12 +287,15 @@ class Campaign:
             raise errors[0]
 
     def _run_lane(self, lane: Lane) -> None:
+        """While the workers compute a case, the next case is made and this one's judging
+        prepared (bot.triage.Triage.prepare), so a worker waits on the lane as little as can be."""
         case = self.source.next(self._may_start)
         while case is not None:
             for side in lane:
                 side.client.submit(case.model_bytes, case.inputs)
             following = self.source.next(self._may_start)
-            self.record(case, [side.client.collect() for side in lane], lane)
+            evidence = self.triage.prepare(case, lane)
+            self.record(case, [side.client.collect() for side in lane], lane, evidence)
             case = following
 
     def close(self) -> None:
@@ -314,15 +328,24 @@ class Campaign:
             self._write_results()
         return judged
 
-    def record(self, case: Prepared, results: list[RunResult], lane: Lane | None = None) -> CrossJudgement:
+    def record(
+        self, case: Prepared, results: list[RunResult], lane: Lane | None = None, evidence: CaseEvidence | None = None
+    ) -> CrossJudgement:
         """Triage the first runs (re-runs, rules and localization happen there), then count.
         The rewrites counted are head's: the build under test, the one generation steers toward."""
         lane = lane or self.lanes[0]
-        cross = self.triage.triage(case, lane, results)
+        t0 = time.perf_counter()
+        cross = self.triage.triage(case, lane, results, evidence)
+        judged = time.perf_counter() - t0
         self.source.note_rewrites(results[-1].rewrites, case.seed)
         with self._lock:
-            self.summary.time_s.backend += sum(r.wall_s for r in results)
-            self.summary.time_s.backend_compute += sum((r.compile_s or 0.0) + (r.run_s or 0.0) for r in results)
+            times = self.summary.time_s
+            times.triage += judged
+            times.backend += sum(r.wall_s for r in results)
+            for side, r in zip(lane, results, strict=True):
+                spent = (r.compile_s or 0.0) + (r.run_s or 0.0)
+                times.backend_compute += spent
+                times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
             if cross.verdict.is_reported and (ref := self.keep_finding(case, results, cross)) is not None:
                 self.reduction.during(ref, self.deadline)

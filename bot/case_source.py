@@ -18,25 +18,19 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import onnx
-
-from generator.api import GenConfig, Support, generate
+from bot.case_making import HEAD_ONLY_EVERY, Made, Prepared, make_case
+from bot.generation_pool import GenerationPool, Plan
+from generator.api import GenConfig, Support
 from generator.avoid import Avoid
 from generator.coverage import Coverage, CoverageStats
-from generator.values import NoValidValues
-from oracles.references import Source, read_reference
 
 if TYPE_CHECKING:
     from bot.corpus_feed import CorpusFeed
 
-HEAD_ONLY_EVERY = 8
-"""One seed in this many may draw op x dtype pairs only head runs (a change that adds an
-op is worth fuzzing; base declining such a case makes it `new_in_head`, never a regression)."""
 
 
 @dataclass(frozen=True)
@@ -55,24 +49,6 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
-
-
-@dataclass
-class Prepared:
-    seed: int
-    model: onnx.ModelProto
-    model_bytes: bytes
-    inputs: dict[str, np.ndarray]
-    reference: dict[str, np.ndarray] | None
-    source: Source = Source.torch
-    """Which computation `reference` came from (none: nothing could compute it)."""
-    gap: str = ""
-    """Why the torch reference could not compute the case."""
-    gap_op: str = ""
-    """The op type the torch reference stopped at (kept with the case in a corpus)."""
-    regression_of: str | None = None
-    """A regression-corpus bundle's fingerprint (bot.regression_corpus): the case is that
-    finding's reduced model, replayed."""
 
 
 @dataclass
@@ -114,6 +90,10 @@ class CaseSource:
         """Stored cases replayed before any is generated, and where fresh ones are added."""
         self._learned: list[tuple[int, str]] = []
         """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
+        self.processes = 0
+        """Generation processes (bot.generation_pool); 0: cases are made in this process."""
+        self.pool: GenerationPool | None = None
+        self._seeds = self._upcoming()
 
     def note_rewrites(self, keys: Iterable[str], seed: int | None = None) -> None:
         """Count one case's rewrites, each key once, toward the coverage that steers generation;
@@ -131,6 +111,8 @@ class CaseSource:
             fired, self._fired = self._fired, Counter()
             learned, self._learned = self._learned, []
         self.coverage.rewrites.update(fired)
+        if self.pool is not None:
+            self.pool.note_rewrites(fired)
         if learned and self.corpus is not None:
             self.corpus.learned += learned
 
@@ -165,13 +147,24 @@ class CaseSource:
             self._count_reference(case)
         return case
 
+    def _upcoming(self) -> Iterator[int]:
+        """This shard's seeds in order, less those the corpus already holds."""
+        while True:
+            seed = self.next_seed
+            self.next_seed += self.shard.count
+            if self.corpus is None or seed not in self.corpus.known:
+                yield seed
+
     def _fresh(self) -> Prepared | None:
         """A newly generated case for the next seed the corpus lacks, added to the corpus."""
-        seed = self.next_seed
-        self.next_seed += self.shard.count
-        while self.corpus is not None and seed in self.corpus.known:
-            seed, self.next_seed = self.next_seed, self.next_seed + self.shard.count
-        case = self._prepare(seed)
+        if self.processes:
+            if self.pool is None:
+                plan = Plan(self.cfg, self.support, self.head_support, self.avoid.strength if self.avoid else 0.0)
+                self.pool = GenerationPool(plan, self.processes, self.avoid)
+            case = self._account(self.pool.take(self._seeds))
+        else:
+            seed = next(self._seeds)
+            case = self._account(make_case(seed, self.cfg, self.support_for(seed), self.coverage, self.avoid))
         if case is not None and self.corpus is not None:
             t0 = time.perf_counter()
             self.corpus.add(case)
@@ -179,8 +172,12 @@ class CaseSource:
         return case
 
     def close(self) -> None:
-        """Write what the corpus has waiting (fresh cases, learned rewrites)."""
+        """Stop the generation processes, taking in their coverage; write what the corpus has
+        waiting (fresh cases, learned rewrites)."""
         with self._lock:
+            if self.pool is not None:
+                self.pool.close(self._absorb)
+                self.pool = None
             if self.corpus is not None:
                 self._take_rewrites()
                 t0 = time.perf_counter()
@@ -198,29 +195,23 @@ class CaseSource:
             return self.head_support
         return self.support
 
-    def _prepare(self, seed: int) -> Prepared | None:
-        t0 = time.perf_counter()
-        try:
-            case = generate(seed, self.cfg, support=self.support_for(seed), coverage=self.coverage, avoid=self.avoid)
-        except NoValidValues:
-            # Never run: its value work ran past its time budget (generator.witness).
-            self.dropped["no_valid_values"] += 1
+    def _account(self, made: Made) -> Prepared | None:
+        """Count what making a case cost, and why a seed gave none."""
+        self.times.generation += made.generation_s
+        self.times.values += made.values_s
+        self.times.reference += made.reference_s
+        self.value_work.update(made.value_work)
+        if made.case is None:
+            self.dropped[made.dropped] += 1
             return None
-        except RuntimeError:
-            self.dropped["generation_failed"] += 1
-            return None
-        finally:
-            self.times.generation += time.perf_counter() - t0
-        if case.values is not None:
-            self.times.values += case.values.time_ms / 1000
-            self.value_work["repaired_insertions"] += case.values.grown_repairs
-            self.value_work["refused_insertions"] += case.values.grown_refusals
-        t1 = time.perf_counter()
-        reading = read_reference(case.model, case.inputs)
-        self.times.reference += time.perf_counter() - t1
-        model_bytes = case.model.SerializeToString()
-        prepared = Prepared(
-            seed, case.model, model_bytes, case.inputs, reading.outputs, reading.source, reading.gap, reading.gap_op
-        )
-        self._count_reference(prepared)
-        return prepared
+        self._count_reference(made.case)
+        return made.case
+
+    def _absorb(self, coverage: Coverage, steered: dict[str, int]) -> None:
+        """A generation process's coverage, less the rewrites (this process counted those)."""
+        mine = self.coverage
+        mine.models += coverage.models
+        for name in ("ops", "inputs", "attrs", "pairs", "dtypes", "patterns", "edges"):
+            getattr(mine, name).update(getattr(coverage, name))
+        if self.avoid is not None:
+            self.avoid.steered.update(steered)

@@ -127,6 +127,13 @@ class FuzzConfig(BaseModel):
         description="case corpus folder (bot.corpus): replay its cases for this generator first, then add the"
         " fresh ones; created if missing",
     )
+    generation_processes: int | None = Field(
+        None,
+        ge=0,
+        description="processes that generate cases for the lanes (bot.generation_pool); default: one per lane when"
+        " the machine has a core for the campaign, each lane's worker and each such process (2 x jobs + 1), else"
+        " none (each lane makes its next case while its workers compute)",
+    )
     regressions: Path | None = Field(
         None,
         description="regression corpus folder (bot.regression_corpus): every bundle in it is judged before"

@@ -324,12 +324,22 @@ class Corpus:
         )
 
     def add_features(self, key: str, rows: Iterable[tuple[int, str]]) -> None:
-        """(seed, feature) rows learned from runs (`rewrite:<key>`), for cases already stored."""
+        """(seed, feature) rows learned from runs (`rewrite:<key>`), for cases already stored;
+        a few statements per batch, not per row: every replayed case reports its rewrites."""
+        rows = list(rows)
+        seeds = sorted({seed for seed, _ in rows})
         with self._guard(), self._transaction():
-            for seed, feature in rows:
-                found = self.db.execute("SELECT id FROM cases WHERE key = ? AND seed = ?", (key, seed)).fetchone()
-                if found is not None:
-                    self._link(found[0], [feature])
+            ids: dict[int, int] = {}
+            for start in range(0, len(seeds), 500):  # SQLite's bound-variable limit
+                part = seeds[start : start + 500]
+                marks = ",".join("?" * len(part))
+                found = self.db.execute(f"SELECT seed, id FROM cases WHERE key = ? AND seed IN ({marks})", (key, *part))
+                ids.update((int(s), int(i)) for s, i in found)
+            linked = [(ids[seed], feature) for seed, feature in rows if seed in ids]
+            self.db.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", [(f,) for _, f in linked])
+            self.db.executemany(
+                "INSERT OR IGNORE INTO features(case_id, name_id) SELECT ?, id FROM names WHERE name = ?", linked
+            )
 
     def index(self, key: str) -> Index:
         """Everything `greedy_order` needs, from the index tables alone (no blob is read)."""

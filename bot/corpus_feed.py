@@ -15,7 +15,8 @@ from pathlib import Path
 
 import onnx
 
-from bot.case_source import Prepared, Shard
+from bot.case_making import Prepared
+from bot.case_source import Shard
 from bot.corpus import Corpus, Index, StoredCase, generator_key, greedy_order
 from bot.summary import CorpusSummary
 from generator.api import GenConfig, Support

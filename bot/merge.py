@@ -218,11 +218,12 @@ def _corpus(parts: list[CorpusSummary]) -> CorpusSummary | None:
     return CorpusSummary(path=parts[0].path, stale=max(p.stale for p in parts), **counts, **times)
 
 
-def _sum_floats(dicts: Iterable[dict[str, float]]) -> dict[str, float]:
-    total: dict[str, float] = {}
+def _sum_floats(dicts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Shards' timings added up, the per-side ones side by side."""
+    total: dict[str, Any] = {}
     for d in dicts:
         for k, v in d.items():
-            total[k] = total.get(k, 0.0) + v
+            total[k] = _sum_floats([total.get(k, {}), v]) if isinstance(v, dict) else total.get(k, 0.0) + v
     return total
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.bundle import BundleError
-from bot.case_source import Prepared
+from bot.case_making import Prepared
 from bot.errors import UserError
 from bot.summary import FindingRef, in_output
 from bot.user_cases import load_user_case

@@ -89,6 +89,11 @@ class Timings(BaseModel):
     """Wall time of backend requests, from submit to answer (overlaps generation)."""
     backend_compute: float = 0.0
     """Time the worker reported inside compile and run."""
+    sides: dict[str, float] = Field(default_factory=dict)
+    """`backend_compute` by side (base, head): where a two-build campaign's compile and run went."""
+    triage: float = 0.0
+    """Judging first runs, with the re-runs, rules and localization a suspect case gets
+    (their backend requests included), outside `backend`."""
     reduction: float = 0.0
     reduction_during: float = 0.0
     """The part of `reduction` spent while fuzzing (the first finding of each kind), inside `wall_s`."""

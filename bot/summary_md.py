@@ -149,7 +149,25 @@ def _judging(summary: Summary) -> list[str]:
             f"Steered away from {len(summary.steered)} known bug(s): "
             f"{sum(summary.steered.values())} insertion(s) that completed a known trigger were undone."
         )
+    if summary.wall_s:
+        lines.append(_time_line(summary))
     return [*lines, ""] if lines else []
+
+
+def _time_line(summary: Summary) -> str:
+    """Where the fuzzing time went; the builds' share is their compile and run, beside the
+    bot's own work (generation and the reference overlap the builds' requests)."""
+    t = summary.time_s
+    sides = " and ".join(f"{name} {s:.1f} s" for name, s in t.sides.items()) or f"{t.backend_compute:.1f} s"
+    parts = [
+        f"generation {t.generation:.1f} s (values {t.values:.1f} s)",
+        f"reference {t.reference:.1f} s",
+        *([f"corpus {t.corpus:.1f} s"] if t.corpus else []),
+        f"inside the builds {sides}",
+        f"triage {t.triage:.1f} s",
+        f"reduction {t.reduction:.1f} s",
+    ]
+    return f"Time: {summary.wall_s:.1f} s of fuzzing; " + ", ".join(parts) + "."
 
 
 def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str], int, str]:

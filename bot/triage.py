@@ -83,9 +83,22 @@ class Triage:
     def evidence(self, case: Case) -> CaseEvidence:
         return CaseEvidence(case.model, case.inputs, case.reference, self.tolerances, case.source, case.gap)
 
-    def triage(self, case: Case, sides: Sequence[Side], first: Sequence[RunResult]) -> CrossJudgement:
-        """`sides` and `first` are in the order (base, head), or just (head,)."""
+    def prepare(self, case: Case, sides: Sequence[Side]) -> CaseEvidence:
+        """The case's evidence with what judging needs before any result (each side's bounds,
+        from the model's provenance) worked out: called while the workers compute, so the
+        time is off the lane's critical path."""
         ev = self.evidence(case)
+        for side in sides:
+            info = side.client.info
+            ev.bounds(info.name if info is not None else None)
+        return ev
+
+    def triage(
+        self, case: Case, sides: Sequence[Side], first: Sequence[RunResult], ev: CaseEvidence | None = None
+    ) -> CrossJudgement:
+        """`sides` and `first` are in the order (base, head), or just (head,); `ev`: the
+        case's evidence when `prepare` made it already."""
+        ev = ev if ev is not None else self.evidence(case)
         against = self._base_as_reference(ev, first)
         runs = [
             SideRuns(side=s.name, runs=[self._judge(ev, r, against, s.name)])

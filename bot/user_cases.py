@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from bot.bundle import BundleError, load_bundle, load_npz
-from bot.case_source import Prepared
+from bot.case_making import Prepared
 from bot.config import FuzzConfig, load_config
 from bot.errors import UserError
 from generator.api import inputs_for_model
