@@ -298,6 +298,23 @@ def test_pr_comment_is_created_once_edited_on_change_and_left_alone(
     assert report(out, "--mode", "pr", "--pr", "7", "--no-fail-on-regression").code == 0
 
 
+def test_a_known_bug_back_in_a_pr_links_the_issue_the_schedule_filed_for_it(
+    fake: FakeGitHub, report: Report_, two_builds: Path, tmp_path: Path
+) -> None:
+    """The nightly run filed one issue per bug; a PR whose regression corpus replay finds one
+    of them failing again names the bug and links that issue, found by its fingerprint."""
+    assert report(_copy(two_builds, tmp_path / "nightly"), "--mode", "schedule").code == 0
+    filed = {i["body"].split("=", 1)[1].split(" ")[0]: i["number"] for i in _bot_issues(fake)}
+    pr = _copy(two_builds, tmp_path / "pr", variant=1)
+    raw = json.loads((pr / "summary.json").read_text())
+    back = raw["findings"][0]["fingerprint"]
+    raw["findings"][0]["regression_of"] = back
+    (pr / "summary.json").write_text(json.dumps(raw, indent=2))
+    assert report(pr, "--mode", "pr", "--pr", "7").code == 2
+    body = fake.issues(REPO, include_pulls=True)[0]["comments"][0]["body"]
+    assert f"`{back}` of the regression corpus fails again, filed as #{filed[back]}" in body
+
+
 def test_pr_number_and_repo_come_from_the_actions_environment(
     fake: FakeGitHub, report: Report_, two_builds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

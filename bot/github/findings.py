@@ -55,6 +55,9 @@ class Report:
     known: dict[str, str] = field(default_factory=dict)
     """Fingerprint -> the bug's trigger as compact JSON (known-bugs.json, bot.known_bugs): an
     issue carries it so later runs can steer away from a bug that is still open."""
+    filed: dict[str, int] = field(default_factory=dict)
+    """Fingerprint -> the bot's issue for it, for the known bugs of the regression corpus
+    that came back (`FindingRef.regression_of`): what the PR comment links."""
 
 
 def load_report(out: Path) -> Report:

@@ -159,7 +159,9 @@ def _facts(item: Item, report: Report) -> list[str]:
     if culprit:
         rows.append(("first bad commit", culprit))
     if item.ref.regression_of:
-        rows.append(("known bug, back", f"`{item.ref.regression_of}` of the regression corpus fails again"))
+        filed = report.filed.get(item.ref.regression_of)
+        where = f", filed as #{filed}" if filed is not None else ""
+        rows.append(("known bug, back", f"`{item.ref.regression_of}` of the regression corpus fails again{where}"))
     rows.append(("seed", str(item.ref.seed)))
     rows.append(("bundle", f"`{item.bundle}`"))
     table = ["| | |", "|---|---|", *(f"| {k} | {v.replace('|', '&#124;')} |" for k, v in rows)]

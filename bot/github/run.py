@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.github.actions import Action
@@ -20,7 +20,7 @@ from bot.github.errors import ReportError
 from bot.github.findings import Report, load_report
 from bot.github.pr import exit_code, pr_action
 from bot.github.queue import ReportQueue
-from bot.github.schedule import Plan, plan_issues, reportable
+from bot.github.schedule import Plan, latest_by_fingerprint, plan_issues, reportable
 from bot.github.text import find_fingerprint, scrub
 from bot.head_build import HeadUnavailable, head_python
 
@@ -54,6 +54,7 @@ def run_report(opts: ReportOptions) -> int:
     reader, sink = _connect(opts, policy)
     code = 0
     if opts.pr is not None:
+        report = _with_filed(report, reader)
         action = pr_action(report, opts.pr)
         sink.send(action)
         _step_summary(action.body, secrets)
@@ -63,6 +64,19 @@ def run_report(opts: ReportOptions) -> int:
         _step_summary(_outcomes(sink.log), secrets)
     sink.finish()
     return code
+
+
+def _with_filed(report: Report, reader: Reader) -> Report:
+    """The report with the issues filed for the known bugs that came back, when there are
+    any; GitHub away only costs the links, never the comment."""
+    wanted = {item.ref.regression_of for item in report.items if item.ref.regression_of}
+    if not wanted:
+        return report
+    try:
+        issues = latest_by_fingerprint(reader.bot_issues())
+    except ReportError:
+        return report
+    return replace(report, filed={fp: issues[fp].number for fp in sorted(wanted) if fp in issues})
 
 
 def _checked_repo(repo: str) -> str:
