@@ -22,11 +22,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import onnx
+
 from bot.case_making import HEAD_ONLY_EVERY, Made, Prepared, make_case
 from bot.generation_pool import GenerationPool, Plan
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid
-from generator.coverage import Coverage, CoverageStats
+from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
 
 if TYPE_CHECKING:
     from bot.corpus_feed import CorpusFeed
@@ -145,7 +147,18 @@ class CaseSource:
         self.times.corpus += time.perf_counter() - t0
         if case is not None:
             self._count_reference(case)
+            self._observe(case.model)
         return case
+
+    def _observe(self, model: onnx.ModelProto) -> None:
+        """A replayed case's op types and producer>consumer pairs join the coverage, so fresh
+        generation after the replay steers toward what the corpus lacks (COMET's feedback),
+        not toward what it just ran."""
+        producer = {out: node.op_type for node in model.graph.node for out in node.output}
+        for node in model.graph.node:
+            self.coverage.ops[node.op_type] += 1
+            for name in filter(None, node.input):
+                self.coverage.pairs[pair_key(producer.get(name, INPUT), node.op_type)] += 1
 
     def _upcoming(self) -> Iterator[int]:
         """This shard's seeds in order, less those the corpus already holds."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.case_source import Shard
+from bot.case_source import CaseSource, Shard
 from bot.corpus import Corpus, case_features, generator_key, greedy_order
 from bot.corpus_feed import CorpusFeed
 from generator.api import GenConfig, generate
@@ -143,3 +143,19 @@ def test_a_campaign_replays_the_corpus_then_adds_fresh_cases(tmp_path: Path, cli
     with sqlite3.connect(folder / "corpus.sqlite") as db:
         rewrites = db.execute("SELECT count(*) FROM case_features WHERE feature LIKE 'rewrite:%'").fetchone()[0]
     assert bool(rewrites) == bool(summary["coverage"]["rewrites"])
+
+
+def test_replayed_cases_join_the_coverage_that_steers_fresh_generation(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    folder = tmp_path / "corpus"
+    _gen(cli, folder, 3)
+    source = CaseSource(CFG, first_seed=0)
+    source.corpus = CorpusFeed.open(folder, CFG, 0)
+    replayed = [source.next(lambda: True) for _ in range(3)]
+    ops = {n.op_type for case in replayed if case is not None for n in case.model.graph.node}
+    assert ops and ops <= set(source.coverage.ops)
+    assert source.coverage.pairs and source.coverage.models == 0, "replays are not generated models"
+    fresh = source.next(lambda: True)
+    assert fresh is not None and fresh.seed == 3 and source.coverage.models == 1
+    source.close()
