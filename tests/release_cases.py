@@ -23,9 +23,11 @@ that release: releases up to 1.18 need numpy<2, later ones take numpy 2.4.6.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
+import yaml
 from onnx import TensorProto, helper
 
 from tests.venvs import cached_venv
@@ -92,6 +94,20 @@ def ort_packages(version: str) -> list[str]:
 def ort_python(version: str) -> Path:
     """The interpreter of a cached venv with onnxruntime `version` (built on first use)."""
     return cached_venv(f"onnxruntime-{version}", ort_packages(version))
+
+
+def pair_config(tmp: Path, base: str, head: str, **more: Any) -> Path:
+    """A fuzzbot.yml in `tmp` comparing two onnxruntime releases at `all`, each a `python:`
+    side (a build a CI job made earlier); `more` lies over it."""
+    config: dict[str, Any] = {
+        "backend": "onnxruntime:all",
+        "cache_dir": str(tmp / "cache"),
+        "compiler": {side: {"python": str(ort_python(v))} for side, v in {"base": base, "head": head}.items()},
+        **more,
+    }
+    path = tmp / "fuzzbot.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def _value(name: str, elem_type: int, shape: list[int]) -> onnx.ValueInfoProto:

@@ -7,11 +7,9 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
-import yaml
 from onnx import TensorProto, helper
 
 from bot.bundle import load_bundle
@@ -19,17 +17,6 @@ from tests import release_cases as rc
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
-
-
-def _config(tmp: Path, base: str, head: str) -> Path:
-    config: dict[str, Any] = {
-        "backend": "onnxruntime:all",
-        "cache_dir": str(tmp / "cache"),
-        "compiler": {side: {"python": str(rc.ort_python(v))} for side, v in {"base": base, "head": head}.items()},
-    }
-    path = tmp / "fuzzbot.yml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def _with_decoy(case: rc.Case) -> rc.Case:
@@ -47,7 +34,8 @@ def test_a_real_regression_is_reduced_across_both_releases(cli: Cli, tmp_path: P
     model, inputs = _with_decoy(rc.rms_norm_vector_epsilon())
     onnx.save(model, str(tmp_path / "case.onnx"))
     np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(_config(tmp_path, right, wrong)), "--budget", "3m")
+    config = rc.pair_config(tmp_path, right, wrong)
+    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(config), "--budget", "3m")
     assert r.code == 0, r.err
     [bundle] = [p for p in (tmp_path / "case.reduced" / "findings").glob("*/reduced") if (p / "finding.json").is_file()]
     done = load_bundle(bundle)
@@ -67,7 +55,7 @@ def test_a_model_both_releases_get_right_is_refused_in_one_line(cli: Cli, tmp_pa
     model, inputs = rc._rms_norm(rc._floats("eps", [1], [1.0]))  # a (1,) epsilon is read right by both
     onnx.save(model, str(tmp_path / "case.onnx"))
     np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(_config(tmp_path, right, wrong)))
+    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(rc.pair_config(tmp_path, right, wrong)))
     assert r.code == 1
     assert r.err_lines[-1].startswith("error: ") and "pass across the sides, so there is nothing to reduce" in r.err
     assert "Traceback" not in r.err

@@ -19,10 +19,11 @@ from bench.reduce import plant
 from bot.bundle import Finding, load_bundle, write_bundle
 from bot.repro import render_repro
 from generator.api import GenConfig, generate
-from oracles.margin import is_unstable
+from generator.dtypes import DType
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict, judge
+from tests import release_cases as rc
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
@@ -123,28 +124,50 @@ def test_bad_input_is_one_error_line(cli: Cli, tmp_path: Path, planted: Path, ar
     assert "Traceback" not in r.err
 
 
+def _beside(model: onnx.ModelProto, other: onnx.ModelProto, prefix: str) -> onnx.ModelProto:
+    """`model` with `other`'s graph added as a branch of its own, every name prefixed."""
+    both = onnx.ModelProto()
+    both.CopyFrom(model)
+    g, o = both.graph, other.graph
+    for node in o.node:
+        copy = g.node.add()
+        copy.CopyFrom(node)
+        copy.input[:] = [prefix + n if n else n for n in node.input]
+        copy.output[:] = [prefix + n for n in node.output]
+        copy.name = f"{prefix}{node.name or node.op_type}"
+    for items, theirs in ((g.initializer, o.initializer), (g.input, o.input), (g.output, o.output)):
+        for item in theirs:
+            copy = items.add()
+            copy.CopyFrom(item)
+            copy.name = prefix + item.name
+    onnx.checker.check_model(both, full_check=True)
+    return both
+
+
 def _wrong_result_bundle(dest: Path) -> Path:
-    """A real onnxruntime wrong result, from the first seed that gives one."""
+    """A real onnxruntime wrong result in a model the reducer has to cut down: PadFusion's
+    MaxPool bug (tests/release_cases.py, wrong at `all` from 1.20.1 to 1.31.1) beside a
+    generated 8-node model that onnxruntime runs right."""
     spec = parse_backend("onnxruntime:all")
+    bug, bug_inputs = rc.maxpool_after_zero_pad()
     with WorkerClient(spec) as client:
-        for seed in (78, 267, 290, 356, *range(400, 600)):
-            case = generate(seed, GenConfig(nodes=8))
+        for seed in range(40):
+            case = generate(seed, GenConfig(nodes=8, dtypes=[DType.float32]))
+            model = _beside(case.model, bug, "bug_")
+            inputs = {**case.inputs, **{f"bug_{k}": v for k, v in bug_inputs.items()}}
             try:
-                reference = run_reference(case.model, case.inputs)
+                reference = run_reference(model, inputs)
             except ReferenceError:
                 continue
-            result = client.run(case.model.SerializeToString(), case.inputs)
-            bounds = ToleranceConfig().for_outputs(case.model, "onnxruntime")
-            j = judge(result, reference, op_signature(case.model), per_output=bounds)
-            if (
-                j.verdict is Verdict.wrong_result
-                and result.backend is not None
-                and not is_unstable(case.model, case.inputs)
-            ):
+            result = client.run(model.SerializeToString(), inputs)
+            bounds = ToleranceConfig().for_outputs(model, "onnxruntime")
+            j = judge(result, reference, op_signature(model), per_output=bounds)
+            wrong = [o.name for o in j.comparison.outputs if o.mismatch is not None] if j.comparison else []
+            if j.verdict is Verdict.wrong_result and wrong == ["bug_y"] and result.backend is not None:
                 finding = Finding(**dict(j), backend=result.backend, seed=seed)
-                repro = render_repro(case.model, case.inputs, reference, spec, j.signature)
-                return write_bundle(dest, case.model, case.inputs, reference, finding, repro)
-    raise AssertionError("no seed gave a wrong result on onnxruntime")
+                repro = render_repro(model, inputs, reference, spec, j.signature)
+                return write_bundle(dest, model, inputs, reference, finding, repro)
+    pytest.skip("this onnxruntime no longer folds a zero Pad into MaxPool's -inf padding")
 
 
 def test_real_wrong_result_reduces_to_a_failing_repro(cli: Cli, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ FAMILY_TESTS = {
     "generator.ops.nn": "test_ops_nn.py",
     "generator.ops.norm": "test_ops_nn.py",
     "generator.ops.reduce": "test_ops_nn.py",
+    "generator.ops.quant": "test_ops_quant.py",
 }
 """Op families whose own test files check them op x dtype (with their evaluator workarounds);
 this file checks the elementwise family and that no op is left without such a test."""

@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
-import yaml
 from onnx import TensorProto, helper
 
 from bot.bundle import write_bundle
@@ -24,18 +22,6 @@ from tests import release_cases as rc
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
-
-
-def _config(tmp: Path, base: str, head: str) -> Path:
-    config: dict[str, Any] = {
-        "backend": "onnxruntime:all",
-        "cache_dir": str(tmp / "cache"),
-        "compiler": {side: {"python": str(rc.ort_python(v))} for side, v in {"base": base, "head": head}.items()},
-        "reduce": {"budget": "20s"},
-    }
-    path = tmp / "fuzzbot.yml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def test_a_known_bug_that_comes_back_is_a_regression_of_it_and_new_findings_join_the_corpus(
@@ -52,7 +38,7 @@ def test_a_known_bug_that_comes_back_is_a_regression_of_it_and_new_findings_join
     r = cli(
         "fuzz",
         "--config",
-        str(_config(tmp_path, right, wrong)),
+        str(rc.pair_config(tmp_path, right, wrong, reduce={"budget": "20s"})),
         "--regressions",
         str(folder),
         "--budget",
