@@ -28,7 +28,7 @@ from bot.campaign import Campaign
 from bot.case_source import Shard
 from bot.check_cli import check_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
-from bot.corpus_gen import fill_corpus
+from bot.corpus_gen import fill_corpus, probed_support
 from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.errors import UserError
 from bot.known_cli import known_bugs_command
@@ -42,7 +42,7 @@ from bot.summary import SideRecord, Summary, rewrites_fired
 from bot.triage import Side, Triage
 from bot.user_cases import load_user_case
 from bot.workspace import WorkspaceError
-from generator.api import GenConfig, generate, inputs_for_model, op_specs
+from generator.api import GenConfig, Support, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
 from oracles.config import OracleConfig
@@ -171,6 +171,10 @@ def gen(
     corpus: Annotated[
         Path | None, typer.Option(help="write the cases into this case corpus instead of bundles (fuzz --corpus)")
     ] = None,
+    backend: Annotated[
+        str | None, typer.Option(help="draw only what this backend runs (its support probe), e.g. onnxruntime")
+    ] = None,
+    cache_dir: Annotated[Path, typer.Option(help="where the probe's result is cached")] = Path(".fuzzbot-cache"),
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
     try:
@@ -188,15 +192,16 @@ def gen(
     except ValueError as e:
         raise UserError(f"gen: {str(e).splitlines()[0]}") from e
     coverage = Coverage()
+    support = probed_support(backend, cfg.opset, cache_dir) if backend else None
     if corpus is not None:
-        _gen_corpus(corpus, cfg, range(seed, seed + count), coverage)
+        _gen_corpus(corpus, cfg, range(seed, seed + count), coverage, support)
         if stats:
             Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
         return
     dropped = 0
     for s in range(seed, seed + count):
         try:
-            case = generate(s, cfg, coverage=coverage)
+            case = generate(s, cfg, support=support, coverage=coverage)
         except (NoValidValues, RuntimeError):  # no valid values, or no op fits these ops and dtypes
             dropped += 1
             continue
@@ -216,8 +221,8 @@ def gen(
         Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
 
 
-def _gen_corpus(folder: Path, cfg: GenConfig, seeds: range, coverage: Coverage) -> None:
-    filled = fill_corpus(folder, cfg, seeds, coverage)
+def _gen_corpus(folder: Path, cfg: GenConfig, seeds: range, coverage: Coverage, support: Support | None) -> None:
+    filled = fill_corpus(folder, cfg, seeds, coverage, support=support)
     if filled.dropped == len(seeds):
         raise UserError(f"gen: none of the {len(seeds)} seed(s) gave a model with these ops, dtypes and opset")
     notes = [f"{n} {what}" for n, what in ((filled.skipped, "already there"), (filled.dropped, "dropped")) if n]

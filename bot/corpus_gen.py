@@ -12,12 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.client import BackendUnavailable, WorkerClient
+from backends.spec import BackendSpecError, adapter_class, parse_backend
+from bot.case_making import make_case
 from bot.corpus import Corpus, StoredCase, generator_key
 from bot.corpus_feed import BATCH
-from generator.api import GenConfig, generate
+from bot.errors import UserError
+from bot.probe import probe_support
+from generator.api import GenConfig, Support
 from generator.coverage import Coverage
-from generator.values import NoValidValues
-from oracles.references import read_reference
 
 
 @dataclass
@@ -41,8 +44,10 @@ def fill_corpus(
     seeds: range,
     coverage: Coverage | None = None,
     on_case: Callable[[int], None] | None = None,
+    support: Support | None = None,
 ) -> Filled:
-    """Generate every seed of `seeds` the corpus lacks and add it, BATCH cases a transaction."""
+    """Generate every seed of `seeds` the corpus lacks and add it, BATCH cases a transaction;
+    with `support` (a backend's probe), only op x dtype pairs that backend runs are drawn."""
     corpus = Corpus(folder)
     try:
         key = generator_key(cfg)
@@ -54,7 +59,7 @@ def fill_corpus(
             if seed in have:
                 filled.skipped += 1
                 continue
-            case = _stored(seed, cfg, coverage)
+            case = _stored(seed, cfg, coverage, support)
             if case is None:
                 filled.dropped += 1
                 continue
@@ -71,13 +76,24 @@ def fill_corpus(
         corpus.close()
 
 
-def _stored(seed: int, cfg: GenConfig, coverage: Coverage) -> StoredCase | None:
-    """One seed's case with its reference, as a campaign would prepare it; None if it gives none."""
-    try:
-        case = generate(seed, cfg, coverage=coverage)
-    except (NoValidValues, RuntimeError):
+def _stored(seed: int, cfg: GenConfig, coverage: Coverage, support: Support | None) -> StoredCase | None:
+    """One seed's case with its reference, as a campaign prepares it; None if it gives none."""
+    case = make_case(seed, cfg, support, coverage, None).case
+    if case is None:
         return None
-    reading = read_reference(case.model, case.inputs)
-    stored = StoredCase(seed, case.model.SerializeToString(), case.inputs, reading.outputs, reading.source.value)
-    stored.gap, stored.gap_op = reading.gap, reading.gap_op
+    stored = StoredCase(seed, case.model_bytes, case.inputs, case.reference, case.source.value)
+    stored.gap, stored.gap_op = case.gap, case.gap_op
     return stored
+
+
+def probed_support(backend: str, opset: int, cache_dir: Path) -> Support:
+    """What `backend` runs, by op x key dtype (the campaign's probe, cached the same way): a
+    corpus drawn from it holds no case that backend would only decline."""
+    try:
+        spec = parse_backend(backend)
+        lossy = {} if spec.plugin else dict(getattr(adapter_class(spec.adapter), "lossy_dtypes", {}))
+        with WorkerClient(spec) as client:
+            assert client.info is not None
+            return probe_support(client, client.info, opset, cache_dir, lambda failure: None, lossy=lossy).support()
+    except (BackendSpecError, BackendUnavailable) as e:
+        raise UserError(f"gen: --backend: {str(e).splitlines()[0]}") from e

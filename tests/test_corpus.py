@@ -12,7 +12,8 @@ import numpy as np
 
 from bot.case_source import CaseSource, Shard
 from bot.corpus import Corpus, case_features, generator_key, greedy_order
-from bot.corpus_feed import CorpusFeed
+from bot.corpus_feed import CorpusFeed, _unsupported
+from bot.corpus_gen import probed_support
 from generator.api import GenConfig, generate
 from generator.coverage import Coverage
 from oracles.references import read_reference
@@ -159,3 +160,17 @@ def test_replayed_cases_join_the_coverage_that_steers_fresh_generation(
     fresh = source.next(lambda: True)
     assert fresh is not None and fresh.seed == 3 and source.coverage.models == 1
     source.close()
+
+
+def test_gen_for_a_backend_draws_only_what_its_probe_says_it_runs(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    folder = tmp_path / "corpus"
+    _gen(cli, folder, 12, "--backend", "onnxruntime", "--cache-dir", str(tmp_path / "cache"))
+    feed = CorpusFeed.open(folder, CFG, 0)
+    index = feed.corpus.index(feed.key)
+    support = probed_support("onnxruntime", CFG.opset, tmp_path / "cache")
+    assert len(index.seeds) >= 10 and not _unsupported(index, support)
+    feed.close()
+    bad = cli("gen", "--corpus", str(folder), "--count", "1", "--backend", "nosuch")
+    assert bad.code != 0 and bad.err.count("\n") <= 1 and "unknown backend" in bad.err
