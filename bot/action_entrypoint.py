@@ -244,7 +244,8 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
     if repo and isinstance(compiler, dict):
         compiler["head"] = pin_head(compiler["head"], repo, run_env)
     if inputs.merge:
-        code = fuzzbot(["merge", *(str(root / d) for d in inputs.merge), "--out", str(inputs.out)], run_env)
+        feed = ["--regressions", str(root / inputs.regressions)] if inputs.regressions else []
+        code = fuzzbot(["merge", *(str(root / d) for d in inputs.merge), "--out", str(inputs.out), *feed], run_env)
         return EXIT_ERROR if code == EXIT_ERROR else merged_code(inputs.out)
     known = known_from_issues(inputs, env, tmp)
     if known is not None:

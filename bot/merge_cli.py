@@ -15,6 +15,7 @@ import typer
 
 from bot.config import FuzzConfig
 from bot.merge import MergeError, merge_outputs
+from bot.regression_corpus import RegressionCorpus
 from bot.summary_md import SUMMARY_MD
 
 EXIT_FINDINGS = 2
@@ -30,9 +31,16 @@ def merge_command(
         list[Path], typer.Argument(metavar="DIR...", help="shard output folders (each with summary.json)")
     ],
     out: Annotated[Path, typer.Option(help="merged output folder (new, empty, or an earlier merge)")],
+    regressions: Annotated[
+        Path | None, typer.Option(help="regression corpus: add the merged reduced findings to it")
+    ] = None,
 ) -> None:
-    """Merge shard outputs into one: counts add up, findings are deduplicated by fingerprint."""
+    """Merge shard outputs into one: counts add up, findings are deduplicated by fingerprint.
+    A sharded run leaves the regression corpus alone; the merge adds what the shards reduced."""
     summary, report = merge_outputs(shards, out)
+    if regressions is not None:
+        added = RegressionCorpus.open(regressions).add(out, summary.findings)
+        typer.echo(f"added {len(added)} reduced finding(s) to the regression corpus {regressions}", err=True)
     skipped = f" (skipped {len(report.skipped)} already merged)" if report.skipped else ""
     typer.echo(
         f"merged {len(report.merged)} output(s) into {out}{skipped}: "

@@ -164,8 +164,11 @@ def test_the_comment_job_reports_an_artifact_without_fuzzing(fuzz_only: ActionRu
     """What fuzzbot-comment.yml does: merge the downloaded folder, then report it."""
     artifact = tmp_path / "pr-findings"
     shutil.copytree(fuzz_only.workspace / "fuzzbot-out", artifact / "fuzzbot-out")
-    r = run_action(tmp_path, mode="pr", merge="pr-findings/fuzzbot-out", dry_run="true", pr_number="7")
+    r = run_action(
+        tmp_path, mode="pr", merge="pr-findings/fuzzbot-out", dry_run="true", pr_number="7", regressions="regs"
+    )
     assert r.code == 2, r.err[-2000:]
+    assert f"to the regression corpus {tmp_path / 'regs'}" in r.err, "the merge feeds the regression corpus"
     assert r.outputs["new-regressions"] == fuzz_only.outputs["new-regressions"]
     assert len(_planned(tmp_path / "fuzzbot-out" / "dry-run")) == 1
 

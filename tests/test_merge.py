@@ -90,8 +90,9 @@ def test_two_shards_with_the_same_bugs_merge_into_one_finding_per_fingerprint(
     assert json.loads((tmp_path / "m" / "summary.json").read_text())["merged_from"] == ["0/2@0", "1/2@0"]
 
 
-def test_the_smallest_reduced_bundle_is_the_one_kept(cli: Cli, shards: tuple[Path, Path], tmp_path: Path) -> None:
-    second = _copy(shards[1], tmp_path / "shard-1")
+def _reduced_in(shards: tuple[Path, Path], second: Path) -> tuple[str, Path]:
+    """A one-node reduced bundle for a fingerprint both shards hit, written into `second`
+    (a copy of shard 1) as its reduction would: the fingerprint and the bundle."""
     fp = sorted(set(_summary(shards[0]).occurrences) & set(_summary(second).occurrences))[0]
     bundle = next((second / "findings").glob(f"*-{fp}-seed*"))
     finding = Finding.model_validate_json((bundle / "finding.json").read_text())
@@ -104,6 +105,12 @@ def test_the_smallest_reduced_bundle_is_the_one_kept(cli: Cli, shards: tuple[Pat
     x = {"x": np.ones(1, np.float32)}
     model = helper.make_model(relu, opset_imports=[helper.make_opsetid("", 17)])
     write_bundle(bundle / "reduced", model, x, x, finding)
+    return fp, bundle
+
+
+def test_the_smallest_reduced_bundle_is_the_one_kept(cli: Cli, shards: tuple[Path, Path], tmp_path: Path) -> None:
+    second = _copy(shards[1], tmp_path / "shard-1")
+    fp, bundle = _reduced_in(shards, second)
     assert cli("merge", str(shards[0]), str(second), "--out", str(tmp_path / "m")).code == 2
     row = FindingStore.in_dir(tmp_path / "m").get(fp)
     assert row is not None and row.reduced and row.nodes == 1
@@ -112,6 +119,21 @@ def test_the_smallest_reduced_bundle_is_the_one_kept(cli: Cli, shards: tuple[Pat
     assert len(onnx.load(str(kept)).graph.node) == 1
     ref = next(f for f in _summary(tmp_path / "m").findings if f.fingerprint == fp)
     assert ref.reduced_nodes == 1 and ref.reduced_path == f"findings/{bundle.name}/reduced"
+
+
+def test_a_merge_adds_what_the_shards_reduced_to_the_regression_corpus(
+    cli: Cli, shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Shards leave the regression corpus alone; the nightly's merge job feeds it."""
+    second = _copy(shards[1], tmp_path / "shard-1")
+    fp, _ = _reduced_in(shards, second)
+    corpus = tmp_path / "regressions"
+    r = cli("merge", str(shards[0]), str(second), "--out", str(tmp_path / "m"), "--regressions", str(corpus))
+    assert r.code == 2 and "added 1 reduced finding(s)" in r.err
+    assert [p.name for p in corpus.iterdir()] == [fp]
+    assert len(onnx.load(str(corpus / fp / "model.onnx")).graph.node) == 1, "the reduced bundle, not the sighting"
+    again = cli("merge", str(shards[0]), str(second), "--out", str(tmp_path / "m2"), "--regressions", str(corpus))
+    assert "added 0 reduced finding(s)" in again.err
 
 
 def test_merging_is_idempotent(cli: Cli, shards: tuple[Path, Path], tmp_path: Path) -> None:
