@@ -13,6 +13,7 @@ triggers of bugs learned while fuzzing reach each process with its next seed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import struct
@@ -121,6 +122,7 @@ class _Child:
 
 class GenerationPool:
     def __init__(self, plan: Plan, processes: int, avoid: Avoid | None) -> None:
+        self.plan = plan
         self.avoid = avoid
         self.children = [_Child(_spawn(plan)) for _ in range(processes)]
         self.pending: deque[tuple[int, _Child]] = deque()
@@ -139,17 +141,35 @@ class GenerationPool:
         try:
             made: Made = receive(child.outbox)
         except (EOFError, OSError, pickle.UnpicklingError):
-            raise RuntimeError(f"the generation process for seed {seed} died") from None
+            self._restart(child)
+            return Made(seed, None, "generation_process_died")
         return made
 
     def _deal(self, seed: int) -> None:
         child = self.children[self.dealt % len(self.children)]
         self.dealt += 1
+        self.pending.append((seed, child))
+        self._request(child, seed)
+
+    def _request(self, child: _Child, seed: int) -> None:
         triggers = self.avoid.triggers if self.avoid is not None else []
         request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]))
         child.rewrites, child.triggers_sent = Counter(), len(triggers)
-        send(child.inbox, request)
-        self.pending.append((seed, child))
+        with contextlib.suppress(OSError):  # a dead process: `take` finds it and restarts it
+            send(child.inbox, request)
+
+    def _restart(self, child: _Child) -> None:
+        """A process that died (killed, out of memory, a crash in a library) loses the seed it
+        was making; a fresh one takes its other seeds, in order, with a fresh coverage."""
+        child.process.kill()
+        child.process.wait()
+        for stream in (child.inbox, child.outbox):
+            with contextlib.suppress(OSError):  # unsent bytes to a dead process
+                stream.close()
+        child.process, child.triggers_sent = _spawn(self.plan), 0
+        for seed, owner in self.pending:
+            if owner is child:
+                self._request(child, seed)
 
     def close(self, absorb: Callable[[Coverage, dict[str, int]], Any]) -> None:
         """Stop every process, handing each one's coverage and steering counts to `absorb`;
@@ -163,7 +183,8 @@ class GenerationPool:
             except (EOFError, OSError, pickle.UnpicklingError):
                 pass
             for stream in (child.inbox, child.outbox):
-                stream.close()
+                with contextlib.suppress(OSError):
+                    stream.close()
             try:
                 child.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -61,3 +61,19 @@ def test_a_campaign_runs_on_cases_a_generation_process_made(tmp_path: Path) -> N
     assert summary.coverage is not None and summary.coverage.models >= summary.tests
     assert summary.time_s.generation > 0 and summary.time_s.triage > 0
     assert summary.time_s.sides.keys() == {"head"}
+
+
+def test_a_generation_process_that_dies_costs_one_seed_and_is_replaced() -> None:
+    source = CaseSource(CFG, first_seed=100)
+    source.processes = 1
+    first = source.next(lambda: True)
+    assert first is not None and source.pool is not None
+    source.pool.children[0].process.kill()
+    source.pool.children[0].process.wait()
+    after = [source.next(lambda: True) for _ in range(3)]
+    assert all(case is not None for case in after)
+    assert source.dropped["generation_process_died"] == 1
+    seeds = [case.seed for case in after if case is not None]
+    assert seeds == sorted(seeds) and seeds[0] > first.seed
+    assert source.pool.children[0].process.poll() is None, "a fresh process took the dead one's place"
+    source.close()
