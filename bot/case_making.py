@@ -23,6 +23,14 @@ HEAD_ONLY_EVERY = 8
 op is worth fuzzing; base declining such a case makes it `new_in_head`, never a regression)."""
 
 
+def seed_support(seed: int, support: Support | None, head_support: Support | None) -> Support | None:
+    """A seed's support matrix: a function of the seed, so the same seed gives the same case;
+    every HEAD_ONLY_EVERY-th seed may draw what only head runs."""
+    if head_support is not None and seed % HEAD_ONLY_EVERY == HEAD_ONLY_EVERY - 1:
+        return head_support
+    return support
+
+
 @dataclass
 class Prepared:
     seed: int

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from bot.case_making import HEAD_ONLY_EVERY, Made, Prepared, make_case
+from bot.case_making import Made, Prepared, make_case, seed_support
 from bot.generation_pool import GenerationPool, Plan
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid
@@ -203,10 +203,7 @@ class CaseSource:
             self.reference_gaps[case.gap_op] += 1
 
     def support_for(self, seed: int) -> Support | None:
-        """A seed's support matrix: a function of the seed, so the same seed gives the same case."""
-        if self.head_support is not None and seed % HEAD_ONLY_EVERY == HEAD_ONLY_EVERY - 1:
-            return self.head_support
-        return self.support
+        return seed_support(seed, self.support, self.head_support)
 
     def _account(self, made: Made) -> Prepared | None:
         """Count what making a case cost, and why a seed gave none."""

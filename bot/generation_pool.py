@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import bot
-from bot.case_making import HEAD_ONLY_EVERY, Made, make_case
+from bot.case_making import Made, make_case, seed_support
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
@@ -50,12 +50,6 @@ class Request:
     seed: int
     rewrites: Counter[str]
     triggers: list[Trigger]
-
-
-def _support_for(plan: Plan, seed: int) -> Support | None:
-    if plan.head_support is not None and seed % HEAD_ONLY_EVERY == HEAD_ONLY_EVERY - 1:
-        return plan.head_support
-    return plan.support
 
 
 def send(stream: IO[bytes], obj: object) -> None:
@@ -85,7 +79,8 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
         coverage.rewrites.update(request.rewrites)
         for trigger in request.triggers:
             avoid.add(trigger)
-        send(outbox, make_case(request.seed, plan.cfg, _support_for(plan, request.seed), coverage, avoid))
+        support = seed_support(request.seed, plan.support, plan.head_support)
+        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid))
     send(outbox, (coverage, dict(avoid.steered)))
 
 
@@ -98,7 +93,8 @@ def _spawn(plan: Plan) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "bot.generation_pool"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     assert child.stdin is not None
-    send(child.stdin, plan)
+    with contextlib.suppress(OSError):  # it died at once: its first `take` finds out
+        send(child.stdin, plan)
     return child
 
 
