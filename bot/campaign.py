@@ -250,6 +250,7 @@ class Campaign:
         out = Path(self.cfg.out)
         if self.regressions is not None and self.summary.regressions is not None:
             self.summary.regressions.added = self.regressions.add(out, self.summary.findings)
+            self.summary.regressions.unsaved = dict(self.regressions.unsaved)
         write_summary(self.summary, out)
         write_summary_md(out, self.summary)
         write_known(out / KNOWN_FILE, list(self.reduction.known.values()))

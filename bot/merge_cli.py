@@ -39,8 +39,11 @@ def merge_command(
     A sharded run leaves the regression corpus alone; the merge adds what the shards reduced."""
     summary, report = merge_outputs(shards, out)
     if regressions is not None:
-        added = RegressionCorpus.open(regressions).add(out, summary.findings)
+        corpus = RegressionCorpus.open(regressions)
+        added = corpus.add(out, summary.findings)
         typer.echo(f"added {len(added)} reduced finding(s) to the regression corpus {regressions}", err=True)
+        for fingerprint, why in corpus.unsaved.items():
+            typer.echo(f"warning: {fingerprint} not added to the regression corpus: {why}", err=True)
     skipped = f" (skipped {len(report.skipped)} already merged)" if report.skipped else ""
     typer.echo(
         f"merged {len(report.merged)} output(s) into {out}{skipped}: "

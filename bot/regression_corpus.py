@@ -42,6 +42,9 @@ class RegressionCorpus:
     """Bundles not yet issued, in name order."""
     skipped: dict[str, str] = field(default_factory=dict)
     """Bundle -> why it could not be replayed (a corrupt or foreign bundle is never fatal)."""
+    unsaved: dict[str, str] = field(default_factory=dict)
+    """Fingerprint -> why its reduced bundle could not be copied in (a full disk, a bundle
+    gone): the run's own output keeps it, and its summary is written all the same."""
 
     @classmethod
     def open(cls, folder: Path) -> RegressionCorpus:
@@ -72,16 +75,23 @@ class RegressionCorpus:
             dest = self.folder / ref.fingerprint
             if ref.reduced_path is None or ref.regression_of is not None or dest.exists():
                 continue
-            self.folder.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{ref.fingerprint}-", dir=self.folder))
             try:
-                shutil.copytree(in_output(out, ref.reduced_path), staging, dirs_exist_ok=True)
-                staging.rename(dest)
-            except OSError:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+                self._copy(in_output(out, ref.reduced_path), dest)
+            except OSError as e:
+                self.unsaved[ref.fingerprint] = f"{e.strerror or e}"
+                continue
             added.append(ref.fingerprint)
         return added
+
+    def _copy(self, bundle: Path, dest: Path) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=self.folder))
+        try:
+            shutil.copytree(bundle, staging, dirs_exist_ok=True)
+            staging.rename(dest)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
 
 def _finding_json(bundle: Path) -> dict[str, object]:

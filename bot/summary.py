@@ -131,6 +131,8 @@ class RegressionSummary(BaseModel):
     """Bundles that could not be loaded, with why."""
     added: list[str] = Field(default_factory=list)
     """Fingerprints of this run's reduced findings, added to the corpus."""
+    unsaved: dict[str, str] = Field(default_factory=dict)
+    """Fingerprints whose reduced bundle could not be copied in, with why."""
     seconds: float = 0.0
 
 

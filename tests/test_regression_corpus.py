@@ -82,8 +82,10 @@ def test_a_missing_folder_is_created_with_each_reduced_finding_once_and_never_a_
         common = {"path": "findings/a", "verdict": Verdict.crash, "seed": 1, "signature": "s"}
         return FindingRef(fingerprint=fingerprint, reduced_path=reduced, regression_of=regression_of, **common)
 
-    found = [ref("f1", "findings/a/reduced"), ref("f2", None), ref("f3", "findings/a/reduced", "old")]
+    gone = ref("f4", "findings/gone/reduced")
+    found = [ref("f1", "findings/a/reduced"), ref("f2", None), ref("f3", "findings/a/reduced", "old"), gone]
     assert corpus.add(out, found) == ["f1"]
+    assert list(corpus.unsaved) == ["f4"], "a bundle that cannot be copied is noted, never fatal"
     assert corpus.add(out, found) == [], "a fingerprint already kept is not copied again"
     again = RegressionCorpus.open(tmp_path / "none-yet")
     replayed = again.next()
