@@ -174,14 +174,18 @@ class OpSpec(ABC):
 
 
 class SameShapeOp(OpSpec):
-    """An op whose one output has its first input's shape and dtype, whatever its
-    attributes: nothing to solve, and backward insertion knows the input at once."""
+    """An op whose one output has its first input's shape and dtype (or the one `result_dtype`
+    says: a cast, a quantization), whatever its attributes: nothing to solve, and backward
+    insertion knows the input at once."""
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []
 
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return ins[0].dtype
+
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return [AbsTensor(ins[0].dtype, list(ins[0].shape))]
+        return [AbsTensor(self.result_dtype(ins), list(ins[0].shape))]
 
     def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
         return [list(out_shape)]

@@ -499,7 +499,7 @@ class Clip(SameShapeOp):
         return [x]
 
 
-class CastOp(OpSpec):
+class CastOp(SameShapeOp):
     """Any of fuzzbot's types to any other; the target is drawn (or is the backward target)."""
 
     dtypes = ALL
@@ -514,14 +514,8 @@ class CastOp(OpSpec):
             return None
         return [TType(rng.choice([d for d in ALL if d != out.dtype]), out.rank)]
 
-    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        return []
-
-    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return [AbsTensor(self.to, list(ins[0].shape))]
-
-    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
-        return [list(out_shape)]
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return self.to
 
 
 def _cast(x: torch.Tensor, to: torch.dtype) -> torch.Tensor:

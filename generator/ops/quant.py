@@ -14,50 +14,35 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.ops.nn import QUANT, axis_of
-from generator.symbolic import AbsTensor, Cond, SymCtx, TType
-
-QUANT_RANGE: dict[torch.dtype, tuple[int, int]] = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
+from generator.ops.base import Attrs, Emitter, SameShapeOp, register
+from generator.ops.nn import QUANT
+from generator.quantization import dynamic_range, per_axis, quantize
+from generator.symbolic import AbsTensor, SymCtx, TType
 
 SCALES = (1 / 8, 1 / 16, 1 / 32, 1 / 64)
 """Scales a Q or DQ draws: unit-scale values become ±8 to ±64 quanta. Powers of two, so
 x / scale and x * (1 / scale) are the same float in every backend."""
 
 
-def along(scale: torch.Tensor, attrs: Attrs, rank: int) -> torch.Tensor:
-    """A per-tensor scale (or zero point) as is, a per-axis one shaped to broadcast on `axis`."""
-    if scale.dim() == 0:
-        return scale
-    shape = [1] * rank
-    shape[axis_of(attrs, "axis", 1, rank)] = -1
-    return scale.reshape(shape)
+class Converting(SameShapeOp):
+    """Same shape, another element type: reads one of `dtypes`, writes one of `makes`."""
+
+    makes: ClassVar[tuple[DType, ...]]
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype not in cls.makes or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [TType(rng.choice(cls.dtypes) if len(cls.dtypes) > 1 else cls.dtypes[0], out.rank)]
 
 
-def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """ONNX's saturate(round_half_even(x / scale) + zero_point), the division in float32 as
-    every CPU kernel does it."""
-    lo, hi = QUANT_RANGE[dtype]
-    q = torch.round(x.float() / scale.float()) + zero.float()
-    return q.clamp(lo, hi).to(dtype)
-
-
-def dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's uint8 scale and unrounded zero point: the range of x widened to
-    hold 0, over 255 steps (scale 1 for an all-zero x), all in float32."""
-    x = x.float()
-    lo = torch.clamp(x.min(), max=0.0) if x.numel() else torch.zeros(())
-    hi = torch.clamp(x.max(), min=0.0) if x.numel() else torch.zeros(())
-    scale = torch.where(hi == lo, torch.ones(()), (hi - lo) / 255.0)
-    return scale, (0.0 - lo / scale).clamp(0.0, 255.0)
-
-
-class QuantOp(OpSpec):
+class QuantOp(Converting):
     """A per-tensor or per-axis scale and zero point, owned by the op."""
 
     per_axis_share = 0.25
@@ -80,15 +65,6 @@ class QuantOp(OpSpec):
     def attrs(self) -> dict[str, int]:
         return {"axis": self.axis} if self.per_axis else {}
 
-    def transfer_to(self, ins: list[AbsTensor], dtype: DType) -> list[AbsTensor]:
-        return [AbsTensor(dtype, list(ins[0].shape))]
-
-    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        return []
-
-    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
-        return [list(out_shape)]
-
 
 @register
 class QuantizeLinear(QuantOp):
@@ -96,19 +72,14 @@ class QuantizeLinear(QuantOp):
 
     op_type = "QuantizeLinear"
     dtypes = (DType.float32,)
+    makes = QUANT
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         self.to = out.dtype if out is not None else self.rng.choice(QUANT)
 
-    @classmethod
-    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
-        if out.dtype not in QUANT or not cls.min_rank <= out.rank <= cls.max_rank:
-            return None
-        return [TType(DType.float32, out.rank)]
-
-    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return self.transfer_to(ins, self.to)
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return self.to
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node("QuantizeLinear", [ins[0], *self.scale_operands(em, self.to)], outs, **self.attrs())
@@ -117,7 +88,7 @@ class QuantizeLinear(QuantOp):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=torch.uint8)
-        return [quantize(x, along(scale, attrs, x.dim()), along(zero, attrs, x.dim()), zero.dtype)]
+        return [quantize(x, per_axis(scale, attrs, x.dim()), per_axis(zero, attrs, x.dim()), zero.dtype)]
 
 
 @register
@@ -126,15 +97,10 @@ class DequantizeLinear(QuantOp):
 
     op_type = "DequantizeLinear"
     dtypes = QUANT
+    makes = (DType.float32,)
 
-    @classmethod
-    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
-        if out.dtype is not DType.float32 or not cls.min_rank <= out.rank <= cls.max_rank:
-            return None
-        return [TType(rng.choice(QUANT), out.rank)]
-
-    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return self.transfer_to(ins, DType.float32)
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return DType.float32
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node("DequantizeLinear", [ins[0], *self.scale_operands(em, self.inputs[0].dtype)], outs, **self.attrs())
@@ -143,41 +109,30 @@ class DequantizeLinear(QuantOp):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=x.dtype)
-        steps = (x.int() - along(zero, attrs, x.dim()).int()).float()
-        return [steps * along(scale, attrs, x.dim()).float()]
+        steps = (x.int() - per_axis(zero, attrs, x.dim()).int()).float()
+        return [steps * per_axis(scale, attrs, x.dim()).float()]
 
 
 @register
-class DynamicQuantizeLinear(OpSpec):
+class DynamicQuantizeLinear(Converting):
     """float32 to uint8 with the scale and zero point computed from the data's range; the
     scale and zero point are outputs too (named after the first), for a consumer that wants
     them (the DynamicQuantizeMatMul template)."""
 
     op_type = "DynamicQuantizeLinear"
     dtypes = (DType.float32,)
+    makes = (DType.uint8,)
     since_opset = 11
 
-    @classmethod
-    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
-        if out.dtype is not DType.uint8 or not cls.min_rank <= out.rank <= cls.max_rank:
-            return None
-        return [TType(DType.float32, out.rank)]
-
-    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        return []
-
-    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return [AbsTensor(DType.uint8, list(ins[0].shape))]
-
-    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
-        return [list(out_shape)]
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return DType.uint8
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node("DynamicQuantizeLinear", ins, dynamic_outputs(outs[0]))
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        scale, zero = dynamic_parameters(inputs[0])
+        scale, zero = dynamic_range(inputs[0])
         zero = torch.round(zero)
         return [quantize(inputs[0], scale, zero, torch.uint8), scale, zero.to(torch.uint8)]
 

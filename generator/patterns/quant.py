@@ -36,8 +36,9 @@ class QuantMatMulPattern(MatMulPattern):
 
     middle_dtype: ClassVar[DType] = DType.float32
 
-    def quant_weight(self, em: Emitter, dtype: DType) -> tuple[str, str, int]:
-        """The weight, its zero point, and K."""
+    def quant_weight(self, em: Emitter) -> tuple[str, str, int]:
+        """The weight (uint8 or int8, drawn), its zero point, and K."""
+        dtype = DType.uint8 if em.values.random() < 0.5 else DType.int8
         k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
         zero = np.array(4 if dtype is DType.uint8 else 0, dtype=dtype.numpy)
         return em.weight([k, n], dtype), em.const(zero), k
@@ -65,8 +66,7 @@ class DynamicQuantizeMatMul(QuantMatMulPattern):
         w = Writer(em, outs, DType.float32)
         y, y_scale, y_zero = dynamic_outputs(f"{outs[0]}_q")
         em.node("DynamicQuantizeLinear", [ins[0]], [y, y_scale, y_zero])
-        dtype = DType.uint8 if em.values.random() < 0.5 else DType.int8
-        weight, weight_zero, k = self.quant_weight(em, dtype)
+        weight, weight_zero, k = self.quant_weight(em)
         zero = em.const(np.array(128, dtype=np.uint8)) if self.variant == "own_zero_point" else y_zero
         product = w.op("MatMulInteger", [y, weight, zero, weight_zero], self.exposed(outs))
         b_scale = em.const(np.array(1.0 / (2 * k), dtype=np.float32))
@@ -95,8 +95,7 @@ class QdqMatMul(QuantMatMulPattern):
         w = Writer(em, outs, DType.float32)
         x_scale, w_scale = 2.0**-5, 2.0**-3
         x = self.qdq(w, ins[0], x_scale, 128)
-        dtype = DType.uint8 if em.values.random() < 0.5 else DType.int8
-        weight, weight_zero, k = self.quant_weight(em, dtype)
+        weight, weight_zero, k = self.quant_weight(em)
         weight = w.op("DequantizeLinear", [weight, em.const(np.array(w_scale, np.float32)), weight_zero])
         if self.variant == "float_output":
             w.op("MatMul", [x, weight], outs[0])

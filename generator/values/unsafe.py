@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from generator.quantization import dynamic_range, per_axis
+
 Attrs = dict[str, Any]
 Operands = Sequence[torch.Tensor | None]
 Violation = Callable[[Operands, Attrs], torch.Tensor]
@@ -374,45 +376,28 @@ def _half_gap_of(v: torch.Tensor) -> torch.Tensor:
     return -_abs_nz(v - torch.floor(v).detach() - 0.5) / _periodic_unit(v)
 
 
-def _per_axis(scale: torch.Tensor, attrs: Attrs, rank: int) -> torch.Tensor:
-    """A QuantizeLinear scale shaped to broadcast on its `axis` when it is per-axis."""
-    if scale.dim() == 0 or rank == 0:
-        return scale.reshape(()) if scale.numel() == 1 else scale
-    shape = [1] * rank
-    shape[int(attrs.get("axis", 1)) % rank] = -1
-    return scale.reshape(shape)
-
-
 def _quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance of x / scale to the nearest half-integer, where
     QuantizeLinear's round-half-to-even jumps by one quantum; far (-1) where the result
     saturates whichever way it rounds."""
     x = _x(ops)
-    v = x / _per_axis(_x(ops, 1), attrs, x.dim()).to(x.dtype)
+    v = x / per_axis(_x(ops, 1), attrs, x.dim()).to(x.dtype)
     zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
     info = torch.iinfo(zero.dtype)
-    q = v.detach() + _per_axis(zero, attrs, x.dim()).to(x.dtype)
+    q = v.detach() + per_axis(zero, attrs, x.dim()).to(x.dtype)
     gap = _half_gap_of(v)
     return torch.where((q < info.min - 1) | (q > info.max + 1), -torch.ones_like(gap), gap)
-
-
-def _dynamic_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's scale and unrounded zero point (ONNX: the range of x widened
-    to hold 0, over 255 uint8 steps)."""
-    lo, hi = x.min().clamp_max(0.0), x.max().clamp_min(0.0)
-    scale = torch.where(hi == lo, torch.ones_like(hi), (hi - lo) / 255.0)
-    return scale, (-lo / scale).clamp(0.0, 255.0)
 
 
 def _dynamic_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """`_quant_gap` under DynamicQuantizeLinear's computed scale."""
     x = _x(ops)
-    return _half_gap_of(x / _dynamic_range(x)[0])
+    return _half_gap_of(x / dynamic_range(x)[0])
 
 
 def _dynamic_zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """The zero point is rounded too: -min / scale must not sit next to a half-integer."""
-    return _half_gap_of(_dynamic_range(_x(ops))[1]).reshape(1)
+    return _half_gap_of(dynamic_range(_x(ops))[1]).reshape(1)
 
 
 def _nonempty_float(ops: Operands, attrs: Attrs) -> bool:
