@@ -32,7 +32,7 @@ from bot.finding_reduction import SideRun, input_form
 from bot.isolation import BuildRoots, check_isolation
 from bot.known_bugs import KNOWN_FILE, write_known
 from bot.perf_check import compare_perf
-from bot.probe import ProbeFailure, SupportMatrix, probe_support, shared_support
+from bot.probe import ProbeFailure, SupportMatrix, declared_lossy, probe_support, shared_support
 from bot.regression_corpus import RegressionCorpus
 from bot.repro import render_repro
 from bot.store import FindingStore, relative_to_root
@@ -182,7 +182,7 @@ class Campaign:
             failures.append(f)
             self.on_probe_failure(f)
 
-        lossy = {} if self.spec.plugin else dict(getattr(adapter_class(self.spec.adapter), "lossy_dtypes", {}))
+        lossy = declared_lossy(self.spec)
         opset, cache, progress = self.cfg.generator.opset, self.cfg.cache_dir, self.on_probe_progress
         matrices = [
             probe_support(c.client, c.client.start(), opset, cache, failed, progress, lossy=lossy, build_id=s.build_id)
@@ -229,11 +229,8 @@ class Campaign:
         summary = self.summary.regressions = RegressionSummary(path=str(self.regressions.folder))
         lane = self.lanes[0]
         while self._may_start() and (replayed := self.regressions.next()) is not None:
-            case = replayed.case
-            case.regression_of = replayed.fingerprint
-            for side in lane:
-                side.client.submit(case.model_bytes, case.inputs)
-            cross = self.record(case, [side.client.collect() for side in lane], lane)
+            replayed.case.regression_of = replayed.fingerprint
+            cross, _ = self._run_case(replayed.case, lane)
             summary.replayed += 1
             if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 summary.regressed.append(replayed.fingerprint)
@@ -316,10 +313,7 @@ class Campaign:
         start = time.monotonic()
         try:
             for case in cases:
-                for side in lane:
-                    side.client.submit(case.model_bytes, case.inputs)
-                results = [side.client.collect() for side in lane]
-                judged.append((self.record(case, results, lane), results))
+                judged.append(self._run_case(case, lane))
             self._stop_fuzzing(start)
             if reduce:
                 self.reduction.after()
@@ -328,6 +322,13 @@ class Campaign:
                 self._stop_fuzzing(start)
             self._write_results()
         return judged
+
+    def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
+        """One case on every side of `lane`, judged and counted, with nothing overlapping it."""
+        for side in lane:
+            side.client.submit(case.model_bytes, case.inputs)
+        results = [side.client.collect() for side in lane]
+        return self.record(case, results, lane), results
 
     def record(
         self, case: Prepared, results: list[RunResult], lane: Lane | None = None, evidence: CaseEvidence | None = None

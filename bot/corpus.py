@@ -27,15 +27,18 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
+from google.protobuf.message import DecodeError
 
 import backends.reference
 import generator
 import oracles.references
+from bot.case_making import Prepared
 from bot.errors import UserError
 from generator.api import GenConfig
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.symbolic import TType
+from oracles.references import Source
 
 FORMAT = "1"
 """The layout of the file and of its blobs; part of the key, so a new layout never reads an old one."""
@@ -115,19 +118,6 @@ def unpack_arrays(blob: bytes) -> dict[str, np.ndarray]:
         out[name] = np.frombuffer(raw, dt, count, offset).reshape(shape)
         offset += count * dt.itemsize
     return out
-
-
-@dataclass
-class StoredCase:
-    """One case as the corpus keeps it; `model_bytes` exactly as generation serialized it."""
-
-    seed: int
-    model_bytes: bytes
-    inputs: dict[str, np.ndarray]
-    reference: dict[str, np.ndarray] | None
-    source: str
-    gap: str = ""
-    gap_op: str = ""
 
 
 def case_features(model: onnx.ModelProto) -> set[str]:
@@ -292,35 +282,34 @@ class Corpus:
             self.db.execute("DELETE FROM features WHERE case_id IN (SELECT id FROM cases WHERE key != ?)", (key,))
             return self.db.execute("DELETE FROM cases WHERE key != ?", (key,)).rowcount
 
-    def add(self, key: str, cases: Iterable[StoredCase]) -> int:
-        """Insert cases (one transaction), skipping seeds already stored; returns how many were new."""
-        models = [(c, onnx.load_from_string(c.model_bytes)) for c in cases]
-        rows = [(c, len(m.graph.node), case_features(m)) for c, m in models]
+    def add(self, key: str, cases: Iterable[Prepared]) -> int:
+        """Insert cases (one transaction), skipping seeds already stored; returns how many were new.
+        The model bytes are kept exactly as generation serialized them."""
+        rows = [(c, len(c.model.graph.node), case_features(c.model)) for c in cases]
         added = 0
         with self._guard(), self._transaction():
             for case, nodes, features in rows:
                 added += self._insert(key, case, nodes, features)
         return added
 
-    def _insert(self, key: str, c: StoredCase, nodes: int, features: set[str]) -> int:
+    def _insert(self, key: str, c: Prepared, nodes: int, features: set[str]) -> int:
         blobs = (zlib.compress(c.model_bytes, 6), pack_arrays(c.inputs))
         ref = None if c.reference is None else pack_arrays(c.reference)
         cur = self.db.execute(
             "INSERT OR IGNORE INTO cases(key, seed, nodes, model, inputs, reference, source, gap, gap_op)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, c.seed, nodes, *blobs, ref, c.source, c.gap, c.gap_op),
+            (key, c.seed, nodes, *blobs, ref, c.source.value, c.gap, c.gap_op),
         )
         if cur.rowcount != 1:
             return 0
-        self._link(cur.lastrowid, features)
+        self._link([(cur.lastrowid, name) for name in sorted(features)])
         return 1
 
-    def _link(self, case_id: int | None, features: Iterable[str]) -> None:
-        names = sorted(features)
-        self.db.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", [(n,) for n in names])
+    def _link(self, rows: list[tuple[int | None, str]]) -> None:
+        """(case id, feature name) rows, their names added first; two statements a batch."""
+        self.db.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", [(name,) for _, name in rows])
         self.db.executemany(
-            "INSERT OR IGNORE INTO features(case_id, name_id) SELECT ?, id FROM names WHERE name = ?",
-            [(case_id, n) for n in names],
+            "INSERT OR IGNORE INTO features(case_id, name_id) SELECT ?, id FROM names WHERE name = ?", rows
         )
 
     def add_features(self, key: str, rows: Iterable[tuple[int, str]]) -> None:
@@ -335,11 +324,7 @@ class Corpus:
                 marks = ",".join("?" * len(part))
                 found = self.db.execute(f"SELECT seed, id FROM cases WHERE key = ? AND seed IN ({marks})", (key, *part))
                 ids.update((int(s), int(i)) for s, i in found)
-            linked = [(ids[seed], feature) for seed, feature in rows if seed in ids]
-            self.db.executemany("INSERT OR IGNORE INTO names(name) VALUES (?)", [(f,) for _, f in linked])
-            self.db.executemany(
-                "INSERT OR IGNORE INTO features(case_id, name_id) SELECT ?, id FROM names WHERE name = ?", linked
-            )
+            self._link([(ids[seed], feature) for seed, feature in rows if seed in ids])
 
     def index(self, key: str) -> Index:
         """Everything `greedy_order` needs, from the index tables alone (no blob is read)."""
@@ -352,7 +337,7 @@ class Corpus:
             names = dict(self.db.execute("SELECT id, name FROM names").fetchall())
         return Index(seeds, features, names)
 
-    def load(self, case_id: int) -> StoredCase:
+    def load(self, case_id: int) -> Prepared:
         with self._guard():
             row = self.db.execute(
                 "SELECT seed, model, inputs, reference, source, gap, gap_op FROM cases WHERE id = ?", (case_id,)
@@ -361,16 +346,18 @@ class Corpus:
             raise CorpusError(f"corpus {self.path}: case {case_id} vanished (pruned by another run?)")
         seed, model, inputs, reference, source, gap, gap_op = row
         try:
-            return StoredCase(
+            model_bytes = zlib.decompress(model)
+            return Prepared(
                 seed,
-                zlib.decompress(model),
+                onnx.load_from_string(model_bytes),
+                model_bytes,
                 unpack_arrays(inputs),
                 None if reference is None else unpack_arrays(reference),
-                source,
+                Source(source),
                 gap,
                 gap_op,
             )
-        except (zlib.error, ValueError, KeyError, TypeError) as e:
+        except (zlib.error, ValueError, KeyError, TypeError, DecodeError) as e:
             raise CorpusError(f"corpus {self.path}: case {case_id} (seed {seed}) is corrupt: {e}") from e
 
     def size_bytes(self) -> int:

@@ -13,14 +13,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import onnx
-
 from bot.case_making import Prepared
 from bot.case_source import Shard
-from bot.corpus import Corpus, Index, StoredCase, generator_key, greedy_order
+from bot.corpus import Corpus, Index, generator_key, greedy_order
 from bot.summary import CorpusSummary
 from generator.api import GenConfig, Support
-from oracles.references import Source
 
 BATCH = 64
 """Fresh cases (and learned features) written per transaction."""
@@ -37,7 +34,7 @@ class CorpusFeed:
     """Seeds this key already has: fresh generation skips them."""
     order: list[int] | None = None
     """Case ids still to replay, best first (reversed: popped from the end)."""
-    pending: list[StoredCase] = field(default_factory=list)
+    pending: list[Prepared] = field(default_factory=list)
     learned: list[tuple[int, str]] = field(default_factory=list)
     """(seed, feature) rows a run taught (the rewrites it fired), written with the next batch."""
     pruned: bool = False
@@ -73,9 +70,9 @@ class CorpusFeed:
                 self.summary.order_s = time.perf_counter() - t0
             if not self.order:
                 return None
-            stored = self.corpus.load(self.order.pop())
+            case = self.corpus.load(self.order.pop())
             self.summary.replayed += 1
-            return _prepared(stored)
+            return case
         finally:
             self.summary.load_s += time.perf_counter() - t0
 
@@ -83,9 +80,7 @@ class CorpusFeed:
         """Keep a fresh case for the next batch write."""
         self.summary.generated += 1
         self.known.add(case.seed)
-        stored = StoredCase(case.seed, case.model_bytes, case.inputs, case.reference, case.source.value, case.gap)
-        stored.gap_op = case.gap_op
-        self.pending.append(stored)
+        self.pending.append(case)
         if len(self.pending) >= BATCH:
             self.flush()
 
@@ -108,10 +103,6 @@ class CorpusFeed:
         self.flush()
         self.corpus.close()
 
-    @property
-    def seconds(self) -> float:
-        return self.summary.load_s + self.summary.write_s
-
 
 def _unsupported(index: Index, support: Support | None) -> set[int]:
     """Cases with an (op, key dtype) pair the support matrix leaves out: replaying them
@@ -125,10 +116,3 @@ def _unsupported(index: Index, support: Support | None) -> set[int]:
         if kind == "opdtype" and dtype not in {d.value for d in support.get(op, ())}:
             bad.add(fid)
     return {cid for cid, fid in index.features if fid in bad}
-
-
-def _prepared(stored: StoredCase) -> Prepared:
-    model = onnx.load_from_string(stored.model_bytes)
-    case = Prepared(stored.seed, model, stored.model_bytes, stored.inputs, stored.reference, Source(stored.source))
-    case.gap, case.gap_op = stored.gap, stored.gap_op
-    return case

@@ -8,17 +8,16 @@ Seeds the corpus already holds for this generator key are skipped, not regenerat
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.client import BackendUnavailable, WorkerClient
-from backends.spec import BackendSpecError, adapter_class, parse_backend
-from bot.case_making import make_case
-from bot.corpus import Corpus, StoredCase, generator_key
+from backends.spec import BackendSpecError, parse_backend
+from bot.case_making import Prepared, make_case
+from bot.corpus import Corpus, generator_key
 from bot.corpus_feed import BATCH
 from bot.errors import UserError
-from bot.probe import probe_support
+from bot.probe import declared_lossy, probe_support
 from generator.api import GenConfig, Support
 from generator.coverage import Coverage
 
@@ -43,7 +42,6 @@ def fill_corpus(
     cfg: GenConfig,
     seeds: range,
     coverage: Coverage | None = None,
-    on_case: Callable[[int], None] | None = None,
     support: Support | None = None,
 ) -> Filled:
     """Generate every seed of `seeds` the corpus lacks and add it, BATCH cases a transaction;
@@ -54,12 +52,12 @@ def fill_corpus(
         filled = Filled(pruned=corpus.prune_stale(key))
         have = corpus.seeds(key)
         coverage = coverage if coverage is not None else Coverage()
-        batch: list[StoredCase] = []
+        batch: list[Prepared] = []
         for seed in seeds:
             if seed in have:
                 filled.skipped += 1
                 continue
-            case = _stored(seed, cfg, coverage, support)
+            case = make_case(seed, cfg, support, coverage, None).case
             if case is None:
                 filled.dropped += 1
                 continue
@@ -67,8 +65,6 @@ def fill_corpus(
             if len(batch) >= BATCH:
                 filled.added += corpus.add(key, batch)
                 batch = []
-            if on_case is not None:
-                on_case(seed)
         filled.added += corpus.add(key, batch)
         filled.total = corpus.count(key)[0]
         return filled
@@ -76,24 +72,14 @@ def fill_corpus(
         corpus.close()
 
 
-def _stored(seed: int, cfg: GenConfig, coverage: Coverage, support: Support | None) -> StoredCase | None:
-    """One seed's case with its reference, as a campaign prepares it; None if it gives none."""
-    case = make_case(seed, cfg, support, coverage, None).case
-    if case is None:
-        return None
-    stored = StoredCase(seed, case.model_bytes, case.inputs, case.reference, case.source.value)
-    stored.gap, stored.gap_op = case.gap, case.gap_op
-    return stored
-
-
 def probed_support(backend: str, opset: int, cache_dir: Path) -> Support:
     """What `backend` runs, by op x key dtype (the campaign's probe, cached the same way): a
     corpus drawn from it holds no case that backend would only decline."""
     try:
         spec = parse_backend(backend)
-        lossy = {} if spec.plugin else dict(getattr(adapter_class(spec.adapter), "lossy_dtypes", {}))
         with WorkerClient(spec) as client:
             assert client.info is not None
+            lossy = declared_lossy(spec)
             return probe_support(client, client.info, opset, cache_dir, lambda failure: None, lossy=lossy).support()
     except (BackendSpecError, BackendUnavailable) as e:
         raise UserError(f"gen: --backend: {str(e).splitlines()[0]}") from e

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
+from backends.spec import BackendSpec, adapter_class
 from generator.api import GenConfig, Support, generate, op_specs
 from generator.dtypes import DType
 from generator.values import NoValidValues
@@ -110,6 +111,12 @@ def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[
             if len(results) == PROBE_MODELS or results[-1].status is Status.ok:
                 break
     return results
+
+
+def declared_lossy(spec: BackendSpec) -> dict[str, str]:
+    """The dtypes a built-in adapter narrows by design (dtype -> why): recorded as unsupported
+    without a probe; a plugin is never imported here, so it declares none."""
+    return {} if spec.plugin else dict(getattr(adapter_class(spec.adapter), "lossy_dtypes", {}))
 
 
 def probe_support(
