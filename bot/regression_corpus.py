@@ -63,7 +63,9 @@ class RegressionCorpus:
                 self.skipped[path.name] = str(e).splitlines()[0][:200]
                 continue
             case.seed = _stored_seed(path)
-            return Replayed(case, _stored_fingerprint(path), len(case.model.graph.node))
+            # Filed under its folder's name: `add` names it after the finding as reported,
+            # which its reduced model's own fingerprint may differ from.
+            return Replayed(case, path.name, len(case.model.graph.node))
         return None
 
     def add(self, out: Path, findings: list[FindingRef]) -> list[str]:
@@ -100,12 +102,6 @@ def _finding_json(bundle: Path) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _stored_fingerprint(bundle: Path) -> str:
-    """The fingerprint the bundle was filed under: its folder's name (`add` names it after the
-    finding as reported, which its reduced model's own fingerprint may differ from)."""
-    return bundle.name
 
 
 def _stored_seed(bundle: Path) -> int:
