@@ -79,8 +79,12 @@ class WorkerClient:
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="fuzzbot-worker-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
-        self._log = self._dir / "stderr.log"
+        self._log = self._dir / "stderr-0.log"
+        self._spawned = 0
+        self._spare: tuple[subprocess.Popen[bytes], Path] | None = None
         self._pending: tuple[float, int, int] | None = None
+        self._held: RunResult | None = None
+        """The answer to a request sent ahead, collected early because `run` needed the worker."""
         self._next_id = 0
         # Only our own packages are put on the worker's path (backends, and what the
         # adapter declares), plus a plugin file's copy, so the side's numpy and system
@@ -119,12 +123,39 @@ class WorkerClient:
         return env
 
     def start(self) -> BackendInfo:
+        """Start the worker, or promote the spare: once a worker has died, a second one is
+        kept importing the system in the background, so the next restart (a crash's re-run,
+        the case after it) does not wait the import (about 0.1 s for onnxruntime, seconds
+        for TVM). A campaign whose worker never dies never starts a spare."""
         if self._proc is not None and self._proc.poll() is None:
             assert self.info is not None
             return self.info
-        with open(self._log, "ab") as log:
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0].poll() is not None:  # it died importing: start afresh
+            _end(spare[0])
+            spare = None
+        self._proc, self._log = spare or self._spawn()
+        try:
+            reply, _ = self._receive(time.monotonic() + self.startup_timeout_s)
+        except (EOFError, TimeoutError, OSError, ProtocolError) as e:
+            tail = (self._tail(0).splitlines() or [""])[-1]
+            self._kill()
+            why = str(e) or type(e).__name__
+            raise BackendUnavailable(
+                f"{self.spec.name} worker under {self.python} failed to start: {why} {tail}".strip()
+            ) from e
+        self.info = self._accept(reply)
+        if self.restarts:
+            self._spare = self._spawn()
+        return self.info
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], Path]:
+        """A worker process with the handshake's hello already sent, and its own stderr log."""
+        self._spawned += 1
+        log_path = self._dir / f"stderr-{self._spawned}.log"
+        with open(log_path, "ab") as log:
             try:
-                self._proc = subprocess.Popen(
+                proc = subprocess.Popen(
                     [self.python, "-m", "backends.worker"],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -143,18 +174,11 @@ class WorkerClient:
             "fault": self.fault,
             "memory_mb": self.memory_mb,
         }
-        try:
-            self._send(encode(hello))
-            reply, _ = self._receive(time.monotonic() + self.startup_timeout_s)
-        except (EOFError, TimeoutError, OSError, ProtocolError) as e:
-            tail = (self._tail(0).splitlines() or [""])[-1]
-            self._kill()
-            why = str(e) or type(e).__name__
-            raise BackendUnavailable(
-                f"{self.spec.name} worker under {self.python} failed to start: {why} {tail}".strip()
-            ) from e
-        self.info = self._accept(reply)
-        return self.info
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # a worker that died at once: the handshake read says so
+            proc.stdin.write(encode(hello))
+            proc.stdin.flush()
+        return proc, log_path
 
     def _accept(self, reply: dict[str, Any]) -> BackendInfo:
         """Check the handshake and record which build answers; refusals are one line."""
@@ -195,12 +219,14 @@ class WorkerClient:
         return str(level) if level else None
 
     def submit(self, model: bytes, inputs: dict[str, np.ndarray]) -> None:
+        if self._held is not None:
+            raise RuntimeError("the answer to the case sent ahead is not collected yet")
         self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
 
     def echo(self, arrays: dict[str, np.ndarray]) -> RunResult:
         """Send arrays and get them back without touching the system: the protocol's own cost."""
         self._submit({"op": "echo"}, arrays, {})
-        return self.collect()
+        return self._collect()
 
     def _submit(self, header: dict[str, Any], arrays: dict[str, np.ndarray], blobs: dict[str, bytes]) -> None:
         if self._pending is not None:
@@ -216,6 +242,12 @@ class WorkerClient:
             self._send(frame)
 
     def collect(self) -> RunResult:
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
+        return self._collect()
+
+    def _collect(self) -> RunResult:
         if self._pending is None:
             raise RuntimeError("nothing was submitted")
         started, rid, offset = self._pending
@@ -253,8 +285,13 @@ class WorkerClient:
             return self._failure(Status.crash, stage, message, sig, offset, started)
 
     def run(self, model: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
-        self.submit(model, inputs)
-        return self.collect()
+        """Run now, also while a case sent ahead is in flight (a campaign lane sends the next
+        case before it judges this one, whose re-runs come here): that answer is kept for
+        the `collect` that asks for it."""
+        if self._pending is not None:
+            self._held = self._collect()
+        self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
+        return self._collect()
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -264,6 +301,9 @@ class WorkerClient:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+        if self._spare is not None:
+            _end(self._spare[0])
+            self._spare = None
         self._cleanup()
 
     def _result(self, header: dict[str, Any], arrays: dict[str, np.ndarray], wall: float) -> RunResult:
@@ -309,8 +349,10 @@ class WorkerClient:
         fd = self._proc.stdout.fileno()
         buf = bytearray()
         while len(buf) < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            # An answer already waiting counts even past the deadline: the lane may collect
+            # a case it sent ahead only after judging the one before.
+            remaining = max(deadline - time.monotonic(), 0.0)
+            if not select.select([fd], [], [], remaining)[0]:
                 raise TimeoutError
             chunk = os.read(fd, min(n - len(buf), 1 << 20))
             if not chunk:
@@ -327,16 +369,8 @@ class WorkerClient:
             return self._proc.wait()
 
     def _kill(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+        if self._proc is not None:
+            _end(self._proc)
 
     def _tail(self, offset: int) -> str:
         try:
@@ -345,3 +379,14 @@ class WorkerClient:
                 return f.read().decode(errors="replace").strip()
         except OSError:
             return ""
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a worker's process group (it may have children) and close its channel."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.client import WorkerClient
-from backends.results import BackendInfo, RunResult
+from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bundle import Finding, write_bundle
 from bot.campaign_reduction import CampaignReduction
@@ -285,16 +285,30 @@ class Campaign:
             raise errors[0]
 
     def _run_lane(self, lane: Lane) -> None:
-        """While the workers compute a case, the next case is made and this one's judging
-        prepared (bot.triage.Triage.prepare), so a worker waits on the lane as little as can be."""
+        """A worker waits on the lane as little as can be: while it computes a case, the lane
+        makes the next one and prepares this one's judging (bot.triage.Triage.prepare), and
+        the next case is sent before this one is judged. Re-runs that judging asks for run in
+        between (WorkerClient.run keeps the answer sent ahead), so the cases, their order and
+        their verdicts are those of a lane that waits. After a crash or a timeout nothing is
+        sent ahead: the worker is gone, and the re-run restarts it first."""
         case = self.source.next(self._may_start)
+        ahead = False
         while case is not None:
-            for side in lane:
-                side.client.submit(case.model_bytes, case.inputs)
+            if not ahead:
+                self._send(case, lane)
             following = self.source.next(self._may_start)
             evidence = self.triage.prepare(case, lane)
-            self.record(case, [side.client.collect() for side in lane], lane, evidence)
+            results = [side.client.collect() for side in lane]
+            ahead = following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results)
+            if ahead:
+                self._send(following, lane)
+            self.record(case, results, lane, evidence)
             case = following
+
+    @staticmethod
+    def _send(case: Prepared, lane: Lane) -> None:
+        for side in lane:
+            side.client.submit(case.model_bytes, case.inputs)
 
     def close(self) -> None:
         for lane in self.lanes:
@@ -325,8 +339,7 @@ class Campaign:
 
     def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
         """One case on every side of `lane`, judged and counted, with nothing overlapping it."""
-        for side in lane:
-            side.client.submit(case.model_bytes, case.inputs)
+        self._send(case, lane)
         results = [side.client.collect() for side in lane]
         return self.record(case, results, lane), results
 
@@ -358,8 +371,7 @@ class Campaign:
             self.summary.tests += 1
             self.summary.seed_last = max(case.seed, self.summary.seed_last or case.seed)
             tests = self.summary.tests
-            self.finish()
-            self.on_test(self.summary)
+            self.on_test(self.summary)  # tests and findings are current; the rest waits for finish()
         every = self.cfg.oracles.perf.every
         if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
             self.check_perf(case, lane)

@@ -86,7 +86,8 @@ class Timings(BaseModel):
     corpus: float = 0.0
     """Reading cases from the case corpus and writing fresh ones back (bot.corpus_feed)."""
     backend: float = 0.0
-    """Wall time of backend requests, from submit to answer (overlaps generation)."""
+    """Wall time of backend requests, from submit to answer (overlaps generation, and the
+    judging of the case before, which runs while the next one is in flight)."""
     backend_compute: float = 0.0
     """Time the worker reported inside compile and run."""
     sides: dict[str, float] = Field(default_factory=dict)

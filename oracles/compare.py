@@ -95,6 +95,23 @@ def _errors(expected: np.ndarray, actual: np.ndarray) -> tuple[np.ndarray, np.nd
     return abs_err, rel_err
 
 
+def _finite_errors(
+    expected: np.ndarray, actual: np.ndarray, tol: Tolerance
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_errors` and `beyond` (no edge) of a float output finite on both sides, from one
+    difference; None when an element is not (an Inf or NaN on either side makes the
+    difference non-finite). Most outputs are, and judging them is on every test's path."""
+    e, a = expected.astype(np.float64, copy=False), actual.astype(np.float64, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        abs_err = np.abs(a - e)
+    if not np.isfinite(abs_err).all():
+        return None
+    magnitude = np.abs(e)
+    scale = np.maximum(magnitude, np.abs(a))
+    rel_err = np.divide(abs_err, scale, out=np.zeros_like(abs_err), where=scale > 0)
+    return abs_err, rel_err, (abs_err > tol.atol) & (abs_err > tol.rtol * magnitude)
+
+
 def nonfinite_mask(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     """NaN must meet NaN, and +Inf must meet +Inf, element by element."""
     mask: np.ndarray = (
@@ -146,16 +163,17 @@ def compare_output(
             max_rel=float(rel_err.max(initial=0.0)),
             samples=_samples(expected, actual, bad),
         )
-    abs_err, rel_err = _errors(expected, actual)
+    finite = _finite_errors(expected, actual, tol) if edge is None else None
+    abs_err, rel_err = finite[:2] if finite is not None else _errors(expected, actual)
     diff = OutputDiff(name=name, max_abs=float(abs_err.max(initial=0.0)), max_rel=float(rel_err.max(initial=0.0)))
-    nonfinite = nonfinite_mask(expected, actual)
-    if nonfinite.any():
+    nonfinite = nonfinite_mask(expected, actual) if finite is None else None
+    if nonfinite is not None and nonfinite.any():
         diff.mismatch, diff.bad_elements = Mismatch.nonfinite, int(nonfinite.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(nonfinite)[0]]
         diff.samples = _samples(expected, actual, nonfinite)
         diff.detail = f"{diff.bad_elements} elements non-finite on one side only"
         return diff
-    bad = beyond(expected, actual, tol, edge)
+    bad = finite[2] if finite is not None else beyond(expected, actual, tol, edge)
     if bad.any():
         diff.mismatch, diff.bad_elements = Mismatch.values, int(bad.sum())
         diff.first_bad_index = [int(i) for i in np.argwhere(bad)[0]]

@@ -16,6 +16,7 @@ outputs Softmax feeds and no others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 
 import onnx
 from onnx import helper
@@ -46,6 +47,12 @@ class Cone:
         return None if self.rounding is None else _BY_BITS.get(self.rounding, "float16")
 
 
+@cache
+def _np_name(elem: int) -> str:
+    """numpy's dtype `.name` is slow enough to show in a campaign's profile: read once per type."""
+    return helper.tensor_dtype_to_np_dtype(elem).name
+
+
 def tensor_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     """numpy dtype names of every typed tensor, after shape inference fills in the middle."""
     try:
@@ -57,9 +64,9 @@ def tensor_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     for vi in [*g.input, *g.value_info, *g.output]:
         elem = vi.type.tensor_type.elem_type
         if elem:
-            out[vi.name] = helper.tensor_dtype_to_np_dtype(elem).name
+            out[vi.name] = _np_name(elem)
     for init in g.initializer:
-        out[init.name] = helper.tensor_dtype_to_np_dtype(init.data_type).name
+        out[init.name] = _np_name(init.data_type)
     return out
 
 

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from backends.adapters.rewrites import onnx_op_counts, rewrite_keys
+from backends.adapters.rewrites import message_parser, onnx_op_counts, rewrite_keys, wire_op_counts
 from backends.adapters.tvm import fused_functions
 from backends.client import WorkerClient
 from backends.results import Status
@@ -139,7 +139,7 @@ def _onnx_counts(model: onnx.ModelProto) -> Counter[str]:
     return counts
 
 
-def test_the_wire_reader_counts_what_onnx_counts_subgraphs_included() -> None:
+def test_both_readers_count_what_onnx_counts_subgraphs_included() -> None:
     branch = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["o"], domain="")],
         "branch",
@@ -154,13 +154,15 @@ def test_the_wire_reader_counts_what_onnx_counts_subgraphs_included() -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
     )
     models = [helper.make_model(graph)] + [c.model for c in stable_cases(3)]
+    assert message_parser() is not None  # this venv's protobuf builds the cut-down message class
     for model in models:
         assert onnx_op_counts(model.SerializeToString()) == _onnx_counts(model)
+        assert wire_op_counts(model.SerializeToString()) == _onnx_counts(model)
     assert onnx_op_counts(models[0].SerializeToString())["ai.onnx::Relu"] == 2
     assert rewrite_keys({"a::X": 2, "a::Y": 1}, {"a::X": 1, "a::Z": 3}) == {"+a::Z": 3, "-a::X": 1, "-a::Y": 1}
 
 
-FAILING_HOOK = '''
+FAILING_HOOK = """
 from backends.adapters.base import Adapter
 
 
@@ -180,7 +182,7 @@ class Adapter_(Adapter):
 
     def run(self, compiled, inputs):
         return {"y": inputs["x"] * 2}
-'''
+"""
 
 
 def test_a_failing_rewrites_hook_never_fails_the_run(tmp_path: Path) -> None:

@@ -101,6 +101,50 @@ def test_real_crash_is_a_result_and_the_worker_restarts(kind: str, signal: str) 
         assert client.restarts == 1
 
 
+def test_a_restart_after_a_crash_takes_the_spare_and_each_tail_is_its_own_process() -> None:
+    """Once a worker has died, a spare imports in the background; the next restart takes it,
+    and a crash's stderr tail is that process's, not the spare's or a dead one's."""
+    segv = {"kind": "segv", "every": 3}
+    cases = stable_cases(24)
+    crash = [c for c in cases if faults.triggered(segv, c.model.SerializeToString())]
+    fine = [c for c in cases if not faults.triggered(segv, c.model.SerializeToString())]
+    with WorkerClient(parse_backend("onnxruntime:all"), timeout_s=30, fault=segv) as client:
+        assert client.run(fine[0].model.SerializeToString(), fine[0].inputs).status is Status.ok
+        assert client._spare is None  # no death yet: no second process
+        first_pid = client.handshake["pid"]
+        assert client.run(crash[0].model.SerializeToString(), crash[0].inputs).status is Status.crash
+        assert client.run(fine[1].model.SerializeToString(), fine[1].inputs).status is Status.ok
+        assert client.restarts == 1 and client.handshake["pid"] != first_pid
+        assert client._spare is not None and client._spare[0].poll() is None  # importing, or ready
+        spare_pid = client._spare[0].pid
+        again = client.run(crash[1].model.SerializeToString(), crash[1].inputs)
+        assert again.status is Status.crash and again.signal == "SIGSEGV"
+        assert again.stderr_tail.count("Fatal Python error") == 1
+        assert client.run(fine[2].model.SerializeToString(), fine[2].inputs).status is Status.ok
+        assert client.handshake["pid"] == spare_pid  # the second restart took the spare
+        spare = client._spare
+    assert spare is not None and spare[0].poll() is not None  # closing ends the spare too
+
+
+def test_a_run_while_a_case_is_in_flight_keeps_that_answer_for_collect(ort: WorkerClient) -> None:
+    """A campaign lane sends the next case before it judges this one; a re-run in between
+    must neither take that case's answer nor lose it."""
+    ahead, rerun = ((c.model.SerializeToString(), c.inputs) for c in stable_cases(2, start=5))
+    alone = {"ahead": ort.run(*ahead), "rerun": ort.run(*rerun)}
+    ort.submit(*ahead)
+    between = ort.run(*rerun)
+    with pytest.raises(RuntimeError, match="not collected"):
+        ort.submit(*rerun)
+    held = ort.collect()
+    for got, want in ((held, alone["ahead"]), (between, alone["rerun"])):
+        assert got.status is Status.ok and set(got.outputs) == set(want.outputs)
+        for name, value in want.outputs.items():
+            np.testing.assert_array_equal(got.outputs[name], value)
+    assert set(alone["ahead"].outputs) != set(alone["rerun"].outputs) or any(
+        not np.array_equal(alone["ahead"].outputs[k], alone["rerun"].outputs[k]) for k in alone["ahead"].outputs
+    )  # two cases told apart by their answers
+
+
 def test_real_hang_times_out_and_the_next_request_is_served() -> None:
     cases = stable_cases(40)
     hangs = [c for c in cases if faults.triggered(HANG_EVERY_7, c.model.SerializeToString())]

@@ -6,16 +6,20 @@ are `+domain::Op` for nodes of a type the optimized graph has more of (a fusion'
 an expansion) and `-domain::Op` for nodes it has fewer of (eliminations, folding), the
 default domain written `ai.onnx`.
 
-The ONNX side is read straight off the protobuf wire format, standard library only: a
-worker runs under the side's own interpreter, and a release venv of onnxruntime has
-protobuf but not onnx. Only the fields naming nodes are decoded; initializers are skipped
-by their length, so a model with large weights costs no more than a small one.
+The ONNX side is read without onnx: a worker runs under the side's own interpreter, and a
+release venv of onnxruntime has protobuf but not onnx. Only the fields naming nodes are
+decoded; initializers are skipped by their length, so a model with large weights costs no
+more than a small one. Where protobuf imports, a message class built at run time with just
+those fields parses in C (about a tenth of a millisecond less per compile, on the critical
+path of every test); elsewhere a wire walker in the standard library reads the same fields.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import cache
+from typing import Any
 
 DEFAULT_DOMAIN = "ai.onnx"
 
@@ -94,11 +98,84 @@ def _node_ops(node: memoryview, counts: Counter[str]) -> None:
 
 def onnx_op_counts(model: bytes) -> Counter[str]:
     """`domain::Op` -> nodes of that type in a serialized ModelProto, subgraphs included."""
+    parse = message_parser()
+    if parse is not None:
+        try:
+            return parse(model)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError; the walker names what is wrong
+            pass
+    return wire_op_counts(model)
+
+
+def wire_op_counts(model: bytes) -> Counter[str]:
+    """`onnx_op_counts` by the standard library alone."""
     counts: Counter[str] = Counter()
     for field, graph in _fields(memoryview(model)):
         if field == _MODEL_GRAPH and graph is not None:
             _graph_ops(graph, counts)
     return counts
+
+
+@cache
+def message_parser() -> Callable[[bytes], Counter[str]] | None:
+    """A parser of the fields the walker reads, or None where protobuf is missing or too old."""
+    try:
+        model = _message_class()
+    except Exception:  # noqa: BLE001 - any protobuf that cannot build it leaves the walker
+        return None
+
+    def graph_ops(graph: Any, counts: Counter[str]) -> None:
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    graph_ops(attribute.g, counts)
+                for sub in attribute.graphs:
+                    graph_ops(sub, counts)
+            counts[f"{node.domain.decode() or DEFAULT_DOMAIN}::{node.op_type.decode()}"] += 1
+
+    def parse(data: bytes) -> Counter[str]:
+        message = model()
+        message.ParseFromString(data)
+        counts: Counter[str] = Counter()
+        graph_ops(message.graph, counts)
+        return counts
+
+    return parse
+
+
+def _message_class() -> Any:
+    """ModelProto, GraphProto, NodeProto and AttributeProto cut down to the fields that name
+    nodes, under the field numbers of onnx.proto; every other field is skipped unparsed."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="fuzzbot_node_types.proto", package="fuzzbot_nodes")
+    shapes = {
+        "Model": [("graph", _MODEL_GRAPH, ".fuzzbot_nodes.Graph", False)],
+        "Graph": [("node", _GRAPH_NODE, ".fuzzbot_nodes.Node", True)],
+        "Node": [
+            ("op_type", _NODE_OP_TYPE, None, False),
+            ("attribute", _NODE_ATTRIBUTE, ".fuzzbot_nodes.Attribute", True),
+            ("domain", _NODE_DOMAIN, None, False),
+        ],
+        "Attribute": [
+            ("g", _ATTRIBUTE_GRAPH, ".fuzzbot_nodes.Graph", False),
+            ("graphs", _ATTRIBUTE_GRAPHS, ".fuzzbot_nodes.Graph", True),
+        ],
+    }
+    for name, fields in shapes.items():
+        message = proto.message_type.add(name=name)
+        for field_name, number, kind, repeated in fields:
+            label = field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL
+            added = message.field.add(name=field_name, number=number, label=label, type=field.TYPE_BYTES)
+            if kind:
+                added.type, added.type_name = field.TYPE_MESSAGE, kind
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    descriptor = pool.FindMessageTypeByName("fuzzbot_nodes.Model")
+    if hasattr(message_factory, "GetMessageClass"):
+        return message_factory.GetMessageClass(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
 
 
 def rewrite_keys(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
