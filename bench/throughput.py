@@ -11,11 +11,17 @@ corpus's size on disk and its load time. `--both` runs cold then warm in one pro
 Findings are not reduced unless `--reduce` (both modes alike): a reduction runs hundreds
 of tests of its own, and a corpus ordered by coverage meets a crash-prone op early, so
 reductions would measure the bugs found, not the test loop. `--jobs N` runs N lanes.
+
+`--ceiling` adds the most a campaign could spend inside the system: the worker's own
+request handling (decode, compile, read the rewrites, run, encode), called in this process
+on the warm corpus's cases with no pipe and no bot, and the share of it spent in compile
+and run. Cases that kill a worker are left out (a real worker answers them as crashes).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import tempfile
@@ -23,6 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backends.adapters.ort import OrtAdapter
+from backends.client import WorkerClient
+from backends.protocol import encode, read_message
+from backends.results import Status
+from backends.spec import parse_backend
+from backends.worker import Served, handle_run
 from bot.campaign import Campaign
 from bot.config import FuzzConfig, ReduceSettings
 from bot.corpus import Corpus, generator_key
@@ -90,6 +102,36 @@ def ensure_corpus(folder: Path, cases: int, nodes: int) -> dict[str, Any]:
     }
 
 
+def ceiling(folder: Path, nodes: int, count: int = 2000) -> dict[str, Any]:
+    """The worker's request handling in this process, on up to `count` corpus cases."""
+    corpus = Corpus(folder)
+    try:
+        index = corpus.index(generator_key(GenConfig(nodes=nodes)))
+        cases = [corpus.load(i) for i in list(index.seeds)[:count]]
+    finally:
+        corpus.close()
+    with WorkerClient(parse_backend("onnxruntime")) as client:  # screen out what kills a worker
+        cases = [c for c in cases if client.run(c.model_bytes, c.inputs).status is not Status.crash]
+    frames = [
+        encode({"op": "run", "level": "all", "id": i}, c.inputs, {"model": c.model_bytes}) for i, c in enumerate(cases)
+    ]
+    served = Served(OrtAdapter({}), None)
+    inside = 0.0
+    t0 = time.perf_counter()
+    for frame in frames:
+        header, arrays, blobs = read_message(io.BytesIO(frame))
+        reply, outputs = handle_run(served, header, arrays, blobs["model"], None, io.BytesIO())
+        encode({"id": header["id"], **reply}, outputs)
+        inside += reply.get("compile_s", 0.0) + reply.get("run_s", 0.0)
+    wall = time.perf_counter() - t0
+    return {
+        "requests": len(frames),
+        "ms_per_request": round(1000 * wall / len(frames), 3),
+        "ms_inside": round(1000 * inside / len(frames), 3),
+        "backend_fraction_ceiling": round(inside / wall, 4),
+    }
+
+
 def warm(args: argparse.Namespace) -> dict[str, Any]:
     folder = args.corpus or Path(tempfile.gettempdir()) / f"fuzzbot-corpus-{args.cases}"
     store = ensure_corpus(folder, args.cases, args.nodes)
@@ -97,6 +139,8 @@ def warm(args: argparse.Namespace) -> dict[str, Any]:
     result["corpus_store"] = store
     result["corpus_load_s"] = result.get("corpus", {}).get("load_s")
     result["corpus_first_case_s"] = result.get("corpus", {}).get("order_s")
+    if args.ceiling:
+        result["ceiling"] = ceiling(folder, args.nodes)
     return result
 
 
@@ -113,6 +157,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=10_000, help="cases the warm corpus holds")
     parser.add_argument("--jobs", type=int, default=1, help="lanes (a worker each)")
     parser.add_argument("--reduce", action="store_true", help="reduce findings as a campaign does")
+    parser.add_argument("--ceiling", action="store_true", help="with --warm/--both: the worker alone, in process")
     args = parser.parse_args()
     if args.both:
         cold_r, warm_r = measure(args), warm(args)

@@ -299,9 +299,10 @@ class Campaign:
             following = self.source.next(self._may_start)
             evidence = self.triage.prepare(case, lane)
             results = [side.client.collect() for side in lane]
-            ahead = following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results)
-            if ahead:
+            ahead = False
+            if following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results):
                 self._send(following, lane)
+                ahead = True
             self.record(case, results, lane, evidence)
             case = following
 

@@ -150,7 +150,7 @@ def _message_class() -> Any:
 
     field = descriptor_pb2.FieldDescriptorProto
     proto = descriptor_pb2.FileDescriptorProto(name="fuzzbot_node_types.proto", package="fuzzbot_nodes")
-    shapes = {
+    shapes: dict[str, list[tuple[str, int, str | None, bool]]] = {
         "Model": [("graph", _MODEL_GRAPH, ".fuzzbot_nodes.Graph", False)],
         "Graph": [("node", _GRAPH_NODE, ".fuzzbot_nodes.Node", True)],
         "Node": [
