@@ -36,6 +36,7 @@ from bot.probe import probe_support
 from generator.api import GenConfig, Support, generate, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
+from generator.z3_contexts import ContextSupply
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -44,13 +45,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def timing(nodes: int, count: int, values: Literal["gradient", "none"] = "none") -> dict[str, float]:
     cfg = GenConfig(nodes=nodes, values=values)
-    coverage = Coverage()
+    coverage, contexts = Coverage(), ContextSupply()  # as a campaign's lane has them
     times: list[float] = []
     cpu: list[float] = []
     sizes: list[int] = []
     for seed in range(count):
         t0, c0 = time.perf_counter(), time.process_time()
-        case = generate(seed, cfg, coverage=coverage)
+        case = generate(seed, cfg, coverage=coverage, contexts=contexts)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
         sizes.append(len(case.model.graph.node))

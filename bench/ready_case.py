@@ -32,6 +32,7 @@ from bot.corpus import Corpus, generator_key
 from bot.corpus_feed import BATCH
 from generator.api import GenConfig
 from generator.coverage import Coverage
+from generator.z3_contexts import ContextSupply
 
 NNSMITH_BENCH = Path(__file__).with_name("nnsmith_gen.py")
 
@@ -47,7 +48,7 @@ def stats(times: list[float]) -> dict[str, float]:
 def fuzzbot_side(count: int, nodes: int, first_seed: int) -> dict[str, Any]:
     """Per-case wall ms of make_case plus a share of the batched corpus write."""
     cfg = GenConfig(nodes=nodes)
-    key, coverage = generator_key(cfg), Coverage()
+    key, coverage, contexts = generator_key(cfg), Coverage(), ContextSupply()
     make_case(first_seed + count, cfg, None, Coverage(), None)  # warm-up (lazy imports), untimed
     times: list[float] = []
     parts = {"generation": 0.0, "reference": 0.0, "write": 0.0}
@@ -58,7 +59,7 @@ def fuzzbot_side(count: int, nodes: int, first_seed: int) -> dict[str, Any]:
         pending: list[float] = []
         for seed in range(first_seed, first_seed + count):
             t0 = time.perf_counter()
-            made = make_case(seed, cfg, None, coverage, None)
+            made = make_case(seed, cfg, None, coverage, None, contexts)
             pending.append((time.perf_counter() - t0) * 1000)
             parts["generation"] += made.generation_s
             parts["reference"] += made.reference_s

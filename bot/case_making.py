@@ -16,6 +16,7 @@ from generator.api import GenConfig, Support, generate
 from generator.avoid import Avoid
 from generator.coverage import Coverage
 from generator.values import NoValidValues
+from generator.z3_contexts import ContextSupply
 from oracles.references import Source, read_reference
 
 HEAD_ONLY_EVERY = 8
@@ -64,12 +65,19 @@ class Made:
     """Insertions whose values were repaired, and refused, while the model grew."""
 
 
-def make_case(seed: int, cfg: GenConfig, support: Support | None, coverage: Coverage, avoid: Avoid | None) -> Made:
+def make_case(
+    seed: int,
+    cfg: GenConfig,
+    support: Support | None,
+    coverage: Coverage,
+    avoid: Avoid | None,
+    contexts: ContextSupply | None = None,
+) -> Made:
     """Generate, search values, compute the reference; a seed whose values could not be made
     safe, or where no op fits, is dropped (never run) and says which."""
     t0 = time.perf_counter()
     try:
-        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid)
+        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts)
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except RuntimeError:

@@ -29,6 +29,7 @@ from bot.generation_pool import GenerationPool, Plan
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid
 from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
+from generator.z3_contexts import ContextSupply
 
 if TYPE_CHECKING:
     from bot.corpus_feed import CorpusFeed
@@ -73,6 +74,7 @@ class CaseSource:
         self.head_support: Support | None = None
         """What head runs, where it runs more than base: drawn for every HEAD_ONLY_EVERY-th seed."""
         self.coverage = Coverage()
+        self.contexts = ContextSupply()
         self.avoid: Avoid | None = None
         """Known bugs' triggers to steer away from (generator.avoid); the campaign's, shared by every lane."""
         self.dropped: Counter[str] = Counter()
@@ -177,7 +179,8 @@ class CaseSource:
             case = self._account(self.pool.take(self._seeds))
         else:
             seed = next(self._seeds)
-            case = self._account(make_case(seed, self.cfg, self.support_for(seed), self.coverage, self.avoid))
+            made = make_case(seed, self.cfg, self.support_for(seed), self.coverage, self.avoid, self.contexts)
+            case = self._account(made)
         if case is not None and self.corpus is not None:
             t0 = time.perf_counter()
             self.corpus.add(case)

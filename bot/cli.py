@@ -45,6 +45,7 @@ from bot.workspace import WorkspaceError
 from generator.api import GenConfig, Support, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
+from generator.z3_contexts import ContextSupply
 from oracles.config import OracleConfig
 from oracles.references import read_reference
 from oracles.rules import RulesError, load_rules
@@ -199,9 +200,10 @@ def gen(
             Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
         return
     dropped = 0
+    contexts = ContextSupply()
     for s in range(seed, seed + count):
         try:
-            case = generate(s, cfg, support=support, coverage=coverage)
+            case = generate(s, cfg, support=support, coverage=coverage, contexts=contexts)
         except (NoValidValues, RuntimeError):  # no valid values, or no op fits these ops and dtypes
             dropped += 1
             continue

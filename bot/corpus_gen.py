@@ -20,6 +20,7 @@ from bot.errors import UserError
 from bot.probe import declared_lossy, probe_support
 from generator.api import GenConfig, Support
 from generator.coverage import Coverage
+from generator.z3_contexts import ContextSupply
 
 
 @dataclass
@@ -52,12 +53,13 @@ def fill_corpus(
         filled = Filled(pruned=corpus.prune_stale(key))
         have = corpus.seeds(key)
         coverage = coverage if coverage is not None else Coverage()
+        contexts = ContextSupply()
         batch: list[Prepared] = []
         for seed in seeds:
             if seed in have:
                 filled.skipped += 1
                 continue
-            case = make_case(seed, cfg, support, coverage, None).case
+            case = make_case(seed, cfg, support, coverage, None, contexts).case
             if case is None:
                 filled.dropped += 1
                 continue

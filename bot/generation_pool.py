@@ -30,6 +30,7 @@ from bot.case_making import Made, make_case, seed_support
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
+from generator.z3_contexts import ContextSupply
 
 AHEAD = 2
 """Seeds each process is given before its first is taken: enough to hide one slow model."""
@@ -74,13 +75,14 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     coverage and what its known triggers steered away from."""
     plan: Plan = receive(inbox)
     coverage = Coverage()
+    contexts = ContextSupply()
     avoid = Avoid([], plan.strength)
     while (request := receive(inbox)) is not None:
         coverage.rewrites.update(request.rewrites)
         for trigger in request.triggers:
             avoid.add(trigger)
         support = seed_support(request.seed, plan.support, plan.head_support)
-        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid))
+        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts))
     send(outbox, (coverage, dict(avoid.steered)))
 
 

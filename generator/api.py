@@ -29,6 +29,7 @@ from generator.symbolic import SymCtx, TType
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 from generator.values.find import one_thread
 from generator.witness import Witness, WitnessStats
+from generator.z3_contexts import ContextSupply
 
 DEFAULT_OPSET = 17
 """Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike."""
@@ -141,16 +142,18 @@ def generate(
     support: Support | None = None,
     coverage: Coverage | None = None,
     avoid: Avoid | None = None,
+    contexts: ContextSupply | None = None,
 ) -> Case:
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far,
     known triggers).
 
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
-    with what the model covers; `avoid` keeps known bugs' triggers out (generator.avoid).
+    with what the model covers; `avoid` keeps known bugs' triggers out (generator.avoid);
+    `contexts` hands out z3 contexts made ahead (a caller generating many models keeps one).
     Budgets count steps, never seconds: the same arguments give the same case on any
     machine at any load.
     """
-    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid)[0]
+    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid, contexts)[0]
 
 
 def grow_case(
@@ -159,10 +162,11 @@ def grow_case(
     support: Support | None = None,
     coverage: Coverage | None = None,
     avoid: Avoid | None = None,
+    contexts: ContextSupply | None = None,
 ) -> tuple[Case, Witness]:
     """`generate`, with the witness that kept the values (what they cost, fresh draws)."""
     rng = random.Random(seed)
-    sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset)
+    sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset, contexts=contexts)
     specs = op_specs(cfg.ops, cfg.opset)
     if support is not None:
         specs = [s for s in specs if support.get(s.op_type)]

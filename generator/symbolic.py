@@ -14,6 +14,7 @@ from typing import Union
 import z3
 
 from generator.dtypes import DType
+from generator.z3_contexts import ContextSupply
 
 Dim = Union[z3.ArithRef, int]  # noqa: UP007 - z3 classes are not types to `|` at runtime
 Cond = Union[z3.BoolRef, bool]  # noqa: UP007
@@ -80,6 +81,8 @@ class SymCtx:
     """While set, `var` returns a drawn int instead of a z3 term (concrete-first insertion)."""
     drawn: list[tuple[str, int]] = field(default_factory=list)
     """(prefix, value) of every variable drawn concretely since the last reset."""
+    contexts: ContextSupply | None = None
+    """Where a fresh context comes from (made ahead, generator.z3_contexts); None: made here."""
     _count: int = 0
     _ctx: z3.Context | None = None
 
@@ -88,7 +91,7 @@ class SymCtx:
         """Created on first use: a model whose insertions all succeed concretely never
         pays for a z3 context (about as much as generating the model itself)."""
         if self._ctx is None:
-            self._ctx = z3.Context()
+            self._ctx = self.contexts.take() if self.contexts is not None else z3.Context()
         return self._ctx
 
     def var(

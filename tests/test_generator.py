@@ -7,11 +7,13 @@ from collections import Counter
 import numpy as np
 import onnx
 import pytest
+import z3
 
 from generator.api import GenConfig, generate, inputs_for_model
 from generator.coverage import Coverage
 from generator.dtypes import DType
 from generator.ops import registry
+from generator.z3_contexts import ContextSupply
 
 REQUIRED = {"MatMul", "Conv", "Reshape", "Transpose", "Concat", "Slice", "Softmax", "Add", "Relu"}
 
@@ -31,6 +33,31 @@ def test_same_seed_gives_identical_bytes_and_values() -> None:
     for k in a.inputs:
         assert np.array_equal(a.inputs[k], b.inputs[k])
     assert generate(8, GenConfig(values="none")).model.SerializeToString() != a.model.SerializeToString()
+
+
+class CountingSupply(ContextSupply):
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken = 0
+
+    def take(self) -> z3.Context:
+        self.taken += 1
+        return super().take()
+
+
+def test_contexts_made_ahead_give_the_cases_fresh_contexts_give() -> None:
+    """A lane's z3 contexts come from a background thread (generator.z3_contexts): each
+    case, in any order after any history, must be the bytes a context made for it gives."""
+    cfg = GenConfig(nodes=10)
+    supply = CountingSupply()
+    for seed in (11, 3, 11, *range(20), 3):
+        case = generate(seed, cfg, contexts=supply)
+        alone = generate(seed, cfg)
+        assert case.model.SerializeToString() == alone.model.SerializeToString(), seed
+        assert all(np.array_equal(case.inputs[k], alone.inputs[k]) for k in alone.inputs)
+    assert supply.taken >= 5  # models that needed the solver took theirs from the supply
+    first, second = supply.take(), supply.take()
+    assert first is not second and first.ref() != second.ref()  # never one context twice
 
 
 @pytest.mark.parametrize("nodes", [1, 5, 10, 20])
