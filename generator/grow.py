@@ -37,8 +37,10 @@ PROPOSALS = 4
 """Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
 NEEDS_SYMBOLS = (TypeError, AttributeError, ValueError, z3.Z3Exception)
 """What an op written for z3 terms raises when handed plain ints: back to the solver."""
-CHECK_TIMEOUT_MS = 300
-"""A check z3 cannot settle this fast (nonlinear shapes) counts as a rejected insertion."""
+CHECK_RLIMIT = 1_000_000
+"""z3's resource count a check may spend (its `rlimit`): one z3 cannot settle within it
+(nonlinear shapes) counts as a rejected insertion. A count, not a clock, so the same seed
+gives the same case on a loaded runner; about 0.3 s of one core here."""
 
 Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 """Whether an op may be inserted with these input types (dtype filters, support matrix)."""
@@ -88,7 +90,7 @@ class Grower:
         """Made on the first insertion that needs one (see SymCtx.ctx)."""
         if self._solver is None:
             self._solver = z3.SimpleSolver(ctx=self.sc.ctx)
-            self._solver.set("timeout", CHECK_TIMEOUT_MS)
+            self._solver.set("rlimit", CHECK_RLIMIT)
         return self._solver
 
     def _first_placeholder(self, t: TType) -> int:
