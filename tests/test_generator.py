@@ -13,6 +13,7 @@ from generator.api import GenConfig, generate, inputs_for_model
 from generator.coverage import Coverage
 from generator.dtypes import DType
 from generator.ops import registry
+from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 
 REQUIRED = {"MatMul", "Conv", "Reshape", "Transpose", "Concat", "Slice", "Softmax", "Add", "Relu"}
@@ -58,6 +59,43 @@ def test_contexts_made_ahead_give_the_cases_fresh_contexts_give() -> None:
     assert supply.taken >= 5  # models that needed the solver took theirs from the supply
     first, second = supply.take(), supply.take()
     assert first is not second and first.ref() != second.ref()  # never one context twice
+
+
+def _consumed(graph: onnx.GraphProto) -> set[str]:
+    """Every name a node of `graph` reads, subgraph bodies included."""
+    names: set[str] = set()
+    for node in graph.node:
+        names.update(i for i in node.input if i)
+        for attribute in node.attribute:
+            for body in [attribute.g] * attribute.HasField("g") + list(attribute.graphs):
+                names |= _consumed(body)
+    return names
+
+
+def _unused(model: onnx.ModelProto) -> list[str]:
+    graph = model.graph
+    read = _consumed(graph) | {o.name for o in graph.output}
+    unused = [f"initializer {i.name}" for i in graph.initializer if i.name not in read]
+    unused += [f"input {i.name}" for i in graph.input if i.name not in read]
+    unused += [f"node {n.name or n.op_type}" for n in graph.node if not any(o in read for o in n.output if o)]
+    return unused
+
+
+def test_models_have_no_unused_initializer_input_or_node() -> None:
+    """What a model carries is what it computes with: an unused constant is noise in every
+    repro (Clip once wrote the bounds of all its forms), and a dead node is untested work."""
+    configs = [GenConfig(nodes=10), GenConfig(nodes=5, patterns=1.0), GenConfig(nodes=8, runtime_shapes=1.0)]
+    coverage = Coverage()
+    checked = 0
+    for cfg in configs:
+        for seed in range(120):
+            try:
+                case = generate(seed, cfg, coverage=coverage)
+            except NoValidValues:
+                continue
+            assert not _unused(case.model), (seed, cfg, _unused(case.model))
+            checked += 1
+    assert checked >= 300
 
 
 @pytest.mark.parametrize("nodes", [1, 5, 10, 20])
