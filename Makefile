@@ -6,11 +6,14 @@ BUDGET ?= 120s
 
 .PHONY: fuzz test lint typecheck unit bench clean
 
+# pip's own output (its warnings about this machine's index settings included) goes to
+# $(VENV)/install.log; a failure shows the log's tail and stops.
 $(BIN)/fuzzbot: requirements.txt pyproject.toml
+	@echo "installing fuzzbot into $(VENV) (pip's output: $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	@{ $(BIN)/pip install --upgrade pip && $(BIN)/pip install -r requirements.txt && \
+	  $(BIN)/pip install --no-deps -e . ; } > $(VENV)/install.log 2>&1 || \
+	  { tail -n 25 $(VENV)/install.log; echo "error: installing into $(VENV) failed (log: $(VENV)/install.log)"; exit 1; }
 	touch $@
 
 # A regression campaign between two onnxruntime releases (examples/ort-regression.yml).

@@ -65,7 +65,10 @@ class WorkerClient:
         """`timeout_s` bounds the run stage; `compile_timeout_s` the import and compile
         stages (default: the larger of COMPILE_TIMEOUT_S and `timeout_s`)."""
         self.spec = spec
-        self.python = python
+        # A worker starts in its scratch folder, where a relative path would name nothing:
+        # a path is taken from the caller's working folder (symlinks kept, so a venv's
+        # interpreter stays that venv's); a bare name is still looked up on PATH.
+        self.python = os.path.abspath(os.path.expanduser(python)) if os.sep in python else python
         self.timeout_s = timeout_s
         self.compile_timeout_s = max(COMPILE_TIMEOUT_S, timeout_s) if compile_timeout_s is None else compile_timeout_s
         self.options = {**spec.option_dict, **(options or {})}

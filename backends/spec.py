@@ -75,6 +75,12 @@ def system_modules(spec: BackendSpec) -> tuple[str, ...]:
     return tuple(getattr(adapter_class(spec.adapter), "system_modules", ()))
 
 
+def worker_requirements(spec: BackendSpec) -> tuple[str, ...]:
+    """What a built-in adapter's worker imports besides the system (`worker_requires`); a
+    plugin's own environment is its author's to describe."""
+    return () if spec.plugin else tuple(getattr(adapter_class(spec.adapter), "worker_requires", ()))
+
+
 def parse_backend(text: str) -> BackendSpec:
     head, *pairs = text.strip().split(",")
     options = _options(pairs, text)

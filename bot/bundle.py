@@ -166,3 +166,14 @@ def load_bundle(path: Path) -> Bundle:
         except (ValueError, ValidationError) as e:
             raise BundleError(f"{path / 'finding.json'} is not a valid finding: {str(e).splitlines()[0]}") from e
     return Bundle(path, model, inputs, reference, finding)
+
+
+def move_bundle(bundle: Path, dest: Path) -> Path:
+    """Move a bundle folder to `dest`, replacing a bundle already there: the same name is
+    the same label, fingerprint and seed, so the same case, left by an earlier campaign
+    into this output folder (running `make fuzz` twice)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and dest != bundle:
+        shutil.rmtree(dest)
+    bundle.rename(dest)
+    return dest

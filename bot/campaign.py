@@ -21,7 +21,7 @@ from pathlib import Path
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
-from bot.bundle import Finding, write_bundle
+from bot.bundle import Finding, move_bundle, write_bundle
 from bot.campaign_reduction import CampaignReduction
 from bot.case_making import Prepared
 from bot.case_source import CaseSource, Shard
@@ -413,8 +413,7 @@ class Campaign:
         self.store.record(finding, dest, shard=self.summary.shard)
         for ref in superseded:
             self.summary.findings.remove(ref)
-            (out / "duplicates").mkdir(parents=True, exist_ok=True)
-            in_output(out, ref.path).rename(out / "duplicates" / Path(ref.path).name)
+            move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
         ref = FindingRef(
             path=relative_to_root(dest, out),
@@ -517,4 +516,5 @@ class Campaign:
         self.summary.references = dict(sorted(self.source.references.items()))
         self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
         self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))
+        self.summary.reference_warnings = self.source.reference_warnings + self.triage.reference_warnings
         self.summary.steered = dict(sorted(self.reduction.avoid.steered.items()))

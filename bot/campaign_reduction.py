@@ -14,7 +14,7 @@ from pathlib import Path
 
 import onnx
 
-from bot.bundle import Finding
+from bot.bundle import Finding, move_bundle
 from bot.config import FuzzConfig
 from bot.finding_reduction import (
     SidePools,
@@ -109,9 +109,7 @@ class CampaignReduction:
         first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
         first.seen = seen_union(first.seen, ref.seen)
         self.summary.findings.remove(ref)
-        dest = self.out / "duplicates" / bundle.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        bundle.rename(dest)
+        move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
     def occurrence(self, fingerprint: str, label: str) -> FindingRef | None:
         """The listed bug a sighting under `fingerprint` (before reduction) and `label` is an
@@ -133,8 +131,7 @@ class CampaignReduction:
         prefix = f"{CrossVerdict.new_in_head.value}-"
         if ref.across == CrossVerdict.new_in_head or not bundle.name.startswith(prefix):
             return bundle, reduced
-        moved = bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}")
-        bundle.rename(moved)
+        moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
         ref.path = relative_to_root(moved, self.out)
         _update(moved, {"across": ref.across})
         moved_reduced = moved / reduced.name

@@ -61,6 +61,8 @@ class Made:
     values_s: float = 0.0
     """The part of `generation_s` spent keeping values safe (generator.witness)."""
     reference_s: float = 0.0
+    reference_warnings: int = 0
+    """Warnings onnx.reference raised computing the reference (counted, never printed)."""
     value_work: dict[str, int] = field(default_factory=dict)
     """Insertions whose values were repaired, and refused, while the model grew."""
 
@@ -92,6 +94,7 @@ def make_case(
     t1 = time.perf_counter()
     reading = read_reference(case.model, case.inputs)
     made.reference_s = time.perf_counter() - t1
+    made.reference_warnings = reading.warnings
     made.case = Prepared(
         seed,
         case.model,

@@ -81,6 +81,7 @@ class CaseSource:
         self.value_work: Counter[str] = Counter()
         """Insertions whose values were repaired, and refused, while models grew."""
         self.references: Counter[str] = Counter()
+        self.reference_warnings = 0
         """Cases by the computation that gave their reference (oracles.references.Source)."""
         self.reference_gaps: Counter[str] = Counter()
         """Cases the torch reference could not compute, by the op type it stopped at."""
@@ -214,6 +215,7 @@ class CaseSource:
         self.times.values += made.values_s
         self.times.reference += made.reference_s
         self.value_work.update(made.value_work)
+        self.reference_warnings += made.reference_warnings
         if made.case is None:
             self.dropped[made.dropped] += 1
             return None

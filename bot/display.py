@@ -13,10 +13,19 @@ from rich.table import Table
 from bot.summary import Summary
 from generator.coverage import Coverage
 
+PLAIN_EVERY_S = 30.0
+"""How often a log that is not a terminal (a CI job) gets a progress line."""
+
 
 @contextmanager
-def live_progress(console: Console, budget_s: float) -> Iterator[Callable[[Summary], None]]:
-    """Yields the per-test callback that refreshes the bar (time against budget)."""
+def live_progress(
+    console: Console, budget_s: float, plain_every_s: float = PLAIN_EVERY_S
+) -> Iterator[Callable[[Summary], None]]:
+    """Yields the per-test callback: a live bar on a terminal (time against budget); in a
+    log, where a bar never renders, one plain line every `plain_every_s`."""
+    if not console.is_terminal:
+        yield plain_progress(console, budget_s, plain_every_s)
+        return
     progress = Progress(
         TextColumn("[bold]fuzzing"),
         BarColumn(),
@@ -42,6 +51,33 @@ def live_progress(console: Console, budget_s: float) -> Iterator[Callable[[Summa
         progress.update(task, completed=budget_s)
 
 
+def plain_progress(console: Console, budget_s: float, every_s: float) -> Callable[[Summary], None]:
+    """"fuzzing: 0:01:30 of 0:02:00, 4021 tests, 44.7/s, 3 findings", at most once per `every_s`."""
+    start = time.monotonic()
+    last = start
+
+    def update(s: Summary) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < every_s:
+            return
+        last = now
+        elapsed = now - start
+        console.print(
+            f"fuzzing: {_clock(elapsed)} of {_clock(budget_s)}, {s.tests} tests, "
+            f"{s.tests / elapsed:.1f}/s, {s.finding_count} findings",
+            markup=False,
+            highlight=False,
+        )
+
+    return update
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 @contextmanager
 def probe_progress(console: Console) -> Iterator[Callable[[int, int], None]]:
     """A transient bar while a backend build is probed (once; later runs read the cache)."""
@@ -61,8 +97,22 @@ def probe_progress(console: Console) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
+def builds_line(s: Summary) -> str:
+    """The builds a campaign ran, as a maintainer names them: "onnxruntime 1.30.0 → 1.31.1"
+    across two builds of one system, each in full otherwise."""
+    head, base = s.backend, s.base
+    if head is None:
+        return "?"
+    if base is None:
+        return f"{head.name} {head.version}"
+    if base.name == head.name:
+        return f"{head.name} {base.version} → {head.version}"
+    return f"{base.name} {base.version} → {head.name} {head.version}"
+
+
 def summary_table(s: Summary) -> Table:
-    table = Table(title=f"fuzzbot: {s.tests} tests in {s.wall_s:.1f}s on {s.backend.name if s.backend else '?'}")
+    title = f"fuzzbot: {s.tests} tests in {s.wall_s:.1f}s on {builds_line(s)}"
+    table = Table(title=title, min_width=len(title))
     table.add_column("verdict")
     table.add_column("count", justify="right")
     for verdict, n in sorted(s.counts.items(), key=lambda kv: -kv[1]):

@@ -6,11 +6,12 @@ start, summary.json says why, and the exit status is an error, not a finding.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from backends.client import BackendUnavailable
-from backends.spec import parse_backend
+from backends.spec import BackendSpec, parse_backend, worker_requirements
 from bot.campaign import Campaign, SideSetup
 from bot.case_source import Shard
 from bot.config import FuzzConfig
@@ -31,13 +32,27 @@ def cannot_compare(cfg: FuzzConfig, records: dict[str, SideRecord], why: object)
     return CannotCompare(reason)
 
 
+def with_worker_requirements(compiler: CompilerConfig, spec: BackendSpec) -> CompilerConfig:
+    """`compiler.packages` plus what the backend's worker imports besides the system (TVM's
+    ONNX frontend needs onnx), unless the user already names that project there."""
+    named = {requirement_name(p) for p in compiler.packages}
+    missing = [r for r in worker_requirements(spec) if requirement_name(r) not in named]
+    return compiler.model_copy(update={"packages": [*compiler.packages, *missing]}) if missing else compiler
+
+
+def requirement_name(requirement: str) -> str:
+    """The project a pip requirement names, normalized as pip compares them."""
+    name = re.split(r"[\s<>=!~\[;@(]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def prepare_sides(
     cfg: FuzzConfig, on_side: Callable[[str, SideRecord], None] = lambda name, rec: None
 ) -> tuple[list[SideSetup], dict[str, SideRecord]]:
     """Build (or reuse) base and head. On failure, summary.json records why before raising."""
     assert cfg.compiler is not None
-    workspace = Workspace(cfg.compiler, Path(cfg.cache_dir) / "sides")
     spec = parse_backend(cfg.backend)
+    workspace = Workspace(with_worker_requirements(cfg.compiler, spec), Path(cfg.cache_dir) / "sides")
     setups: list[SideSetup] = []
     records: dict[str, SideRecord] = {}
     for which in ("base", "head"):

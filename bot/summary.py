@@ -176,10 +176,13 @@ class Summary(BaseModel):
     reference_gaps: dict[str, int] = Field(default_factory=dict)
     """Cases the torch reference could not compute, by the op type it stopped at."""
     tiebreaks: dict[str, int] = Field(default_factory=dict)
+    """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
+    reference_warnings: int = 0
+    """numpy warnings (overflow, invalid value) onnx.reference raised, for references and
+    tie-breaks: counted here instead of printed, where a log reader takes them for errors."""
     steered: dict[str, int] = Field(default_factory=dict)
     """Insertions undone because they completed a known bug's trigger, by the bug's
     fingerprint (generator.avoid)."""
-    """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
     run_url: str | None = None
     """The CI run that made this output (GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY
     and GITHUB_RUN_ID), whose artifact holds the bundles; reports link it."""

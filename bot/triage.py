@@ -78,6 +78,8 @@ class Triage:
         self.rules = rules
         self.tiebreaks: Counter[str] = Counter()
         """How each wrong result against torch was confirmed or set aside (summary.json)."""
+        self.reference_warnings = 0
+        """Warnings onnx.reference raised while confirming wrong results (summary.json)."""
         self._lock = threading.Lock()
 
     def evidence(self, case: Case) -> CaseEvidence:
@@ -153,6 +155,8 @@ class Triage:
         found = ev.confirm(side_runs.first, result.outputs)
         with self._lock:
             self.tiebreaks[found.path] += 1
+            self.reference_warnings += ev.warned.total()
+            ev.warned.clear()
         side_runs.rule_detail = f"{found.path}: {found.detail}" if found.detail else found.path
         if not found.believed:
             side_runs.rule = found.rule

@@ -13,6 +13,7 @@ process or a hang still counts.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -80,6 +81,8 @@ class CaseEvidence:
         """Why the torch reference could not compute the case, when it could not."""
         self.tolerances = tolerances or ToleranceConfig()
         self._bounds: dict[str | None, dict[str, Tolerance]] = {}
+        self.warned: Counter[str] = Counter()
+        """Warnings onnx.reference raised while judging the case (counted, never printed)."""
 
     @classmethod
     def compute(
@@ -113,7 +116,7 @@ class CaseEvidence:
 
     @cached_property
     def onnx_reading(self) -> tuple[dict[str, np.ndarray] | None, str]:
-        return onnx_reference(self.model, self.inputs)
+        return onnx_reference(self.model, self.inputs, self.warned)
 
     @cached_property
     def float64(self) -> dict[str, np.ndarray] | None:

@@ -12,7 +12,9 @@ reference's rounding nor any backend's code shares; the reading closer to it win
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -46,6 +48,8 @@ class Reading:
     source: Source
     gap: str = ""
     gap_op: str = ""
+    warnings: int = 0
+    """Warnings onnx.reference raised computing it (numpy's overflow, invalid value)."""
 
 
 def read_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> Reading:
@@ -55,26 +59,38 @@ def read_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> 
         return Reading({o.name: trace.env[o.name].numpy() for o in model.graph.output}, Source.torch)
     index = trace.failed_node
     op = model.graph.node[index].op_type if index is not None else "graph input"
-    second, why = onnx_reference(model, inputs)
+    warned: Counter[str] = Counter()
+    second, why = onnx_reference(model, inputs, warned)
     if second is not None:
-        return Reading(second, Source.onnx_reference, str(trace.error), op)
-    return Reading(None, Source.none, f"{trace.error}; {why}", op)
+        return Reading(second, Source.onnx_reference, str(trace.error), op, warned.total())
+    return Reading(None, Source.none, f"{trace.error}; {why}", op, warned.total())
 
 
 def onnx_reference(
-    model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]
+    model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], warned: Counter[str] | None = None
 ) -> tuple[dict[str, np.ndarray] | None, str]:
-    """onnx.reference's outputs, or None and why it could not compute them (one line). Its
-    numpy warnings (a division by zero on an undefined input) are its own business."""
+    """onnx.reference's outputs, or None and why it could not compute them (one line)."""
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
+        with counted_warnings(warned):
             values = ReferenceEvaluator(model).run(None, dict(inputs))
     except Exception as e:  # noqa: BLE001 - any evaluator failure means "no reading"
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return None, f"onnx.reference failed: {type(e).__name__}: {first}"[:300]
     names = [o.name for o in model.graph.output]
     return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}, ""
+
+
+@contextmanager
+def counted_warnings(warned: Counter[str] | None) -> Iterator[None]:
+    """onnx.reference's numpy warnings (a division by zero on an undefined input) counted in
+    `warned` by category, never printed: a log full of RuntimeWarnings reads as errors."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            if warned is not None:
+                warned.update(w.category.__name__ for w in caught)
 
 
 _WIDE = {t: TensorProto.DOUBLE for t in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.BFLOAT16)}

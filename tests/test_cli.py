@@ -42,6 +42,7 @@ def test_short_campaign_runs_twenty_tests_and_writes_a_valid_summary(
     assert s.time_s.generation > 0 and s.time_s.reference > 0 and s.time_s.backend > 0
     assert 5.5 <= s.wall_s < 30
     assert "tests" in r.err and "verdict" in r.err
+    assert f"on onnxruntime {s.backend.version}" in r.err  # the build, with its version
 
 
 def test_perturbed_outputs_are_caught_as_wrong_results(cli: Cli, tmp_path: Path, probe_cache: str) -> None:

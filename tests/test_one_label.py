@@ -113,6 +113,17 @@ def test_a_new_regression_after_a_persistent_sighting_takes_the_label_and_the_bu
     assert moved == [f"persistent-{fp}-seed1"], "the persistent bundle gave way"
 
 
+def test_the_same_campaign_again_into_the_same_folder_replaces_its_bundles(tmp_path: Path) -> None:
+    """`make fuzz` twice: the second run meets the first run's bundles under the same names
+    (same seeds, same cases), in findings/ and in duplicates/, and must replace them, not
+    stop with an internal error."""
+    out = _two_labels(tmp_path, seed=1)
+    first = sorted(p.name for p in (out / "duplicates").iterdir())
+    assert _two_labels(tmp_path, seed=1) == out
+    fp = _assert_one_label(out, "new_regression")
+    assert sorted(p.name for p in (out / "duplicates").iterdir()) == first == [f"persistent-{fp}-seed1"]
+
+
 def test_a_persistent_sighting_after_a_new_regression_is_counted_not_kept(tmp_path: Path) -> None:
     out = _two_labels(tmp_path, seed=3)  # seed 3's model is one base gets right
     fp = _assert_one_label(out, "new_regression")

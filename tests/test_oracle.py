@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
+
 import numpy as np
+import pytest
+from onnx import TensorProto, helper
 
 from backends.results import BackendInfo, RunResult, Stage, Status
 from oracles.compare import Mismatch, compare
+from oracles.references import onnx_reference
 from oracles.signature import normalize
 from oracles.tolerances import Tolerance, tolerance_for
 from oracles.verdict import Verdict, judge
@@ -120,3 +126,25 @@ def test_an_integer_difference_has_its_size_and_the_elements_that_differ() -> No
     assert [(s.index, s.expected, s.actual) for s in diff.samples] == [([0, 1], "2147483647", "-2147483648")]
     big = compare_output("y", np.array([2**60 + 1], np.int64), np.array([2**60], np.int64), Tolerance(atol=0, rtol=0))
     assert big.max_abs == 1.0  # exact, where float64 would see 2**60 on both sides
+
+
+def test_onnx_reference_warnings_are_counted_not_printed(capfd: pytest.CaptureFixture[str]) -> None:
+    """Log(0) and 0/0 make numpy warn inside onnx.reference; a user reading `make fuzz`'s
+    output takes a RuntimeWarning for an error, so the count goes to summary.json instead."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    graph = helper.make_graph(
+        [helper.make_node("Log", ["x"], ["l"]), helper.make_node("Div", ["x", "x"], ["d"])],
+        "g",
+        [x],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("l", "d")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    warned: Counter[str] = Counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning that escaped would fail here
+        values, why = onnx_reference(model, {"x": np.array([0.0, 1.0, 2.0], np.float32)}, warned)
+    assert values is not None and not why
+    assert np.isneginf(values["l"][0]) and np.isnan(values["d"][0])
+    assert warned["RuntimeWarning"] >= 2
+    captured = capfd.readouterr()
+    assert "Warning" not in captured.err + captured.out

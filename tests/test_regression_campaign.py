@@ -70,6 +70,8 @@ def test_a_campaign_from_the_good_commit_to_the_bad_head_finds_a_new_regression(
     finding = summary["findings"][0]
     assert finding["across"] == "new_regression" and finding["verdict"] == "wrong_result"
     assert finding["depends_on_optimization"] is True  # right at O0: the fusion pass is to blame
+    base, head = summary["base"], summary["backend"]
+    assert f"on {head['name']} {base['version']} → {head['version']}" in r.err  # the last line names both builds
 
 
 def test_the_regression_is_reduced_to_the_fusion_trigger(campaign: tuple[Path, CliResult]) -> None:

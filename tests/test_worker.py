@@ -169,6 +169,20 @@ def test_missing_interpreter_is_unavailable() -> None:
         WorkerClient(parse_backend("onnxruntime"), python="/no/such/python").start()
 
 
+def test_a_relative_interpreter_path_is_taken_from_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--python .venv/bin/python` names the venv under the folder the user is in, not
+    under the worker's scratch folder; the venv's own interpreter (a symlink) is kept."""
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.relpath(sys.executable, tmp_path)
+    assert not os.path.isabs(relative)
+    with WorkerClient(parse_backend("onnxruntime"), python=relative) as client:
+        assert client.handshake["executable"] == os.path.abspath(sys.executable)
+        (case,) = stable_cases(1)
+        assert client.run(case.model.SerializeToString(), case.inputs).status is Status.ok
+
+
 def test_spec_strings() -> None:
     assert str(parse_backend("onnxruntime")) == "onnxruntime:all"
     assert parse_backend("onnxruntime:DISABLE").level == "disable"

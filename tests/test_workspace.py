@@ -154,3 +154,17 @@ def test_a_build_never_sees_a_token(
     env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     assert "ghs_" + "x" * 36 not in seen.read_text()
     assert env["VIRTUAL_ENV"] == str(side.python.parent.parent)
+
+
+def test_a_side_gets_what_its_backends_worker_imports_unless_the_user_pinned_it() -> None:
+    """TVM's ONNX frontend imports onnx inside the worker: a TVM side built from pip specs
+    alone once failed with "No module named 'onnx'" until the user added it to packages."""
+    from bot.side_builds import with_worker_requirements
+
+    tvm_sides = CompilerConfig(base={"pip": ["apache-tvm==0.25.0"]}, head={"pip": ["apache-tvm==0.27.0"]})
+    assert "onnx" not in tvm_sides.packages
+    assert with_worker_requirements(tvm_sides, parse_backend("tvm:O0")).packages == [*tvm_sides.packages, "onnx"]
+    assert with_worker_requirements(tvm_sides, parse_backend("openvino")).packages[-1] == "onnx"
+    assert with_worker_requirements(tvm_sides, parse_backend("onnxruntime")) == tvm_sides  # it needs nothing more
+    pinned = tvm_sides.model_copy(update={"packages": ["numpy==2.4.6", "ONNX==1.17.0"]})
+    assert with_worker_requirements(pinned, parse_backend("tvm")).packages == ["numpy==2.4.6", "ONNX==1.17.0"]

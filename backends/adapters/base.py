@@ -52,6 +52,9 @@ class Adapter:
     imported from, and the bot refuses a side whose copy is not its own build's."""
     worker_packages: ClassVar[tuple[str, ...]] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
+    worker_requires: ClassVar[tuple[str, ...]] = ()
+    """pip requirements the worker imports besides the system itself (a frontend's `onnx`):
+    a side fuzzbot builds gets them unless `compiler.packages` already names them."""
     lossy_dtypes: ClassVar[dict[str, str]] = {}
     """Element types the system computes in a narrower type by design, with why: probing
     leaves them out, since every difference they cause is documented behaviour."""

@@ -47,6 +47,7 @@ class OpenVinoAdapter(Adapter):
         r"unconverted_ops_report",
     )
     repro_requires = ("openvino=={version}",)
+    worker_requires = ("onnx",)
     options = {"precision": "INFERENCE_PRECISION_HINT [f32]", "threads": "INFERENCE_NUM_THREADS [1]"}
 
     def __init__(self, options: dict[str, str]) -> None:

@@ -48,6 +48,7 @@ class TorchCompileAdapter(Adapter):
     options = {"threads": "torch intra-op threads [1]", "fullgraph": "1 to fail on graph breaks [0]"}
     worker_packages = ("generator",)
     repro_requires = ("onnx", "z3-solver", "torch=={version}")
+    worker_requires = ("onnx",)
     repro_note = (
         "Also needs fuzzbot's checkout on PYTHONPATH: the torch module is rebuilt from the model "
         "with fuzzbot's generator (its op registry)."

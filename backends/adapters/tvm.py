@@ -57,6 +57,7 @@ class TvmAdapter(Adapter):
     and asserts and the legalizers' messages (tests/test_tvm_limits.py reads them from the
     installed TVM's source and checks each is classified, and no invalid-model error is)."""
     repro_requires = ("onnx", "apache-tvm=={version}")
+    worker_requires = ("onnx",)
     options = {"threads": "TVM_NUM_THREADS for the compiled code [1]", "target": "TVM target string [llvm]"}
 
     def __init__(self, options: dict[str, str]) -> None:
