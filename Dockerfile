@@ -29,6 +29,6 @@ RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/wh
 # No USER: GitHub runs Docker actions as root with the runner's workspace mounted at
 # /github/workspace, and its docs advise against USER, since another user could not
 # write the outputs, the step summary or fuzzbot-out/ there. The entrypoint keeps the
-# token away from the build of the PR's code instead (see bot/action_entrypoint.py).
+# token away from the build of the PR's code instead (see bot/github/entrypoint.py).
 # -P: the working directory (the user's repo) must not shadow fuzzbot's packages.
-ENTRYPOINT ["python", "-P", "-m", "bot.action_entrypoint"]
+ENTRYPOINT ["python", "-P", "-m", "bot.github.entrypoint"]

@@ -32,7 +32,7 @@ from backends.client import WorkerClient
 from backends.reference import ReferenceError, run_reference
 from backends.results import Status
 from backends.spec import parse_backend
-from bot.probe import probe_support
+from bot.sides.probe import probe_support
 from generator.api import GenConfig, Support, generate, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues

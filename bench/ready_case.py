@@ -2,7 +2,7 @@
 
 fuzzbot's ready case is what `fuzzbot gen --corpus` makes of one seed: the model grown
 with NaN/Inf-free values, its inputs, the torch reference's outputs, and the case written
-into a case corpus (bot.corpus), BATCH cases a transaction as `fill_corpus` writes them;
+into a case corpus (bot.cases.corpus), BATCH cases a transaction as `fill_corpus` writes them;
 each case is charged an equal share of its batch's write. NNSmith's is its CLI's
 generation plus the ONNX export (`bench/nnsmith_gen.py --with-export`), run under its own
 venv (`--nnsmith-python`, set up as that script's docstring says) for the same count of
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from bot.case_making import Prepared, make_case
-from bot.corpus import Corpus, generator_key
-from bot.corpus_feed import BATCH
+from bot.cases.corpus import Corpus, generator_key
+from bot.cases.corpus_feed import BATCH
+from bot.cases.making import Prepared, make_case
 from generator.api import GenConfig
 from generator.coverage import Coverage
 from generator.z3_contexts import ContextSupply

@@ -184,7 +184,7 @@ def _count(counter: Path) -> int:
 def run_fuzzbot(p: Planted, work: Path, check: str, jobs: int, nodes_only: bool = False) -> dict[str, Any]:
     """fuzzbot's reducer with the same subprocess check as polygraphy. `nodes_only` runs
     just the node-removing passes (what polygraphy does), without the polish passes."""
-    from bot.reduce import ExternalCheck
+    from bot.reduce.candidates import ExternalCheck
 
     counter = work / "count"
     os.environ["REDUCE_BENCH_COUNTER"] = str(counter)

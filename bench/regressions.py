@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.bundle import write_bundle
-from bot.campaign import Campaign
+from bot.campaign.run import Campaign
 from bot.config import FuzzConfig
+from bot.findings.bundle import write_bundle
 from generator.api import GenConfig, generate
 from generator.values import NoValidValues
 

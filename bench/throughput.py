@@ -1,7 +1,7 @@
 """Campaign throughput on onnxruntime with 10-node models, cold and warm.
 
 Cold: every case is generated and its reference computed during the campaign (today's
-default). Warm: the campaign replays a case corpus (bot.corpus) built beforehand, untimed,
+default). Warm: the campaign replays a case corpus (bot.cases.corpus) built beforehand, untimed,
 by the code of `fuzzbot gen --corpus`, with the same generator config.
 
 Prints JSON: tests per second, and where the wall time goes (generation, the reference
@@ -35,10 +35,10 @@ from backends.protocol import encode, read_message
 from backends.results import Status
 from backends.spec import parse_backend
 from backends.worker import Served, handle_run
-from bot.campaign import Campaign
+from bot.campaign.run import Campaign
+from bot.cases.corpus import Corpus, generator_key
+from bot.cases.corpus_gen import fill_corpus
 from bot.config import FuzzConfig, ReduceSettings
-from bot.corpus import Corpus, generator_key
-from bot.corpus_gen import fill_corpus
 from generator.api import GenConfig
 
 

@@ -21,27 +21,27 @@ from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import ReferenceError
 from backends.results import RunResult
 from backends.spec import BackendSpecError, parse_backend
-from bot.bisect import BisectError
-from bot.bisect_cli import bisect_command
-from bot.bundle import BundleError, write_bundle
-from bot.campaign import Campaign
-from bot.case_source import Shard
-from bot.check_cli import check_command
+from bot.bisect.search import BisectError
+from bot.campaign.display import coverage_table, live_progress, probe_progress, summary_table
+from bot.campaign.run import Campaign
+from bot.campaign.sides import CannotCompare, open_campaign
+from bot.campaign.triage import Side, Triage
+from bot.cases.corpus_gen import fill_corpus, probed_support
+from bot.cases.shard import Shard
+from bot.cases.user_cases import load_user_case
+from bot.commands.bisect import bisect_command
+from bot.commands.check import check_command
+from bot.commands.known import known_bugs_command
+from bot.commands.merge import SchemaError, config_schema_command, merge_command
+from bot.commands.reduce import ReduceError, reduce_command
+from bot.commands.report import ReportError, report_command
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration, parse_test_fault
-from bot.corpus_gen import fill_corpus, probed_support
-from bot.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.errors import UserError
-from bot.known_cli import known_bugs_command
-from bot.merge import MergeError
-from bot.merge_cli import SchemaError, config_schema_command, merge_command
-from bot.reduce_cli import ReduceError, reduce_command
-from bot.report_cli import ReportError, report_command
-from bot.side_builds import CannotCompare, open_campaign
-from bot.store import StoreError
-from bot.summary import SideRecord, Summary, rewrites_fired
-from bot.triage import Side, Triage
-from bot.user_cases import load_user_case
-from bot.workspace import WorkspaceError
+from bot.findings.bundle import BundleError, write_bundle
+from bot.findings.store import StoreError
+from bot.findings.summary import SideRecord, Summary, rewrites_fired
+from bot.merge.outputs import MergeError
+from bot.sides.workspace import WorkspaceError
 from generator.api import GenConfig, Support, generate, inputs_for_model, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues

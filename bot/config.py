@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from backends.spec import BackendSpecError, parse_backend
-from bot.sides_config import CompilerConfig
+from bot.sides.config import CompilerConfig
 from generator.api import GenConfig
 from oracles.config import OracleConfig
 from oracles.tolerances import ToleranceConfig
@@ -124,19 +124,19 @@ class FuzzConfig(BaseModel):
     bisect: bool = Field(False, description="bisect each new regression between the base and head refs")
     corpus: Path | None = Field(
         None,
-        description="case corpus folder (bot.corpus): replay its cases for this generator first, then add the"
+        description="case corpus folder (bot.cases.corpus): replay its cases for this generator first, then add the"
         " fresh ones; created if missing",
     )
     generation_processes: int | None = Field(
         None,
         ge=0,
-        description="processes that generate cases for the lanes (bot.generation_pool); default: one per lane when"
-        " the machine has a core for the campaign, each lane's worker and each such process (2 x jobs + 1), else"
+        description="processes that generate cases for the lanes (bot.cases.generation_pool); default: one per lane"
+        " when the machine has a core for the campaign, each lane's worker and each such process (2 x jobs + 1), else"
         " none (each lane makes its next case while its workers compute)",
     )
     regressions: Path | None = Field(
         None,
-        description="regression corpus folder (bot.regression_corpus): every bundle in it is judged before"
+        description="regression corpus folder (bot.cases.regression_corpus): every bundle in it is judged before"
         " fuzzing, and each new reduced finding is added to it; created if missing",
     )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")

@@ -8,7 +8,6 @@ with its values), so one seed yields identical bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from generator.binning import Solution
 from generator.dtypes import DType
-from generator.graph import GNode, Graph
+from generator.graph import Fragment, GNode, Graph
 from generator.symbolic import Dim
 
 NodeHook = Callable[[GNode, list[onnx.NodeProto]], None]
@@ -37,18 +36,6 @@ def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fa
         return rng.random(size=tuple(shape)) < 0.5
     low = 0 if dtype is DType.uint8 else -8
     return rng.integers(low, 9, size=tuple(shape)).astype(dtype.numpy)
-
-
-@dataclass
-class Fragment:
-    """What one graph node was written as: its ONNX nodes, and the initializers it owns by
-    name (`c<n>` constants, `w<n>` weights), in the order they were made."""
-
-    nodes: list[onnx.NodeProto] = field(default_factory=list)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    runtime: dict[str, np.ndarray] = field(default_factory=dict)
-    """Values it reads as graph inputs (`r<n>`): shapes, scales and bounds that a compiler
-    cannot fold as constants. Fixed like constants: no value search moves them."""
 
 
 RUNTIME_PREFIX = "r"

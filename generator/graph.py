@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
 
 from generator.binning import Solution
 from generator.ops.base import OpSpec
 from generator.symbolic import AbsTensor
 
-if TYPE_CHECKING:
-    from generator.emit import Fragment
+
+@dataclass
+class Fragment:
+    """What one graph node was written as (generator.emit): its ONNX nodes, and the
+    initializers it owns by name (`c<n>` constants, `w<n>` weights), in the order they were
+    made. Kept on the node it belongs to, so that repair can rewrite one node's part."""
+
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    runtime: dict[str, np.ndarray] = field(default_factory=dict)
+    """Values it reads as graph inputs (`r<n>`): shapes, scales and bounds that a compiler
+    cannot fold as constants. Fixed like constants: no value search moves them."""
 
 
 @dataclass

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.emit import Fragment, OnnxEmitter, draw_values, tname
-from generator.graph import GNode, Graph
+from generator.emit import OnnxEmitter, draw_values, tname
+from generator.graph import Fragment, GNode, Graph
 from generator.values.find import Method
 from generator.values.interp import Failure, Node, Program, Step, as_tensor, prepare
 from generator.values.leaves import Leaves

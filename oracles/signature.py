@@ -152,7 +152,7 @@ def normalize(message: str) -> str:
     gave (`'input'`, `'y'`) looks like any other word. Unquoted, dtypes, op types and
     namespaced ops are shielded from the number rule (`int32` is not `int<n>`, `ReduceL2`
     not `ReduceL<n>`). The price is that one bug seen at two dtypes may get two names;
-    reduction's dtype generalization (bot.generalize) is what folds those, by asking the
+    reduction's dtype generalization (bot.reduce.generalize) is what folds those, by asking the
     builds whether the type matters, which no message can say.
     """
     kind, text = _meaningful(message)

@@ -46,7 +46,7 @@ def ort_support(probe_cache: str) -> Support:
 
     from backends.client import WorkerClient
     from backends.spec import parse_backend
-    from bot.probe import probe_support
+    from bot.sides.probe import probe_support
 
     with WorkerClient(parse_backend("onnxruntime:all")) as client:
         assert client.info is not None

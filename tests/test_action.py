@@ -45,7 +45,7 @@ def run_action(workspace: Path, **inputs: str) -> ActionRun:
     env.update(GITHUB_WORKSPACE=str(workspace), GITHUB_OUTPUT=str(output), GITHUB_REPOSITORY="toy/toycc")
     env["GITHUB_STEP_SUMMARY"] = str(workspace / "step_summary.md")
     done = subprocess.run(
-        [sys.executable, "-m", "bot.action_entrypoint"], env=env, cwd=workspace, capture_output=True, text=True
+        [sys.executable, "-m", "bot.github.entrypoint"], env=env, cwd=workspace, capture_output=True, text=True
     )
     lines = output.read_text().splitlines() if output.exists() else []
     return ActionRun(done.returncode, done.stdout, done.stderr, dict(x.split("=", 1) for x in lines), workspace)
@@ -215,7 +215,7 @@ def test_a_bad_input_is_one_error_line_and_exit_1(tmp_path: Path, inputs: dict[s
 
 
 def test_the_input_variable_is_read_with_hyphens_or_underscores() -> None:
-    from bot.action_entrypoint import read_input
+    from bot.github.entrypoint import read_input
 
     assert read_input({"INPUT_BASE-REF": " main "}, "base-ref") == "main"
     assert read_input({"INPUT_BASE_REF": "main"}, "base-ref") == "main"
@@ -223,7 +223,7 @@ def test_the_input_variable_is_read_with_hyphens_or_underscores() -> None:
 
 
 def test_inputs_are_laid_over_the_users_config(tmp_path: Path) -> None:
-    from bot.action_entrypoint import build_config, parse_inputs
+    from bot.github.entrypoint import build_config, parse_inputs
 
     env = {"GITHUB_WORKSPACE": str(tmp_path), "INPUT_BASE-REF": "v1.0", "INPUT_BUILD": "make\n\npip install .\n"}
     user = {"budget": "10m", "compiler": {"packages": ["numpy"], "head": {"ref": "main"}}}
@@ -240,8 +240,8 @@ def test_inputs_are_laid_over_the_users_config(tmp_path: Path) -> None:
 
 def test_the_corpus_folders_are_workspace_paths_the_config_validates(tmp_path: Path) -> None:
     """The cache restores the corpora into the workspace; the container's cwd is not it."""
-    from bot.action_entrypoint import build_config, parse_inputs
     from bot.config import FuzzConfig
+    from bot.github.entrypoint import build_config, parse_inputs
 
     env = {
         "GITHUB_WORKSPACE": str(tmp_path),
@@ -257,7 +257,7 @@ def test_the_corpus_folders_are_workspace_paths_the_config_validates(tmp_path: P
 
 def test_head_defaults_to_the_checked_out_commit(toy_repo: ToyRepo, tmp_path: Path) -> None:
     """A PR checkout is a detached merge commit: the mirror fuzzbot clones has no such HEAD."""
-    from bot.action_entrypoint import cli_env, pin_head
+    from bot.github.entrypoint import cli_env, pin_head
 
     repo = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", str(toy_repo.path), str(repo)], check=True)
@@ -268,7 +268,7 @@ def test_head_defaults_to_the_checked_out_commit(toy_repo: ToyRepo, tmp_path: Pa
 
 
 def test_the_fuzz_step_gets_no_token_and_trusts_the_mounted_repo() -> None:
-    from bot.action_entrypoint import cli_env
+    from bot.github.entrypoint import cli_env
 
     given = {"GITHUB_TOKEN": TOKEN, "INPUT_GITHUB-TOKEN": TOKEN, "ACTIONS_RUNTIME_TOKEN": TOKEN, "PATH": "/bin"}
     env = cli_env(given, "/github/workspace")
@@ -277,7 +277,7 @@ def test_the_fuzz_step_gets_no_token_and_trusts_the_mounted_repo() -> None:
 
 
 def test_multiline_outputs_use_a_delimiter(tmp_path: Path) -> None:
-    from bot.action_entrypoint import write_outputs
+    from bot.github.entrypoint import write_outputs
 
     path = tmp_path / "out"
     write_outputs(str(path), {"one": "1", "two": "a\nb"})
@@ -298,7 +298,7 @@ def test_the_open_issues_triggers_reach_the_campaign_and_an_outage_does_not_stop
     (the campaign never sees it); without a token, or when GitHub fails, it fuzzes without."""
     from github import Auth, Github
 
-    from bot.action_entrypoint import known_from_issues, parse_inputs
+    from bot.github.entrypoint import known_from_issues, parse_inputs
     from bot.github.text import trigger_marker
     from tests.github_server import FakeGitHub
 

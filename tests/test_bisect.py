@@ -12,9 +12,9 @@ import yaml
 
 from backends.client import WorkerClient
 from backends.spec import parse_backend
-from bot.bisect import BugIdentity, Outcome, Step, classify, search
-from bot.bundle import Finding, write_bundle
-from bot.workspace import Commit, Workspace
+from bot.bisect.search import BugIdentity, Outcome, Step, classify, search
+from bot.findings.bundle import Finding, write_bundle
+from bot.sides.workspace import Commit, Workspace
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict, judge

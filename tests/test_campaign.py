@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backends.spec import parse_backend
-from bot.campaign import Campaign, SideSetup
+from bot.campaign.run import Campaign
+from bot.campaign.side_setup import SideSetup
 from bot.config import FuzzConfig
 from tests.conftest import CliResult
 

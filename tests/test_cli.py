@@ -13,10 +13,12 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from bot.bundle import Finding
-from bot.campaign import Campaign, Prepared, Summary
+from bot.campaign.run import Campaign
+from bot.cases.making import Prepared
 from bot.config import FuzzConfig, load_config
 from bot.config import TestFault as Fault
+from bot.findings.bundle import Finding
+from bot.findings.summary import Summary
 from generator.api import GenConfig
 from tests.conftest import CliResult
 

@@ -1,4 +1,4 @@
-"""The case corpus (bot.corpus): written by `gen --corpus`, replayed by `fuzz --corpus`,
+"""The case corpus (bot.cases.corpus): written by `gen --corpus`, replayed by `fuzz --corpus`,
 keyed so that a stale corpus is never replayed, and readable only when it is one."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.case_source import CaseSource, Shard
-from bot.corpus import Corpus, case_features, generator_key, greedy_order
-from bot.corpus_feed import CorpusFeed, _unsupported
-from bot.corpus_gen import probed_support
+from bot.cases.corpus import Corpus, case_features, generator_key, greedy_order
+from bot.cases.corpus_feed import CorpusFeed, _unsupported
+from bot.cases.corpus_gen import probed_support
+from bot.cases.shard import Shard
+from bot.cases.source import CaseSource
 from generator.api import GenConfig, generate
 from generator.coverage import Coverage
 from oracles.references import read_reference

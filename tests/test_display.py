@@ -8,8 +8,8 @@ import time
 
 from rich.console import Console
 
-from bot.display import live_progress
-from bot.summary import Summary
+from bot.campaign.display import live_progress
+from bot.findings.summary import Summary
 
 
 def test_a_log_that_is_no_terminal_gets_a_plain_progress_line_at_most_every_interval() -> None:

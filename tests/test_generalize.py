@@ -6,8 +6,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bot.bundle import DtypeEvidence
-from bot.generalize import Outcome, dtype_evidence, generalized_name
+from bot.findings.bundle import DtypeEvidence
+from bot.reduce.generalize import Outcome, dtype_evidence, generalized_name
 from oracles.verdict import Judgement, Verdict
 from reducers.case import Case
 from reducers.retype import main_dtype, retype

@@ -1,13 +1,13 @@
-"""Generation in processes of its own (bot.generation_pool), through the campaign's case
+"""Generation in processes of its own (bot.cases.generation_pool), through the campaign's case
 source: real spawned processes, real generation and references."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bot.campaign import Campaign
-from bot.case_making import make_case
-from bot.case_source import CaseSource
+from bot.campaign.run import Campaign
+from bot.cases.making import make_case
+from bot.cases.source import CaseSource
 from bot.config import FuzzConfig, ReduceSettings
 from generator.api import GenConfig
 from generator.avoid import Avoid

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 from backends.client import WorkerClient
 from backends.results import RunResult, Stage, Status
 from backends.spec import parse_backend
-from bot.triage import Side, Triage
+from bot.campaign.triage import Side, Triage
 from oracles.case import CaseEvidence
 from oracles.compare import compare
 from oracles.config import OracleConfig

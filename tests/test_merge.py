@@ -14,13 +14,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bot.bundle import Finding, write_bundle
 from bot.cli import main
 from bot.config import FuzzConfig
-from bot.merge import shard_id
-from bot.store import FindingStore, StoredFinding
-from bot.summary import Summary
-from bot.summary_md import MAX_ROWS, render_summary_md
+from bot.findings.bundle import Finding, write_bundle
+from bot.findings.store import FindingStore, StoredFinding
+from bot.findings.summary import Summary
+from bot.findings.summary_md import MAX_ROWS, render_summary_md
+from bot.merge.outputs import shard_id
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]

@@ -27,11 +27,11 @@ import onnx
 import pytest
 import yaml
 
+from bot.campaign.sides import pinned
+from bot.findings.summary import SideRecord, Summary
+from bot.github.head_build import head_python
 from bot.github.text import CLOSE_MARKER
-from bot.head_build import head_python
-from bot.side_builds import pinned
-from bot.sides_config import SideSpec
-from bot.summary import SideRecord, Summary
+from bot.sides.config import SideSpec
 from tests.github_server import FakeGitHub
 from tests.release_cases import FIX, rms_norm_axis_not_last
 from tests.toy_repo import BUG, ToyRepo, build_cache, toy_compiler_config, toy_repo
@@ -92,7 +92,7 @@ def _action(workspace: Path, env: dict[str, str], **inputs: str) -> subprocess.C
     env = dict(env, GITHUB_WORKSPACE=str(workspace))
     env.update({f"INPUT_{k.upper().replace('_', '-')}": v for k, v in inputs.items()})
     return subprocess.run(
-        [sys.executable, "-P", "-m", "bot.action_entrypoint"],
+        [sys.executable, "-P", "-m", "bot.github.entrypoint"],
         cwd=workspace,
         env=env,
         capture_output=True,

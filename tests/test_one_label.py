@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from bot.action_entrypoint import outputs
-from bot.bundle import Finding
-from bot.campaign import Campaign, Lane
-from bot.case_source import Shard
+from bot.campaign.run import Campaign, Lane
+from bot.campaign.sides import prepare_sides
+from bot.cases.shard import Shard
 from bot.config import load_config
+from bot.findings.bundle import Finding
+from bot.findings.store import FindingStore
+from bot.findings.summary import Summary
+from bot.github.entrypoint import outputs
 from bot.github.findings import load_report
 from bot.github.render import by_label, pr_comment
-from bot.merge import merge_outputs
-from bot.side_builds import prepare_sides
-from bot.store import FindingStore
-from bot.summary import Summary
+from bot.merge.outputs import merge_outputs
 from tests.test_report import _campaign, one_build
 
 __all__ = ["one_build"]  # the one-build campaign fixture of tests/test_report.py

@@ -9,7 +9,7 @@ import pytest
 
 from backends.client import WorkerClient
 from backends.spec import parse_backend
-from bot.probe import ProbeFailure, SupportMatrix, cache_path, probe_support
+from bot.sides.probe import ProbeFailure, SupportMatrix, cache_path, probe_support
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 

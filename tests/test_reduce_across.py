@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from bot.bundle import load_bundle
+from bot.findings.bundle import load_bundle
 from tests import release_cases as rc
 from tests.conftest import CliResult
 

@@ -16,8 +16,8 @@ from backends.client import WorkerClient
 from backends.reference import ReferenceError, run_reference
 from backends.spec import parse_backend
 from bench.reduce import plant
-from bot.bundle import Finding, load_bundle, write_bundle
-from bot.repro import render_repro
+from bot.findings.bundle import Finding, load_bundle, write_bundle
+from bot.findings.repro import render_repro
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from oracles.signature import op_signature
@@ -207,7 +207,7 @@ def test_injected_segfault_reduces_to_one_node(cli: Cli, tmp_path: Path) -> None
 
 
 def test_crash_messages_match_by_normalized_similarity() -> None:
-    from bot.reduce import similar_messages
+    from bot.reduce.candidates import similar_messages
 
     a = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n3_Conv) Op (Conv) kernel 3 mismatch at /tmp/y.cc:12"
     same_bug = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n0) Op (Conv) kernel 5 mismatch at /src/y.cc:99"

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bench.reduce import plant
-from bot.reduce import reference_values
+from bot.reduce.candidates import reference_values
 from generator.api import GenConfig, generate
 from reducers import passes
 from reducers.case import Case, onnx_reference_values

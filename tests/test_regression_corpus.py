@@ -14,9 +14,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from bot.bundle import write_bundle
-from bot.regression_corpus import RegressionCorpus
-from bot.summary import FindingRef
+from bot.cases.regression_corpus import RegressionCorpus
+from bot.findings.bundle import write_bundle
+from bot.findings.summary import FindingRef
 from oracles.verdict import Verdict
 from tests import release_cases as rc
 from tests.conftest import CliResult

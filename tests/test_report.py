@@ -183,7 +183,7 @@ def test_a_repro_with_large_inputs_runs_from_the_issue_body(two_builds: Path, tm
     from onnx import TensorProto, helper
 
     from backends.spec import parse_backend
-    from bot.repro import render_repro
+    from bot.findings.repro import render_repro
 
     x = np.random.default_rng(7).standard_normal(6_000).astype(np.float32)
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [6_000]) for n in "xy"]
@@ -582,8 +582,8 @@ def test_no_head_build_to_be_had_is_said_and_never_borrows_this_interpreter(tmp_
     """A merge job on a fresh runner has none of the shards' venvs: with no config to rebuild
     head from, it must say so, not fall back to its own interpreter, where a repro may pass
     on another build."""
-    from bot.head_build import HeadUnavailable, head_python
-    from bot.summary import SideRecord, Summary
+    from bot.findings.summary import SideRecord, Summary
+    from bot.github.head_build import HeadUnavailable, head_python
 
     summary = Summary(sides={"head": SideRecord(label="head", python=str(tmp_path / "gone" / "python"))})
     with pytest.raises(HeadUnavailable, match="give --python"):

@@ -17,8 +17,8 @@ from onnx.reference import ReferenceEvaluator
 
 from backends.results import BackendInfo
 from backends.spec import BackendSpec, parse_backend
-from bot.bundle import Finding
-from bot.repro import render_repro
+from bot.findings.bundle import Finding
+from bot.findings.repro import render_repro
 from oracles.verdict import Verdict
 from tests import release_cases as rc
 from tests.venvs import cached_venv

@@ -25,8 +25,8 @@ import yaml
 from backends.client import BackendUnavailable, WorkerClient
 from backends.results import BackendInfo
 from backends.spec import parse_backend
-from bot.isolation import BuildRoots, IsolationError, check_isolation
-from bot.probe import cache_path
+from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
+from bot.sides.probe import cache_path
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, plain_case, toy_compiler_config, toy_repo, trigger_case
 

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from backends.results import BackendInfo
-from bot.bundle import Finding, write_bundle
-from bot.store import FindingStore, StoredFinding, StoreError, measure, row_for
+from bot.findings.bundle import Finding, write_bundle
+from bot.findings.store import FindingStore, StoredFinding, StoreError, measure, row_for
 from oracles.verdict import Verdict
 
 BACKEND = BackendInfo(name="onnxruntime", level="all", version="1.31.1")

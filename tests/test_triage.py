@@ -17,10 +17,10 @@ from onnx import TensorProto, helper
 from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.spec import parse_backend
-from bot.bundle import Finding
+from bot.campaign.perf import compare_perf
+from bot.campaign.triage import Side, Triage
 from bot.config import FuzzConfig, load_config
-from bot.perf_check import compare_perf
-from bot.triage import Side, Triage
+from bot.findings.bundle import Finding
 from oracles.config import OracleConfig
 from oracles.perf import Metric, PerfConfig, judge_perf
 from oracles.references import Source
@@ -242,7 +242,7 @@ def test_a_flaky_backend_yields_no_findings_only_flaky_bundles(tmp_path: Path, c
 
 
 def test_findings_record_their_runs_and_localization(tmp_path: Path) -> None:
-    from bot.campaign import Campaign
+    from bot.campaign.run import Campaign
 
     cfg = FuzzConfig(out=tmp_path, probe=False, max_tests=3, budget=60, test_fault={"kind": "perturb"})
     summary = Campaign(cfg).run()

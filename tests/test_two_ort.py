@@ -14,7 +14,7 @@ from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import run_reference
 from backends.results import Status
 from backends.spec import parse_backend
-from bot.bundle import write_bundle
+from bot.findings.bundle import write_bundle
 from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.conftest import CliResult

@@ -15,7 +15,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from backends.reference import run_reference
-from bot.campaign import Campaign
+from bot.campaign.run import Campaign
 from bot.config import FuzzConfig
 from generator.api import GenConfig, generate
 from generator.dtypes import DType

@@ -11,7 +11,7 @@ import pytest
 
 from backends.client import BackendUnavailable, WorkerClient
 from backends.spec import parse_backend
-from bot.triage import Side, Triage
+from bot.campaign.triage import Side, Triage
 from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
 from oracles.references import read_reference

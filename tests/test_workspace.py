@@ -13,8 +13,8 @@ import pytest
 from backends.client import WorkerClient
 from backends.results import Status
 from backends.spec import parse_backend
-from bot.sides_config import CompilerConfig
-from bot.workspace import BuildFailed, PreparedSide, Workspace, WorkspaceError, commits_between, prepare_side
+from bot.sides.config import CompilerConfig
+from bot.sides.workspace import BuildFailed, PreparedSide, Workspace, WorkspaceError, commits_between, prepare_side
 from oracles.verdict import Verdict, judge
 from tests.toy_repo import (
     BACKEND,
@@ -159,7 +159,7 @@ def test_a_build_never_sees_a_token(
 def test_a_side_gets_what_its_backends_worker_imports_unless_the_user_pinned_it() -> None:
     """TVM's ONNX frontend imports onnx inside the worker: a TVM side built from pip specs
     alone once failed with "No module named 'onnx'" until the user added it to packages."""
-    from bot.side_builds import with_worker_requirements
+    from bot.campaign.sides import with_worker_requirements
 
     tvm_sides = CompilerConfig(base={"pip": ["apache-tvm==0.25.0"]}, head={"pip": ["apache-tvm==0.27.0"]})
     assert "onnx" not in tvm_sides.packages

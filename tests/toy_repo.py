@@ -32,8 +32,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bot.sides_config import CompilerConfig
-from bot.workspace import file_lock
+from bot.sides.config import CompilerConfig
+from bot.sides.workspace import file_lock
 
 SOURCE = Path(__file__).resolve().parent / "toycompiler"
 

@@ -4,7 +4,7 @@ An adapter runs inside the worker, under the side's own interpreter, so this mod
 uses the standard library only. A plugin may subclass `Adapter` (the `backends`
 package is on every worker's path) or just provide the same attributes: the worker
 reads the optional ones with defaults. A plugin's repro script carries this module's
-code (bot.repro, docstrings dropped) in place of fuzzbot, so it must stay self-contained.
+code (bot.findings.repro, docstrings dropped) in place of fuzzbot, so it must stay self-contained.
 
 Required: `name`, `levels`, `default_level`, `__init__(options)`, `info()`,
 `compile(model, level)` and `run(compiled, inputs)`.
@@ -92,7 +92,7 @@ class Adapter:
 def adapter_snippet(module: str, qualname: str, level: str, folder: str | None = None) -> str:
     """`run(model_bytes, inputs)` through an adapter class by name, for an adapter with no
     snippet of its own (torch.compile's repro needs fuzzbot's generator anyway; plugin repros
-    are rendered by bot.repro, which inlines the plugin). `folder`: put on the path first."""
+    are rendered by bot.findings.repro, which inlines the plugin). `folder`: put on the path first."""
     find = f"    import sys\n\n    sys.path.insert(0, {folder!r})\n" if folder else ""
     return f"""def run(model_bytes, inputs):
 {find}    from {module} import {qualname} as Adapter

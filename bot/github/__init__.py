@@ -4,5 +4,5 @@ One job per module: `findings` reads an output folder; `text` (markers, scrubbin
 limits) and `render` make the Markdown; `client` talks to GitHub through PyGithub with
 bounded retries; `actions` turns every write into an idempotent ensure step, `queue` keeps
 unsent ones on disk, `dispatch` sends them (or writes them, in a dry run); `pr`, `schedule`
-and `autoclose` decide what to write. `bot/report_cli.py` is the command.
+and `autoclose` decide what to write. `bot/commands/report.py` is the command.
 """

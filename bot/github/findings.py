@@ -17,9 +17,9 @@ import onnx
 from onnx import printer
 from pydantic import ValidationError
 
-from bot.bundle import Finding
+from bot.findings.bundle import Finding
+from bot.findings.summary import FindingRef, Summary
 from bot.github.errors import ReportError
-from bot.summary import FindingRef, Summary
 
 
 class ReportInputError(ReportError):
@@ -53,7 +53,7 @@ class Report:
     run_id: str
     """A stable name of this output (a hash of summary.json): a re-run of one report counts once."""
     known: dict[str, str] = field(default_factory=dict)
-    """Fingerprint -> the bug's trigger as compact JSON (known-bugs.json, bot.known_bugs): an
+    """Fingerprint -> the bug's trigger as compact JSON (known-bugs.json, bot.findings.known_bugs): an
     issue carries it so later runs can steer away from a bug that is still open."""
     filed: dict[str, int] = field(default_factory=dict)
     """Fingerprint -> the bot's issue for it, for the known bugs of the regression corpus

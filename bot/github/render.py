@@ -217,7 +217,7 @@ MODEL_CHARS_MIN = 2_000
 
 
 INSTALL_LINE = re.compile(r"#\s*Install:\s*(pip install .+?)\s*$")
-"""The header line of a repro (bot.repro) that says what to install."""
+"""The header line of a repro (bot.findings.repro) that says what to install."""
 
 
 def _run_lines(item: Item) -> list[str]:

@@ -1,7 +1,7 @@
 """One report, start to end: connect (or not, in a dry run), replay the queue, decide, send.
 
 Kept apart from the command line so `fuzzbot` starts, and every other command works,
-without PyGithub: bot/report_cli.py imports this module only when a report runs.
+without PyGithub: bot/commands/report.py imports this module only when a report runs.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from bot.github.client import EmptyRepo, LiveRepo, Reader, RetryingReader, Retry
 from bot.github.dispatch import DryRunSink, LiveSink, Sink
 from bot.github.errors import ReportError
 from bot.github.findings import Report, load_report
+from bot.github.head_build import HeadUnavailable, head_python
 from bot.github.pr import exit_code, pr_action
 from bot.github.queue import ReportQueue
 from bot.github.schedule import Plan, latest_by_fingerprint, plan_issues, reportable
 from bot.github.text import find_fingerprint, scrub
-from bot.head_build import HeadUnavailable, head_python
 
 
 @dataclass(frozen=True)

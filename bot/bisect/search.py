@@ -1,0 +1,227 @@
+"""Culprit bisection: the first commit between a good and a bad ref that shows a finding's bug.
+
+Each tested commit is built (cached, by `bot.sides.workspace`) and runs the bundle's model k
+times on that build's worker. Bug identity decides the outcome, not mere failure: a
+commit is bad only when every run has the bundle's verdict class and signature, good
+when every run passes; a commit whose runs disagree, that fails another way (another
+signature, unsupported, a worker that cannot start), or that does not build is skipped,
+as `git bisect skip` would. A search whose skipped commits border the boundary cannot
+name one commit and returns the candidates instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from backends.client import BackendUnavailable, WorkerClient
+from backends.spec import BackendSpec, system_modules
+from bot.findings.bundle import Bundle
+from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
+from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
+from oracles.signature import op_signature
+from oracles.tolerances import ToleranceConfig
+from oracles.verdict import Judgement, Verdict, judge
+
+
+class BisectError(Exception):
+    """A bisection that cannot start (bad refs, a bundle that does not reproduce); one line."""
+
+
+class Outcome(StrEnum):
+    good = "good"
+    bad = "bad"
+    skip = "skip"
+
+
+@dataclass(frozen=True)
+class Step:
+    commit: Commit
+    outcome: Outcome
+    detail: str
+    """What the runs showed (`wrong_result x3`), or why the commit was skipped."""
+    built: bool = False
+    """Whether this step built the commit now (False when its build came from the cache)."""
+
+
+@dataclass
+class BisectResult:
+    good: Commit
+    bad: Commit
+    culprit: Commit | None
+    candidates: list[Commit]
+    """Just the culprit when decided; otherwise every commit that may be the first bad one."""
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def builds(self) -> int:
+        return sum(s.built for s in self.steps)
+
+
+@dataclass(frozen=True)
+class BugIdentity:
+    """The bug being bisected: a run shows it when its verdict and signature are the bundle's.
+
+    A wrong result's signature names the model's ops, and the model does not change while
+    bisecting (a reduced bundle's is in canonical form), so there the kind of mismatch
+    (`symptom`: values, shape, ...) is what must stay the same.
+    """
+
+    verdict: Verdict
+    signature: str
+    symptom: str = ""
+    declined_is_good: bool = False
+    """For a `new_in_head` finding: a commit that declines the model (unsupported) is before
+    the bug, so the search names the first commit that runs it wrong."""
+
+    def shown_by(self, judgement: Judgement) -> bool:
+        if judgement.verdict is not self.verdict:
+            return False
+        if self.verdict is Verdict.wrong_result and self.symptom:
+            return judgement.symptom == self.symptom
+        return judgement.signature == self.signature
+
+
+def classify(identity: BugIdentity, judgements: Sequence[Judgement]) -> tuple[Outcome, str]:
+    """Good, bad or skip for one commit's k runs, with the reason in a few words."""
+    kinds = [j.verdict.value for j in judgements]
+    if all(j.verdict is Verdict.pass_ for j in judgements):
+        return Outcome.good, f"pass x{len(judgements)}"
+    if identity.declined_is_good and all(j.verdict is Verdict.unsupported for j in judgements):
+        return Outcome.good, f"declines the model x{len(judgements)}"
+    if all(identity.shown_by(j) for j in judgements):
+        return Outcome.bad, f"{identity.verdict.value} x{len(judgements)}"
+    if len(set(kinds)) > 1 or len({j.signature for j in judgements}) > 1:
+        return Outcome.skip, f"runs disagree: {', '.join(kinds)}"
+    first = judgements[0]
+    return Outcome.skip, f"fails differently: {first.verdict.value}: {first.signature or first.message}"
+
+
+def search(commits: Sequence[Commit], test: Callable[[Commit], Step]) -> tuple[list[Commit], list[Step]]:
+    """Binary search over `commits` (after the good ref; the last is known bad).
+
+    Returns the candidates for the first bad commit (one when decided) and the steps.
+    After a skip, the untested commit nearest the midpoint is tried next (the later
+    one on a tie), so a broken build costs one extra step, not the whole search.
+    """
+    lo, hi = -1, len(commits) - 1  # last known good index (-1: the good ref), first known bad
+    skipped: set[int] = set()
+    steps: list[Step] = []
+    while True:
+        untested = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not untested:
+            return list(commits[lo + 1 : hi + 1]), steps
+        mid = (lo + hi) // 2
+        i = min(untested, key=lambda k: (abs(k - mid), -k))
+        step = test(commits[i])
+        steps.append(step)
+        if step.outcome is Outcome.good:
+            lo = i
+        elif step.outcome is Outcome.bad:
+            hi = i
+        else:
+            skipped.add(i)
+
+
+class CommitTester:
+    """Builds a commit and judges the bundle's model on it, k times, against the bundle's reference."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        spec: BackendSpec,
+        bundle: Bundle,
+        identity: BugIdentity,
+        reruns: int = 3,
+        tolerances: ToleranceConfig | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        if bundle.reference is None or not bundle.inputs:
+            raise BisectError(f"{bundle.path}: bisection needs the bundle's inputs.npz and reference.npz")
+        self.workspace = workspace
+        self.spec = spec
+        self.identity = identity
+        self.reruns = reruns
+        self.timeout_s = timeout_s
+        self.model = bundle.model
+        self.model_bytes = bundle.model.SerializeToString()
+        self.inputs = bundle.inputs
+        self.reference = bundle.reference
+        self.tolerances = tolerances or ToleranceConfig()
+        self.op_signature = op_signature(bundle.model)
+
+    def __call__(self, commit: Commit) -> Step:
+        try:
+            side = self.workspace.prepare_commit(commit.sha)
+        except BuildFailed as e:
+            how = "build failed earlier" if e.cached else "build failed"
+            return Step(commit, Outcome.skip, f"{how} (log: {e.log})", built=not e.cached)
+        roots = BuildRoots(side.root, side.shared) if side.root is not None else None
+        try:
+            judgements = self.runs(str(side.python), roots)
+        except BackendUnavailable as e:
+            return Step(commit, Outcome.skip, f"worker unavailable: {e}", built=not side.cached)
+        outcome, detail = classify(self.identity, judgements)
+        return Step(commit, outcome, detail, built=not side.cached)
+
+    @staticmethod
+    def identity_of(finding: Judgement, across: str) -> BugIdentity:
+        """The bug a finding names, as bisection looks for it."""
+        return BugIdentity(finding.verdict, finding.signature, finding.symptom, across == "new_in_head")
+
+    def runs(self, python: str, roots: BuildRoots | None = None) -> list[Judgement]:
+        """k judged runs on the build under `python`; with `roots`, the worker must prove it
+        imports that build (bot.sides.isolation), or the bisection stops: every step would test
+        the same code."""
+        out = []
+        with WorkerClient(self.spec, python, self.timeout_s) as client:
+            if roots is not None:
+                system = (*system_modules(self.spec), *client.handshake.get("system_modules", ()))
+                try:
+                    check_isolation("under test", client.modules, roots, tuple(system))
+                except IsolationError as e:
+                    raise BisectError(str(e)) from e
+            for _ in range(self.reruns):
+                result = client.run(self.model_bytes, self.inputs)
+                backend = result.backend.name if result.backend else None
+                per_output = self.tolerances.for_outputs(self.model, backend)
+                out.append(judge(result, self.reference, self.op_signature, per_output=per_output))
+        return out
+
+
+def bisect(
+    workspace: Workspace,
+    tester: Callable[[Commit], Step],
+    good: str,
+    bad: str,
+    on_step: Callable[[Step], None] | None = None,
+) -> BisectResult:
+    """Check that `bad` shows the bug and `good` does not, then search the commits between."""
+    try:
+        good_commit, bad_commit = workspace.describe(good), workspace.describe(bad)
+        commits = workspace.commits_between(good, bad)
+    except WorkspaceError as e:
+        raise BisectError(str(e)) from e
+    if not commits:
+        raise BisectError(f"--good {good} and --bad {bad} are the same commit")
+    steps: list[Step] = []
+
+    def run(commit: Commit) -> Step:
+        step = tester(commit)
+        steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        return step
+
+    try:
+        for ref, commit, wanted in ((bad, bad_commit, Outcome.bad), (good, good_commit, Outcome.good)):
+            step = run(commit)
+            if step.outcome is not wanted:
+                flag = "--bad" if wanted is Outcome.bad else "--good"
+                raise BisectError(f"{flag} {ref} ({commit.short}) is not {wanted.value}: {step.detail}")
+        candidates, _ = search(commits, run)
+    except WorkspaceError as e:  # a checkout that git refuses, not a build failure: nothing to skip
+        raise BisectError(str(e)) from e
+    culprit = candidates[0] if len(candidates) == 1 else None
+    return BisectResult(good_commit, bad_commit, culprit, candidates, steps)

@@ -1,0 +1,130 @@
+"""What a reported case leaves on disk: its bundle (model, inputs, expected outputs,
+finding.json, repro.py) written before the findings store and summary.json name it, under
+the one label its finding has; flaky and filtered cases kept apart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from backends.results import RunResult
+from bot.campaign.reduction import CampaignReduction
+from bot.campaign.side_setup import SideSetup
+from bot.cases.making import Prepared
+from bot.config import FuzzConfig
+from bot.findings.bundle import Finding, move_bundle, write_bundle
+from bot.findings.repro import render_repro
+from bot.findings.store import FindingStore, relative_to_root
+from bot.findings.summary import FindingRef, Summary, in_output, seen_union
+from bot.reduce.finding import input_form
+from oracles.sides import CrossJudgement, CrossVerdict
+
+
+class FindingKeeper:
+    """Keeps the findings of one campaign, in the order its lanes report them."""
+
+    def __init__(
+        self,
+        cfg: FuzzConfig,
+        setups: Sequence[SideSetup],
+        summary: Summary,
+        store: FindingStore,
+        reduction: CampaignReduction,
+        count_key: Callable[[CrossJudgement], str],
+    ) -> None:
+        self.cfg = cfg
+        self.setups = setups
+        self.summary = summary
+        self.store = store
+        self.reduction = reduction
+        self.count_key = count_key
+        """How the campaign counts a verdict (its symptom with one build, its label with two)."""
+
+    def keep(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> FindingRef | None:
+        """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
+
+        A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
+        than the finding's bundles show earns a bundle, and the weaker bundles go to
+        duplicates/; a weaker sighting is counted, not kept (Summary.superseded_by). A sighting
+        under the first fingerprint of a finding already reduced is an occurrence of the bug
+        its reduction named (CampaignReduction.occurrence)."""
+        j = cross.culprit.first
+        finding = self._finding(case, results, cross)
+        known = self.reduction.occurrence(j.fingerprint, cross.key)
+        if known is not None:
+            self.summary.occurrences[known.fingerprint] = self.summary.occurrences.get(known.fingerprint, 0) + 1
+            known.seen = seen_union(known.seen, [input_form(case.model)])
+            named = finding.model_copy(update={"fingerprint": known.fingerprint, "signature": known.signature})
+            self.store.record(named, None, shard=self.summary.shard)
+            return None
+        self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
+        superseded = self.summary.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
+        if superseded is None:
+            self.store.record(finding, None, shard=self.summary.shard)
+            return None
+        out = Path(self.cfg.out)
+        dest = out / "findings" / f"{self.count_key(cross)}-{j.fingerprint}-seed{case.seed}"
+        self._write(dest, case, cross, finding, results)
+        self.store.record(finding, dest, shard=self.summary.shard)
+        for ref in superseded:
+            self.summary.findings.remove(ref)
+            move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
+        local = cross.culprit.localization
+        ref = FindingRef(
+            path=relative_to_root(dest, out),
+            verdict=j.verdict,
+            across=cross.key,
+            fingerprint=j.fingerprint,
+            seed=case.seed,
+            signature=j.signature,
+            depends_on_optimization=local.depends_on_optimization if local else None,
+            seen=[input_form(case.model)],
+        )
+        if case.regression_of is not None:  # already reduced: its own bundle is the reduced one
+            ref.regression_of, ref.reduced_path = case.regression_of, ref.path
+            ref.reduced_nodes = len(case.model.graph.node)
+        self.summary.findings.append(ref)
+        return ref
+
+    def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+        """Flaky and (on request) filtered cases: saved apart, never listed as findings."""
+        where = "flaky" if cross.verdict is CrossVerdict.flaky else f"filtered/{cross.rule}"
+        finding = self._finding(case, results, cross)
+        self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
+
+    def _culprit_index(self, cross: CrossJudgement) -> int:
+        return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.culprit.side)
+
+    def _write(
+        self, dest: Path, case: Prepared, cross: CrossJudgement, finding: Finding, results: list[RunResult]
+    ) -> None:
+        """The bundle, with what the values were judged against as its expected outputs: the
+        reference, or base's outputs where base was head's reference, or none for a crash."""
+        spec = self.setups[self._culprit_index(cross)].spec
+        title = f"{cross.key} in {spec}: {finding.signature}"
+        bounds = self.cfg.tolerances.for_outputs(case.model, finding.backend.name)
+        expected = case.reference
+        if expected is None and finding.judged_by == "base":
+            expected = dict(results[0].outputs)
+        repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds, finding)
+        write_bundle(dest, case.model, case.inputs, expected, finding, repro)
+
+    def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
+        result = results[self._culprit_index(cross)]
+        assert result.backend is not None
+        side = cross.culprit
+        return Finding(
+            **dict(side.first),
+            backend=result.backend,
+            base_backend=self.summary.base,
+            side=side.side,
+            spec=str(self.setups[self._culprit_index(cross)].spec),
+            seed=case.seed,
+            generator=self.cfg.generator,
+            stderr_tail=result.stderr_tail,
+            across=cross.key,
+            runs=[j.verdict for j in side.runs],
+            rule_detail=side.rule_detail,
+            localization=side.localization,
+            note=cross.note,
+        )

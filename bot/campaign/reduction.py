@@ -1,0 +1,150 @@
+"""A campaign's reduction: the first finding of each kind while fuzzing, the rest after.
+
+Reducing the first finding of a kind at once turns it into a known bug: its trigger goes
+to the generator (generator.avoid), and the rest of the campaign spends its budget on
+bugs not yet found instead of on occurrences of this one. What is left unreduced when the
+fuzzing budget ends is reduced after it, within `reduce.share` of the budget
+(bot.reduce.finding for the order, the naming and the folding).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import onnx
+
+from bot.config import FuzzConfig
+from bot.findings.bundle import Finding, move_bundle
+from bot.findings.known_bugs import KnownBug, known_bug, read_known
+from bot.findings.store import FindingStore, relative_to_root
+from bot.findings.summary import FindingRef, Summary, in_output, seen_union
+from bot.reduce.finding import (
+    SidePools,
+    SideRun,
+    across_after_reduction,
+    generalize,
+    reduce_one,
+    reduction_order,
+    rename_finding,
+)
+from generator.avoid import Avoid
+from oracles.sides import CrossVerdict
+
+MIN_DURING_S = 5.0
+"""A reduction while fuzzing needs this much of the budget left; otherwise it waits for
+the phase after the budget, which has its own share."""
+
+
+class CampaignReduction:
+    """The reduction phase of one campaign, with the known bugs it learns."""
+
+    def __init__(self, cfg: FuzzConfig, runs: dict[str, SideRun], summary: Summary, store: FindingStore) -> None:
+        self.cfg = cfg
+        self.sides = list(runs)
+        """Side names, base first."""
+        self.summary = summary
+        self.store = store
+        self.out = Path(cfg.out)
+        self.pools = SidePools(runs)
+        self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
+        self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
+        self._kinds: set[tuple[str, str]] = set()
+        self.aliases: dict[str, str] = {}
+        """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
+        first one is an occurrence of the named bug, not a new finding to reduce again."""
+
+    def during(self, ref: FindingRef, deadline: float) -> None:
+        """Reduce `ref` now if it is the first of its kind and the budget has time left."""
+        settings = self.cfg.reduce
+        kind = (ref.verdict.value, ref.signature)
+        if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
+            return
+        left = deadline - time.monotonic()
+        if left < MIN_DURING_S:
+            return
+        self._kinds.add(kind)
+        t0 = time.monotonic()
+        self.reduce(ref, min(settings.budget, left))
+        spent = time.monotonic() - t0
+        self.summary.time_s.reduction += spent
+        self.summary.time_s.reduction_during += spent
+
+    def after(self) -> None:
+        """Reduce what is still unreduced, within `reduce.share` of the budget."""
+        settings = self.cfg.reduce
+        if not settings.enabled:
+            return
+        t0 = time.monotonic()
+        deadline = t0 + settings.share * self.cfg.budget if self.cfg.budget else None
+        for ref in reduction_order(self.summary.findings)[: settings.max_findings]:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            if ref.reduced_path is None and ref in self.summary.findings:
+                self.reduce(ref, settings.budget)
+        self.summary.time_s.reduction += time.monotonic() - t0
+
+    def reduce(self, ref: FindingRef, budget_s: float) -> None:
+        """Reduce, relabel, generalize and name one finding; fold it into an earlier one
+        with the same name, or learn it as a known bug."""
+        bundle = in_output(self.out, ref.path)
+        finding = Finding.model_validate_json((bundle / "finding.json").read_text())
+        others = [s for s in self.sides if s != finding.side]
+        guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
+        settings = self.cfg.reduce.model_copy(update={"budget": budget_s})
+        reduced = reduce_one(bundle, finding.side, guard, self.pools, settings)
+        if reduced is None:
+            return
+        if ref.across == CrossVerdict.new_in_head and others:
+            ref.across = across_after_reduction(reduced, others[0], self.pools)
+            guard = others[0] if ref.across == CrossVerdict.new_regression else None
+            bundle, reduced = self._relabelled(ref, bundle, reduced)
+        evidence = generalize(reduced, finding.side, guard, self.pools) if settings.generalize else None
+        first_seen = ref.fingerprint
+        named = rename_finding(ref, bundle, reduced, self.summary, self.store, evidence)
+        self.aliases[first_seen] = ref.fingerprint
+        if named:
+            self._learn(reduced)
+            return
+        first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
+        first.seen = seen_union(first.seen, ref.seen)
+        self.summary.findings.remove(ref)
+        move_bundle(bundle, self.out / "duplicates" / bundle.name)
+
+    def occurrence(self, fingerprint: str, label: str) -> FindingRef | None:
+        """The listed bug a sighting under `fingerprint` (before reduction) and `label` is an
+        occurrence of, when that fingerprint's finding was reduced into it and the label is
+        the bug's; else None (a stronger label still earns its own bundle)."""
+        name = self.aliases.get(fingerprint)
+        return next((r for r in self.summary.findings if r.fingerprint == name and r.across == label), None)
+
+    def _learn(self, reduced: Path) -> None:
+        finding = Finding.model_validate_json((reduced / "finding.json").read_text())
+        bug = known_bug(onnx.load(str(reduced / "model.onnx")), finding)
+        if bug is not None:
+            self.known[bug.fingerprint] = bug
+            self.avoid.add(bug.trigger())
+
+    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path) -> tuple[Path, Path]:
+        """The bundle folder renamed for the label its reduction earned (its name starts
+        with the label, which people read), and ref and finding.json following it."""
+        prefix = f"{CrossVerdict.new_in_head.value}-"
+        if ref.across == CrossVerdict.new_in_head or not bundle.name.startswith(prefix):
+            return bundle, reduced
+        moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
+        ref.path = relative_to_root(moved, self.out)
+        _update(moved, {"across": ref.across})
+        moved_reduced = moved / reduced.name
+        if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate
+            kept = Finding.model_validate_json((moved_reduced / "finding.json").read_text()).kept
+            _update(moved_reduced, {"kept": {**kept, self.sides[0]: "pass on the reduced model"}})
+        return moved, moved_reduced
+
+    def close(self) -> None:
+        self.pools.close()
+
+
+def _update(bundle: Path, fields: dict[str, object]) -> None:
+    path = bundle / "finding.json"
+    finding = Finding.model_validate_json(path.read_text())
+    path.write_text(finding.model_copy(update=fields).model_dump_json(indent=2) + "\n")

@@ -1,0 +1,417 @@
+"""A fuzzing campaign: generate, compute the reference, run every side, triage, keep
+findings, until the budget is spent.
+
+One build (a backend, optionally under another interpreter) or two (base and head of a
+compiler, each in its own venv). Each lane owns one worker per side; with `jobs` lanes
+the workers of one lane run a case while another lane generates the next, and within
+a lane the next case is generated while the workers compute, so both cores stay busy.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from backends.client import WorkerClient
+from backends.results import BackendInfo, RunResult, Status
+from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
+from bot.bisect.finding import bisect_finding
+from bot.campaign.keeping import FindingKeeper
+from bot.campaign.perf import compare_perf
+from bot.campaign.reduction import CampaignReduction
+from bot.campaign.side_setup import SideSetup
+from bot.campaign.triage import Side, Triage
+from bot.cases.corpus_feed import CorpusFeed
+from bot.cases.making import Prepared
+from bot.cases.regression_corpus import RegressionCorpus
+from bot.cases.shard import Shard
+from bot.cases.source import CaseSource
+from bot.config import FuzzConfig
+from bot.findings.bundle import write_bundle
+from bot.findings.known_bugs import KNOWN_FILE, write_known
+from bot.findings.store import FindingStore, relative_to_root
+from bot.findings.summary import (
+    PerfFinding,
+    RegressionSummary,
+    Summary,
+    SupportSummary,
+    ci_run_url,
+    in_output,
+    write_summary,
+)
+from bot.findings.summary_md import write_summary_md
+from bot.reduce.finding import SideRun
+from bot.sides.isolation import check_isolation
+from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy, probe_support, shared_support
+from oracles.case import CaseEvidence
+from oracles.rules import load_rules
+from oracles.sides import CrossJudgement, CrossVerdict
+
+__all__ = ["Campaign", "Lane"]
+
+
+def default_processes(jobs: int) -> int:
+    """One generation process per lane when every lane's worker and every such process get a
+    core of their own beside the campaign's; on fewer cores they would only take turns (on 2
+    cores, 1 lane: 72 tests/s in-process, 64 with a generation process)."""
+    return jobs if (os.cpu_count() or 1) >= 2 * jobs + 1 else 0
+
+
+Lane = list[Side]
+"""One worker per side, in the order (base, head) or (head,)."""
+
+
+class Campaign:
+    def __init__(self, cfg: FuzzConfig, sides: list[SideSetup] | None = None, shard: Shard | None = None) -> None:
+        self.cfg = cfg
+        self.setups = sides or [SideSetup("head", parse_backend(cfg.backend), cfg.python or sys.executable)]
+        self.spec: BackendSpec = self.setups[-1].spec
+        self.two_sided = len(self.setups) == 2
+        self.source = CaseSource(cfg.generator, cfg.seed, shard)
+        processes = cfg.generation_processes
+        self.source.processes = processes if processes is not None else default_processes(cfg.jobs)
+        if cfg.corpus is not None:
+            self.source.corpus = CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard)
+        self.regressions = RegressionCorpus.open(cfg.regressions) if cfg.regressions is not None and not shard else None
+        """Replayed by the unsharded run (or a merge's first shard would replay it N times)."""
+        part = str(shard) if shard else None
+        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
+        self.counts: Counter[str] = Counter()
+        self.kept: Counter[str] = Counter()
+        self.deadline = 0.0
+        self.on_test: Callable[[Summary], None] = lambda s: None
+        self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None
+        self.on_probe_progress: Callable[[int, int], None] | None = None
+        self.lanes: list[Lane] = [self._lane() for _ in range(cfg.jobs)]
+        self.client = self.lanes[0][-1].client
+        """Lane 0's head worker: the one that probes support."""
+        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
+        self.store = FindingStore.in_dir(Path(cfg.out))
+        runs = {s.name: self._side_run(i) for i, s in enumerate(self.setups)}
+        self.reduction = CampaignReduction(cfg, runs, self.summary, self.store)
+        self.keeping = FindingKeeper(cfg, self.setups, self.summary, self.store, self.reduction, self._count_key)
+        self.source.avoid = self.reduction.avoid
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+
+    def _lane(self) -> Lane:
+        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
+        cfg = self.cfg
+        return [
+            Side(
+                s.name,
+                WorkerClient(
+                    s.spec,
+                    s.python,
+                    cfg.timeout,
+                    fault=fault if s.name == "head" else None,
+                    compile_timeout_s=cfg.compile_timeout,
+                ),
+            )
+            for s in self.setups
+        ]
+
+    @property
+    def next_seed(self) -> int:
+        return self.source.next_seed
+
+    def _may_start(self) -> bool:
+        if self._stop.is_set():
+            return False
+        if self.cfg.max_tests is not None and self.source.issued >= self.cfg.max_tests:
+            return False
+        return time.monotonic() < self.deadline
+
+    def start(self) -> BackendInfo:
+        """Bring every worker up and prove each side runs its own build; a side that cannot
+        start, or imports another's code, fails here, before any test."""
+        try:
+            infos = [side.client.start() for lane in self.lanes for side in lane]
+            self.summary.backend = infos[len(self.setups) - 1]
+            self.summary.base = infos[0] if self.two_sided else None
+            self.check_sides()
+            if self.cfg.probe and self._worth_probing():
+                self.probe()
+        except BaseException:
+            self.close()
+            raise
+        return self.summary.backend
+
+    def check_sides(self) -> None:
+        """Record where each side's modules came from, and refuse a side fuzzbot built whose
+        system under test (or any dependency) comes from outside its build."""
+        for setup, side in zip(self.setups, self.lanes[0], strict=True):
+            modules = side.client.modules
+            self.summary.imports[setup.name] = modules
+            if setup.roots is not None:
+                system = (*system_modules(setup.spec), *side.client.handshake.get("system_modules", ()))
+                check_isolation(setup.name, modules, setup.roots, tuple(system))
+
+    def _worth_probing(self) -> bool:
+        """Plugins are never imported here, so they are probed; built-ins say if it pays."""
+        if self.spec.plugin:
+            return True
+        return bool(getattr(adapter_class(self.spec.adapter), "probe", True))
+
+    def probe(self) -> list[SupportMatrix]:
+        """Probe every side: generation draws from what every side runs, so a case is a
+        comparison, not a declined model; what only head runs (an op a change adds) is drawn
+        for a share of the seeds, where a wrong answer is `new_in_head`."""
+        failures: list[ProbeFailure] = []
+
+        def failed(f: ProbeFailure) -> None:
+            failures.append(f)
+            self.on_probe_failure(f)
+
+        lossy = declared_lossy(self.spec)
+        opset, cache, progress = self.cfg.generator.opset, self.cfg.cache_dir, self.on_probe_progress
+        matrices = [
+            probe_support(c.client, c.client.start(), opset, cache, failed, progress, lossy=lossy, build_id=s.build_id)
+            for s, c in zip(self.setups, self.lanes[0], strict=True)
+        ]
+        both, head_only = shared_support(matrices)
+        self.source.support = both
+        self.source.head_support = matrices[-1].support() if head_only else None
+        head = matrices[-1]
+        self.summary.support = SupportSummary(
+            supported=sum(len(v) for v in head.supported.values()),
+            unsupported=sum(len(v) for v in head.unsupported.values()),
+            unexpected=failures,
+            head_only=head_only,
+        )
+        return matrices
+
+    def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
+        if on_test is not None:
+            self.on_test = on_test
+        if self.summary.backend is None:
+            self.start()
+        start = time.monotonic()
+        self.deadline = start + self.cfg.budget
+        try:
+            self._replay_regressions()
+            self._run_lanes()
+            self._stop_fuzzing(start)
+            self.reduction.after()
+            self.bisect_regressions()
+        finally:
+            # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
+            if not self.summary.wall_s:
+                self._stop_fuzzing(start)
+            self._write_results()
+        return self.summary
+
+    def _replay_regressions(self) -> None:
+        """Judge every bundle of the regression corpus before the first generated case, on
+        lane 0, as `fuzzbot check` would; within the budget, first."""
+        if self.regressions is None:
+            return
+        t0 = time.monotonic()
+        summary = self.summary.regressions = RegressionSummary(path=str(self.regressions.folder))
+        lane = self.lanes[0]
+        while self._may_start() and (replayed := self.regressions.next()) is not None:
+            replayed.case.regression_of = replayed.fingerprint
+            cross, _ = self._run_case(replayed.case, lane)
+            summary.replayed += 1
+            if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
+                summary.regressed.append(replayed.fingerprint)
+            elif cross.verdict.is_reported:
+                summary.failing.append(replayed.fingerprint)
+            else:
+                summary.passing += 1
+        summary.skipped = dict(self.regressions.skipped)
+        summary.seconds = round(time.monotonic() - t0, 3)
+
+    def _write_results(self) -> None:
+        self.reduction.close()
+        self.finish()
+        out = Path(self.cfg.out)
+        if self.regressions is not None and self.summary.regressions is not None:
+            self.summary.regressions.added = self.regressions.add(out, self.summary.findings)
+            self.summary.regressions.unsaved = dict(self.regressions.unsaved)
+        write_summary(self.summary, out)
+        write_summary_md(out, self.summary)
+        write_known(out / KNOWN_FILE, list(self.reduction.known.values()))
+
+    def _stop_fuzzing(self, start: float) -> None:
+        """wall_s is the fuzzing time; reduction and bisection have their own timings."""
+        self.summary.wall_s = time.monotonic() - start
+        self.summary.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
+        self.close()
+        self.source.close()
+
+    def _run_lanes(self) -> None:
+        if len(self.lanes) == 1:
+            self._run_lane(self.lanes[0])
+            return
+        errors: list[BaseException] = []
+
+        def work(lane: Lane) -> None:
+            try:
+                self._run_lane(lane)
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread below
+                errors.append(e)
+                self._stop.set()
+
+        threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in self.lanes]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            self._stop.set()
+            raise
+        if errors:
+            raise errors[0]
+
+    def _run_lane(self, lane: Lane) -> None:
+        """A worker waits on the lane as little as can be: while it computes a case, the lane
+        makes the next one and prepares this one's judging (bot.campaign.triage.Triage.prepare), and
+        the next case is sent before this one is judged. Re-runs that judging asks for run in
+        between (WorkerClient.run keeps the answer sent ahead), so the cases, their order and
+        their verdicts are those of a lane that waits. After a crash or a timeout nothing is
+        sent ahead: the worker is gone, and the re-run restarts it first."""
+        case = self.source.next(self._may_start)
+        ahead = False
+        while case is not None:
+            if not ahead:
+                self._send(case, lane)
+            following = self.source.next(self._may_start)
+            evidence = self.triage.prepare(case, lane)
+            results = [side.client.collect() for side in lane]
+            ahead = False
+            if following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results):
+                self._send(following, lane)
+                ahead = True
+            self.record(case, results, lane, evidence)
+            case = following
+
+    @staticmethod
+    def _send(case: Prepared, lane: Lane) -> None:
+        for side in lane:
+            side.client.submit(case.model_bytes, case.inputs)
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            for side in lane:
+                side.client.close()
+                side.close()
+
+    def run_cases(self, cases: list[Prepared], reduce: bool = False) -> list[tuple[CrossJudgement, list[RunResult]]]:
+        """Judge cases a user already has, as the campaign judges its own (`fuzzbot check`):
+        the same sides, rules, references, re-runs and localization, no generation; with
+        `reduce`, their findings are then reduced across the sides (`fuzzbot reduce --config`)."""
+        if self.summary.backend is None:
+            self.start()
+        lane = self.lanes[0]
+        judged = []
+        start = time.monotonic()
+        try:
+            for case in cases:
+                judged.append(self._run_case(case, lane))
+            self._stop_fuzzing(start)
+            if reduce:
+                self.reduction.after()
+        finally:
+            if not self.summary.wall_s:
+                self._stop_fuzzing(start)
+            self._write_results()
+        return judged
+
+    def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
+        """One case on every side of `lane`, judged and counted, with nothing overlapping it."""
+        self._send(case, lane)
+        results = [side.client.collect() for side in lane]
+        return self.record(case, results, lane), results
+
+    def record(
+        self, case: Prepared, results: list[RunResult], lane: Lane | None = None, evidence: CaseEvidence | None = None
+    ) -> CrossJudgement:
+        """Triage the first runs (re-runs, rules and localization happen there), then count.
+        The rewrites counted are head's: the build under test, the one generation steers toward."""
+        lane = lane or self.lanes[0]
+        t0 = time.perf_counter()
+        cross = self.triage.triage(case, lane, results, evidence)
+        judged = time.perf_counter() - t0
+        self.source.note_rewrites(results[-1].rewrites, case.seed)
+        with self._lock:
+            times = self.summary.time_s
+            times.triage += judged
+            times.backend += sum(r.wall_s for r in results)
+            for side, r in zip(lane, results, strict=True):
+                spent = (r.compile_s or 0.0) + (r.run_s or 0.0)
+                times.backend_compute += spent
+                times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
+            self.counts[self._count_key(cross)] += 1
+            if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
+                self.reduction.during(ref, self.deadline)
+            elif cross.verdict is CrossVerdict.flaky or (
+                cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
+            ):
+                self.keeping.keep_aside(case, results, cross)
+            self.summary.tests += 1
+            self.summary.seed_last = max(case.seed, self.summary.seed_last or case.seed)
+            tests = self.summary.tests
+            self.on_test(self.summary)  # tests and findings are current; the rest waits for finish()
+        every = self.cfg.oracles.perf.every
+        if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
+            self.check_perf(case, lane)
+        return cross
+
+    def _count_key(self, cross: CrossJudgement) -> str:
+        """One build: a reported case counts by its symptom (crash, wrong_result, ...);
+        two builds: by the verdict across them (new_regression, fixed, persistent, ...)."""
+        if cross.verdict.is_reported and not self.two_sided:
+            return cross.culprit.first.verdict.value
+        return cross.key
+
+    def bisect_regressions(self) -> None:
+        if not (self.cfg.bisect and self.two_sided):
+            return
+        for ref in self.summary.findings:
+            if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
+                result = bisect_finding(self.cfg, in_output(Path(self.cfg.out), ref.path))
+                if result is not None and result.culprit is not None:
+                    ref.culprit = f"{result.culprit.sha} {result.culprit.subject}"
+
+    def _side_run(self, index: int) -> SideRun:
+        setup = self.setups[index]
+        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault and setup.name == "head" else None
+        return SideRun(str(setup.spec), setup.python, self.cfg.timeout, fault)
+
+    def check_perf(self, case: Prepared, lane: Lane) -> None:
+        """Time a passing case on both builds; a slower head is a perf regression, kept apart."""
+        base, head = lane[0].client, lane[1].client
+        judgements = compare_perf(base, head, case.model_bytes, case.inputs, self.cfg.oracles.perf)
+        if not any(j.regression for j in judgements):
+            return
+        with self._lock:
+            dest = Path(self.cfg.out) / "perf" / f"seed{case.seed}"
+            write_bundle(dest, case.model, case.inputs, case.reference)
+            (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
+            self.counts["perf_regression"] += 1
+            path = relative_to_root(dest, Path(self.cfg.out))
+            self.summary.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))
+
+    def finish(self) -> None:
+        self.summary.coverage = self.source.coverage_stats()
+        self.summary.counts = dict(sorted(self.counts.items()))
+        self.summary.dropped = dict(sorted(self.source.dropped.items()))
+        self.summary.time_s.generation = self.source.times.generation
+        self.summary.time_s.values = self.source.times.values
+        self.summary.value_work = dict(sorted(self.source.value_work.items()))
+        self.summary.time_s.reference = self.source.times.reference
+        self.summary.time_s.corpus = self.source.times.corpus
+        if self.source.corpus is not None:
+            self.summary.corpus = self.source.corpus.summary.model_copy()
+        self.summary.references = dict(sorted(self.source.references.items()))
+        self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
+        self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))
+        self.summary.reference_warnings = self.source.reference_warnings + self.triage.reference_warnings
+        self.summary.steered = dict(sorted(self.reduction.avoid.steered.items()))

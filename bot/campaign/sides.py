@@ -1,0 +1,114 @@
+"""Turning the `compiler:` section into two runnable sides, or into "cannot compare".
+
+A side that fails to build must never look like a regression: the campaign does not
+start, summary.json says why, and the exit status is an error, not a finding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from backends.client import BackendUnavailable
+from backends.spec import BackendSpec, parse_backend, worker_requirements
+from bot.campaign.run import Campaign
+from bot.campaign.side_setup import SideSetup
+from bot.cases.shard import Shard
+from bot.config import FuzzConfig
+from bot.findings.summary import SideRecord, Summary, write_summary
+from bot.sides.config import CompilerConfig, SideSpec
+from bot.sides.isolation import BuildRoots, IsolationError
+from bot.sides.workspace import Workspace, WorkspaceError
+
+
+class CannotCompare(Exception):
+    """One side could not be built or prepared; the message is one line and names the log."""
+
+
+def cannot_compare(cfg: FuzzConfig, records: dict[str, SideRecord], why: object) -> CannotCompare:
+    """Record in summary.json why no test ran, before the error is shown."""
+    reason = f"cannot compare: {why}"
+    write_summary(Summary(cannot_compare=reason, sides=records, budget_s=cfg.budget), Path(cfg.out))
+    return CannotCompare(reason)
+
+
+def with_worker_requirements(compiler: CompilerConfig, spec: BackendSpec) -> CompilerConfig:
+    """`compiler.packages` plus what the backend's worker imports besides the system (TVM's
+    ONNX frontend needs onnx), unless the user already names that project there."""
+    named = {requirement_name(p) for p in compiler.packages}
+    missing = [r for r in worker_requirements(spec) if requirement_name(r) not in named]
+    return compiler.model_copy(update={"packages": [*compiler.packages, *missing]}) if missing else compiler
+
+
+def requirement_name(requirement: str) -> str:
+    """The project a pip requirement names, normalized as pip compares them."""
+    name = re.split(r"[\s<>=!~\[;@(]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def prepare_sides(
+    cfg: FuzzConfig, on_side: Callable[[str, SideRecord], None] = lambda name, rec: None
+) -> tuple[list[SideSetup], dict[str, SideRecord]]:
+    """Build (or reuse) base and head. On failure, summary.json records why before raising."""
+    assert cfg.compiler is not None
+    spec = parse_backend(cfg.backend)
+    workspace = Workspace(with_worker_requirements(cfg.compiler, spec), Path(cfg.cache_dir) / "sides")
+    setups: list[SideSetup] = []
+    records: dict[str, SideRecord] = {}
+    for which in ("base", "head"):
+        try:
+            side = workspace.prepare_side(which)
+        except WorkspaceError as e:  # its message names the side, the command and the log
+            raise cannot_compare(cfg, records, e) from e
+        record = SideRecord(
+            label=side.label,
+            commit=side.commit,
+            python=str(side.python),
+            build_log=str(side.log) if side.log else None,
+            build_s=side.seconds,
+            cached=side.cached,
+        )
+        records[which] = record
+        on_side(which, record)
+        roots = BuildRoots(side.root, side.shared) if side.root is not None else None
+        setups.append(SideSetup(which, spec, str(side.python), side.build_id, roots))
+    return setups, records
+
+
+def pinned(compiler: CompilerConfig, records: dict[str, SideRecord]) -> CompilerConfig:
+    """The config with each ref side replaced by the commit it resolved to: `main` tonight is
+    not `main` when tomorrow's report job rebuilds head to re-run a repro."""
+    sides = {
+        which: SideSpec(ref=record.commit)
+        for which, record in records.items()
+        if getattr(compiler, which).ref and record.commit
+    }
+    return compiler.model_copy(update=sides)
+
+
+def open_campaign(
+    cfg: FuzzConfig,
+    shard: Shard | None = None,
+    on_side: Callable[[str, SideRecord], None] = lambda name, rec: None,
+    configure: Callable[[Campaign], None] = lambda campaign: None,
+) -> Campaign:
+    """A started campaign: sides built or reused, every worker up and proven to import its
+    own build. A side that fails any of it is `cannot compare`, in summary.json and in the
+    one-line error. `configure` sets the campaign's hooks before it starts."""
+    setups: list[SideSetup] | None = None
+    records: dict[str, SideRecord] = {}
+    if cfg.compiler is not None:
+        setups, records = prepare_sides(cfg, on_side)
+    campaign = Campaign(cfg, setups, shard)
+    campaign.summary.sides = records
+    if cfg.compiler is not None:
+        campaign.summary.compiler = pinned(cfg.compiler, records)
+    configure(campaign)
+    try:
+        campaign.start()
+    except (BackendUnavailable, IsolationError) as e:
+        if cfg.compiler is None:
+            raise
+        raise cannot_compare(cfg, records, e) from e
+    return campaign

@@ -1,0 +1,202 @@
+"""Generation in processes of its own, feeding the execution lanes.
+
+Growing a model, searching its values and computing the reference take most of a cold
+campaign's time, all of it Python under one interpreter lock. With `jobs` lanes, `jobs`
+generation processes make the cases instead, each a few seeds ahead, so a lane takes a
+ready case and the campaign's process keeps to running and judging.
+
+Seeds are dealt round robin in the order the campaign issues them, and taken back in that
+order: process k makes every k-th seed with its own coverage, so the same seeds and the
+same number of processes give the same cases. The rewrites the systems report and the
+triggers of bugs learned while fuzzing reach each process with its next seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import bot
+from bot.cases.making import Made, make_case, seed_support
+from generator.api import GenConfig, Support
+from generator.avoid import Avoid, Trigger
+from generator.coverage import Coverage
+from generator.z3_contexts import ContextSupply
+
+AHEAD = 2
+"""Seeds each process is given before its first is taken: enough to hide one slow model."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every process needs to make a seed's case, sent once at its start."""
+
+    cfg: GenConfig
+    support: Support | None
+    head_support: Support | None
+    strength: float
+
+
+@dataclass
+class Request:
+    seed: int
+    rewrites: Counter[str]
+    triggers: list[Trigger]
+
+
+def send(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def receive(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the other end closed")
+    (size,) = struct.unpack("<Q", head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other end closed mid-message")
+    return pickle.loads(data)  # our own child process, over its own pipe
+
+
+def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
+    """A generation process: its Plan, then one case per request until a None; then its
+    coverage and what its known triggers steered away from."""
+    plan: Plan = receive(inbox)
+    coverage = Coverage()
+    contexts = ContextSupply()
+    avoid = Avoid([], plan.strength)
+    while (request := receive(inbox)) is not None:
+        coverage.rewrites.update(request.rewrites)
+        for trigger in request.triggers:
+            avoid.add(trigger)
+        support = seed_support(request.seed, plan.support, plan.head_support)
+        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts))
+    send(outbox, (coverage, dict(avoid.steered)))
+
+
+def _spawn(plan: Plan) -> subprocess.Popen[bytes]:
+    """`python -m bot.cases.generation_pool`, importing this checkout's fuzzbot (a child of a
+    process whose own main module is a script must never re-run it)."""
+    root = str(Path(bot.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bot.cases.generation_pool"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    assert child.stdin is not None
+    with contextlib.suppress(OSError):  # it died at once: its first `take` finds out
+        send(child.stdin, plan)
+    return child
+
+
+@dataclass
+class _Child:
+    process: subprocess.Popen[bytes]
+    rewrites: Counter[str] = field(default_factory=Counter)
+    """Reported since this process's last request."""
+    triggers_sent: int = 0
+
+    @property
+    def inbox(self) -> IO[bytes]:
+        assert self.process.stdin is not None
+        return self.process.stdin
+
+    @property
+    def outbox(self) -> IO[bytes]:
+        assert self.process.stdout is not None
+        return self.process.stdout
+
+
+class GenerationPool:
+    def __init__(self, plan: Plan, processes: int, avoid: Avoid | None) -> None:
+        self.plan = plan
+        self.avoid = avoid
+        self.children = [_Child(_spawn(plan)) for _ in range(processes)]
+        self.pending: deque[tuple[int, _Child]] = deque()
+        self.dealt = 0
+
+    def note_rewrites(self, keys: Counter[str]) -> None:
+        for child in self.children:
+            child.rewrites.update(keys)
+
+    def take(self, seeds: Iterator[int]) -> Made:
+        """The next seed's case, in the order `seeds` gives them; keeps every process `AHEAD`
+        seeds ahead."""
+        while len(self.pending) < AHEAD * len(self.children):
+            self._deal(next(seeds))
+        seed, child = self.pending.popleft()
+        try:
+            made: Made = receive(child.outbox)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            self._restart(child)
+            return Made(seed, None, "generation_process_died")
+        return made
+
+    def _deal(self, seed: int) -> None:
+        child = self.children[self.dealt % len(self.children)]
+        self.dealt += 1
+        self.pending.append((seed, child))
+        self._request(child, seed)
+
+    def _request(self, child: _Child, seed: int) -> None:
+        triggers = self.avoid.triggers if self.avoid is not None else []
+        request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]))
+        child.rewrites, child.triggers_sent = Counter(), len(triggers)
+        with contextlib.suppress(OSError):  # a dead process: `take` finds it and restarts it
+            send(child.inbox, request)
+
+    def _restart(self, child: _Child) -> None:
+        """A process that died (killed, out of memory, a crash in a library) loses the seed it
+        was making; a fresh one takes its other seeds, in order, with a fresh coverage."""
+        child.process.kill()
+        child.process.wait()
+        for stream in (child.inbox, child.outbox):
+            with contextlib.suppress(OSError):  # unsent bytes to a dead process
+                stream.close()
+        child.process, child.triggers_sent = _spawn(self.plan), 0
+        for seed, owner in self.pending:
+            if owner is child:
+                self._request(child, seed)
+
+    def close(self, absorb: Callable[[Coverage, dict[str, int]], Any]) -> None:
+        """Stop every process, handing each one's coverage and steering counts to `absorb`;
+        the seeds dealt and not taken are dropped unmade, as a stopped campaign drops them."""
+        for child in self.children:
+            try:
+                for _ in [p for p in self.pending if p[1] is child]:
+                    receive(child.outbox)
+                send(child.inbox, None)
+                absorb(*receive(child.outbox))
+            except (EOFError, OSError, pickle.UnpicklingError):
+                pass
+            for stream in (child.inbox, child.outbox):
+                with contextlib.suppress(OSError):
+                    stream.close()
+            try:
+                child.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        self.pending.clear()
+
+
+def main() -> None:
+    """The child's side: messages on the original stdout, anything printed goes to stderr."""
+    outbox = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, outbox)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""One seed made into a runnable case: the generated model, its NaN/Inf-free inputs and the
+reference's outputs, with what it cost. The same function serves the campaign's own
+process and the generation processes (bot.cases.generation_pool), so a case is the same
+whichever made it, given the same coverage and known triggers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from generator.api import GenConfig, Support, generate
+from generator.avoid import Avoid
+from generator.coverage import Coverage
+from generator.values import NoValidValues
+from generator.z3_contexts import ContextSupply
+from oracles.references import Source, read_reference
+
+HEAD_ONLY_EVERY = 8
+"""One seed in this many may draw op x dtype pairs only head runs (a change that adds an
+op is worth fuzzing; base declining such a case makes it `new_in_head`, never a regression)."""
+
+
+def seed_support(seed: int, support: Support | None, head_support: Support | None) -> Support | None:
+    """A seed's support matrix: a function of the seed, so the same seed gives the same case;
+    every HEAD_ONLY_EVERY-th seed may draw what only head runs."""
+    if head_support is not None and seed % HEAD_ONLY_EVERY == HEAD_ONLY_EVERY - 1:
+        return head_support
+    return support
+
+
+@dataclass
+class Prepared:
+    seed: int
+    model: onnx.ModelProto
+    model_bytes: bytes
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray] | None
+    source: Source = Source.torch
+    """Which computation `reference` came from (none: nothing could compute it)."""
+    gap: str = ""
+    """Why the torch reference could not compute the case."""
+    gap_op: str = ""
+    """The op type the torch reference stopped at (kept with the case in a corpus)."""
+    regression_of: str | None = None
+    """A regression-corpus bundle's fingerprint (bot.cases.regression_corpus): the case is that
+    finding's reduced model, replayed."""
+
+
+@dataclass
+class Made:
+    """A seed's case (None when it was dropped, and why), and the time it took."""
+
+    seed: int
+    case: Prepared | None
+    dropped: str = ""
+    generation_s: float = 0.0
+    values_s: float = 0.0
+    """The part of `generation_s` spent keeping values safe (generator.witness)."""
+    reference_s: float = 0.0
+    reference_warnings: int = 0
+    """Warnings onnx.reference raised computing the reference (counted, never printed)."""
+    value_work: dict[str, int] = field(default_factory=dict)
+    """Insertions whose values were repaired, and refused, while the model grew."""
+
+
+def make_case(
+    seed: int,
+    cfg: GenConfig,
+    support: Support | None,
+    coverage: Coverage,
+    avoid: Avoid | None,
+    contexts: ContextSupply | None = None,
+) -> Made:
+    """Generate, search values, compute the reference; a seed whose values could not be made
+    safe, or where no op fits, is dropped (never run) and says which."""
+    t0 = time.perf_counter()
+    try:
+        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts)
+    except NoValidValues:  # its value work ran past its step budget (generator.witness)
+        return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
+    except RuntimeError:
+        return Made(seed, None, "generation_failed", time.perf_counter() - t0)
+    made = Made(seed, None, generation_s=time.perf_counter() - t0)
+    if case.values is not None:
+        made.values_s = case.values.time_ms / 1000
+        made.value_work = {
+            "repaired_insertions": case.values.grown_repairs,
+            "refused_insertions": case.values.grown_refusals,
+        }
+    t1 = time.perf_counter()
+    reading = read_reference(case.model, case.inputs)
+    made.reference_s = time.perf_counter() - t1
+    made.reference_warnings = reading.warnings
+    made.case = Prepared(
+        seed,
+        case.model,
+        case.model.SerializeToString(),
+        case.inputs,
+        reading.outputs,
+        reading.source,
+        reading.gap,
+        reading.gap_op,
+    )
+    return made

@@ -1,0 +1,213 @@
+"""Seeds turned into runnable cases: a generated model, NaN/Inf-free inputs, and the
+reference's outputs.
+
+Seeds are handed out in order (within a shard: first + i, first + i + N, ...), so a
+campaign's seed range says exactly which models it tried. Generation holds a lock:
+the coverage feedback is shared by every lane of a campaign. The rewrites the systems
+report join that coverage when generation next takes the lock, so a lane that judged a
+case never waits for another lane's model to grow.
+
+A reference is never a gate: a case the torch reference cannot compute (integer
+division by zero raises in torch) still runs, judged by onnx.reference, by base, or for
+crashes and hangs alone, and the gap is counted per op type.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import onnx
+
+from bot.cases.generation_pool import GenerationPool, Plan
+from bot.cases.making import Made, Prepared, make_case, seed_support
+from generator.api import GenConfig, Support
+from generator.avoid import Avoid
+from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
+from generator.z3_contexts import ContextSupply
+
+if TYPE_CHECKING:
+    from bot.cases.corpus_feed import CorpusFeed
+from bot.cases.shard import Shard
+
+
+@dataclass
+class SourceTimes:
+    generation: float = 0.0
+    values: float = 0.0
+    """The part of `generation` spent keeping values safe (generator.witness)."""
+    reference: float = 0.0
+    corpus: float = 0.0
+    """Reading cases from the corpus (bot.cases.corpus_feed) and writing fresh ones back."""
+
+
+class CaseSource:
+    def __init__(self, cfg: GenConfig, first_seed: int, shard: Shard | None = None) -> None:
+        self.cfg = cfg
+        self.shard = shard or Shard(0, 1)
+        self.next_seed = first_seed + self.shard.index
+        self.support: Support | None = None
+        """What every side runs (support probing); None: no probe, everything."""
+        self.head_support: Support | None = None
+        """What head runs, where it runs more than base: drawn for every HEAD_ONLY_EVERY-th seed."""
+        self.coverage = Coverage()
+        self.contexts = ContextSupply()
+        self.avoid: Avoid | None = None
+        """Known bugs' triggers to steer away from (generator.avoid); the campaign's, shared by every lane."""
+        self.dropped: Counter[str] = Counter()
+        self.value_work: Counter[str] = Counter()
+        """Insertions whose values were repaired, and refused, while models grew."""
+        self.references: Counter[str] = Counter()
+        self.reference_warnings = 0
+        """Cases by the computation that gave their reference (oracles.references.Source)."""
+        self.reference_gaps: Counter[str] = Counter()
+        """Cases the torch reference could not compute, by the op type it stopped at."""
+        self.times = SourceTimes()
+        self.issued = 0
+        self._lock = threading.Lock()
+        self._fired: Counter[str] = Counter()
+        """Rewrites reported since generation last took the lock (note_rewrites)."""
+        self._fired_lock = threading.Lock()
+        self.corpus: CorpusFeed | None = None
+        """Stored cases replayed before any is generated, and where fresh ones are added."""
+        self._learned: list[tuple[int, str]] = []
+        """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
+        self.processes = 0
+        """Generation processes (bot.cases.generation_pool); 0: cases are made in this process."""
+        self.pool: GenerationPool | None = None
+        self._seeds = self._upcoming()
+
+    def note_rewrites(self, keys: Iterable[str], seed: int | None = None) -> None:
+        """Count one case's rewrites, each key once, toward the coverage that steers generation;
+        with its seed, they also join that case's coverage in the corpus."""
+        once = sorted(set(keys))
+        with self._fired_lock:
+            self._fired.update(once)
+            if self.corpus is not None and seed is not None:
+                self._learned += [(seed, f"rewrite:{k}") for k in once]
+
+    def _take_rewrites(self) -> None:
+        """Move the reported rewrites into the coverage; under `_lock`, so a model never sees
+        its coverage change while it grows."""
+        with self._fired_lock:
+            fired, self._fired = self._fired, Counter()
+            learned, self._learned = self._learned, []
+        self.coverage.rewrites.update(fired)
+        if self.pool is not None:
+            self.pool.note_rewrites(fired)
+        if learned and self.corpus is not None:
+            self.corpus.learned += learned
+
+    def coverage_stats(self) -> CoverageStats:
+        """The coverage's figures, counting the rewrites not yet moved into it."""
+        stats = self.coverage.stats()
+        with self._fired_lock:
+            waiting = Counter(self._fired)
+        if waiting:
+            stats.rewrites = dict((Counter(stats.rewrites) + waiting).most_common())
+        return stats
+
+    def next(self, may_start: Callable[[], bool]) -> Prepared | None:
+        """The next runnable case, or None once `may_start` says the campaign is over."""
+        with self._lock:
+            while may_start():
+                self._take_rewrites()
+                case = self._replayed() or self._fresh()
+                if case is not None:
+                    self.issued += 1
+                    return case
+        return None
+
+    def _replayed(self) -> Prepared | None:
+        """The corpus's next case, counted as the generated ones are; None when there is none left."""
+        if self.corpus is None:
+            return None
+        t0 = time.perf_counter()
+        case = self.corpus.replay(self.support)
+        self.times.corpus += time.perf_counter() - t0
+        if case is not None:
+            self._count_reference(case)
+            self._observe(case.model)
+        return case
+
+    def _observe(self, model: onnx.ModelProto) -> None:
+        """A replayed case's op types and producer>consumer pairs join the coverage, so fresh
+        generation after the replay steers toward what the corpus lacks (COMET's feedback),
+        not toward what it just ran."""
+        producer = {out: node.op_type for node in model.graph.node for out in node.output}
+        for node in model.graph.node:
+            self.coverage.ops[node.op_type] += 1
+            for name in filter(None, node.input):
+                self.coverage.pairs[pair_key(producer.get(name, INPUT), node.op_type)] += 1
+
+    def _upcoming(self) -> Iterator[int]:
+        """This shard's seeds in order, less those the corpus already holds."""
+        while True:
+            seed = self.next_seed
+            self.next_seed += self.shard.count
+            if self.corpus is None or seed not in self.corpus.known:
+                yield seed
+
+    def _fresh(self) -> Prepared | None:
+        """A newly generated case for the next seed the corpus lacks, added to the corpus."""
+        if self.processes:
+            if self.pool is None:
+                plan = Plan(self.cfg, self.support, self.head_support, self.avoid.strength if self.avoid else 0.0)
+                self.pool = GenerationPool(plan, self.processes, self.avoid)
+            case = self._account(self.pool.take(self._seeds))
+        else:
+            seed = next(self._seeds)
+            made = make_case(seed, self.cfg, self.support_for(seed), self.coverage, self.avoid, self.contexts)
+            case = self._account(made)
+        if case is not None and self.corpus is not None:
+            t0 = time.perf_counter()
+            self.corpus.add(case)
+            self.times.corpus += time.perf_counter() - t0
+        return case
+
+    def close(self) -> None:
+        """Stop the generation processes, taking in their coverage; write what the corpus has
+        waiting (fresh cases, learned rewrites)."""
+        with self._lock:
+            if self.pool is not None:
+                self.pool.close(self._absorb)
+                self.pool = None
+            if self.corpus is not None:
+                self._take_rewrites()
+                t0 = time.perf_counter()
+                self.corpus.close()
+                self.times.corpus += time.perf_counter() - t0
+
+    def _count_reference(self, case: Prepared) -> None:
+        self.references[case.source.value] += 1
+        if case.gap_op:
+            self.reference_gaps[case.gap_op] += 1
+
+    def support_for(self, seed: int) -> Support | None:
+        return seed_support(seed, self.support, self.head_support)
+
+    def _account(self, made: Made) -> Prepared | None:
+        """Count what making a case cost, and why a seed gave none."""
+        self.times.generation += made.generation_s
+        self.times.values += made.values_s
+        self.times.reference += made.reference_s
+        self.value_work.update(made.value_work)
+        self.reference_warnings += made.reference_warnings
+        if made.case is None:
+            self.dropped[made.dropped] += 1
+            return None
+        self._count_reference(made.case)
+        return made.case
+
+    def _absorb(self, coverage: Coverage, steered: dict[str, int]) -> None:
+        """A generation process's coverage, less the rewrites (this process counted those)."""
+        mine = self.coverage
+        mine.models += coverage.models
+        for name in ("ops", "inputs", "attrs", "pairs", "dtypes", "patterns", "edges"):
+            getattr(mine, name).update(getattr(coverage, name))
+        if self.avoid is not None:
+            self.avoid.steered.update(steered)

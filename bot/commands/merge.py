@@ -1,0 +1,73 @@
+"""`fuzzbot merge` and `fuzzbot config-schema`: the command-line faces of bot/merge/outputs.py
+and of the config model, registered by bot/cli.py.
+
+Kept apart from cli.py so that merge's wording lives with merge; every mistake a user
+can make is a `MergeError` (or `SchemaError`), which cli.py prints as one `error:` line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.cases.regression_corpus import RegressionCorpus
+from bot.config import FuzzConfig
+from bot.findings.summary_md import SUMMARY_MD
+from bot.merge.outputs import MergeError, merge_outputs
+
+EXIT_FINDINGS = 2
+"""As for `fuzzbot fuzz`: a merged output with findings exits 2 (bot.cli.EXIT_FINDINGS)."""
+
+
+class SchemaError(Exception):
+    """`fuzzbot config-schema --out FILE` could not write FILE; one line."""
+
+
+def merge_command(
+    shards: Annotated[
+        list[Path], typer.Argument(metavar="DIR...", help="shard output folders (each with summary.json)")
+    ],
+    out: Annotated[Path, typer.Option(help="merged output folder (new, empty, or an earlier merge)")],
+    regressions: Annotated[
+        Path | None, typer.Option(help="regression corpus: add the merged reduced findings to it")
+    ] = None,
+) -> None:
+    """Merge shard outputs into one: counts add up, findings are deduplicated by fingerprint.
+    A sharded run leaves the regression corpus alone; the merge adds what the shards reduced."""
+    summary, report = merge_outputs(shards, out)
+    if regressions is not None:
+        corpus = RegressionCorpus.open(regressions)
+        added = corpus.add(out, summary.findings)
+        typer.echo(f"added {len(added)} reduced finding(s) to the regression corpus {regressions}", err=True)
+        for fingerprint, why in corpus.unsaved.items():
+            typer.echo(f"warning: {fingerprint} not added to the regression corpus: {why}", err=True)
+    skipped = f" (skipped {len(report.skipped)} already merged)" if report.skipped else ""
+    typer.echo(
+        f"merged {len(report.merged)} output(s) into {out}{skipped}: "
+        f"{summary.tests} tests, {sum(summary.distinct.values())} distinct finding(s); see {out / SUMMARY_MD}",
+        err=True,
+    )
+    for path in report.missing_bundles:
+        typer.echo(f"warning: bundle {path} is missing; its finding is counted without a bundle", err=True)
+    if summary.finding_count:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def config_schema_command(
+    out: Annotated[Path | None, typer.Option(help="write the schema to FILE instead of stdout")] = None,
+) -> None:
+    """Print the JSON schema of fuzzbot.yml, for editors and CI validation."""
+    text = json.dumps(FuzzConfig.model_json_schema(), indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as e:
+        raise SchemaError(f"--out {out}: cannot write: {e.strerror or e}") from e
+
+
+__all__ = ["MergeError", "SchemaError", "config_schema_command", "merge_command"]

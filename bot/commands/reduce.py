@@ -1,0 +1,178 @@
+"""`fuzzbot reduce`: the command-line face of bot/reduce/candidates.py, registered by bot/cli.py.
+
+Kept apart from cli.py so the reducer's options, progress bar and error wording live
+with the reducer; every user mistake becomes a `ReduceError`, which cli.py prints as
+one `error:` line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bot.campaign.reduce_across import reduce_across
+from bot.config import parse_duration, parse_test_fault
+from bot.findings.bundle import load_bundle
+from bot.reduce.candidates import reduce_bundle, reduce_model_file
+from reducers.driver import NotInteresting
+from reducers.driver import Progress as ReduceProgress
+
+
+class ReduceError(Exception):
+    """A bad `fuzzbot reduce` invocation, reported in one line."""
+
+
+@contextmanager
+def reduce_progress(console: Console, budget_s: float) -> Iterator[Callable[[ReduceProgress], None]]:
+    """A bar over the time budget, with the tests run and the current node count."""
+    progress = Progress(
+        TextColumn("[bold]reducing"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("tests {task.fields[tests]}  nodes {task.fields[nodes]}  {task.fields[pass_name]}"),
+        console=console,
+        transient=True,
+    )
+    start = time.monotonic()
+    task = progress.add_task("reduce", total=budget_s, tests=0, nodes="?", pass_name="")
+
+    def update(p: ReduceProgress) -> None:
+        elapsed = min(time.monotonic() - start, budget_s)
+        progress.update(task, completed=elapsed, tests=p.tests, nodes=p.nodes, pass_name=p.pass_name)
+
+    with progress:
+        yield update
+
+
+def _seconds(text: str, flag: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise ReduceError(f"{flag}: {e}") from e
+
+
+def _fault(text: str | None) -> dict[str, Any] | None:
+    try:
+        return parse_test_fault(text)
+    except ValueError as e:
+        raise ReduceError(str(e)) from e
+
+
+def reduce_command(
+    target: Annotated[Path, typer.Argument(help="a finding bundle folder, or an .onnx file with --config or --check")],
+    jobs: Annotated[int, typer.Option(min=1, max=64, help="candidates tested at once")] = 1,
+    max_tests: Annotated[int | None, typer.Option(min=1, help="stop after N tests")] = None,
+    budget: Annotated[str, typer.Option(help="time limit, e.g. 90s, 5m")] = "5m",
+    out: Annotated[
+        Path | None, typer.Option(help="reduced bundle folder [BUNDLE/reduced]; with --check, OUT.onnx")
+    ] = None,
+    check: Annotated[
+        str | None, typer.Option(help="shell command with {model}; non-zero exit = still failing = keep")
+    ] = None,
+    fail_code: Annotated[
+        int | None, typer.Option(help="with --check: the exit code that means still failing [the original's]")
+    ] = None,
+    fail_regex: Annotated[
+        str | None, typer.Option(help="with --check: a regex the check's output must match to count as failing")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="fuzzbot.yml: judge and reduce TARGET across its compiler's base and head builds"),
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="override the finding's NAME[:LEVEL]")] = None,
+    python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
+    timeout: Annotated[str, typer.Option(help="per-test limit")] = "10s",
+    test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Shrink a failing model to a minimal one that fails the same way, with a repro."""
+    budget_s = _seconds(budget, "--budget")
+    console = Console(stderr=True)
+    if check is not None:
+        _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests, (fail_code, fail_regex))
+        return
+    if fail_code is not None or fail_regex is not None:
+        raise ReduceError("--fail-code and --fail-regex go with --check")
+    if config is not None:
+        if backend is not None or python is not None:
+            raise ReduceError("--config names the builds: drop --backend and --python")
+        _reduce_across(console, target, config, out, budget_s, max_tests, timeout)
+        return
+    if target.is_file():
+        raise ReduceError(
+            f'{target}: a bare model needs --config fuzzbot.yml or --check "CMD {{model}}" (or give a finding bundle)'
+        )
+    with reduce_progress(console, budget_s) as on_progress:
+        dest = reduce_bundle(
+            target,
+            budget_s,
+            jobs,
+            max_tests,
+            out,
+            backend=backend,
+            python=python or sys.executable,
+            timeout_s=_seconds(timeout, "--timeout"),
+            fault=_fault(test_fault),
+            on_progress=on_progress,
+        )
+    console.print(f"reduced bundle: {dest} (run {dest / 'repro.py'})", markup=False, highlight=False)
+
+
+def _reduce_across(
+    console: Console, target: Path, config: Path, out: Path | None, budget_s: float, max_tests: int | None, timeout: str
+) -> None:
+    done = reduce_across(target, config, out, budget_s, max_tests, console, timeout)
+    ref, kept = done.ref, load_bundle(done.reduced).finding
+    checked = ", ".join(f"{side} {what}" for side, what in kept.kept.items()) if kept else ""
+    console.print(
+        f"{ref.across or ref.verdict.value}: {ref.signature}\n"
+        f"reduced to {ref.reduced_nodes} node(s), every step keeping {checked}: {done.reduced / 'repro.py'}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _reduce_with_check(
+    console: Console,
+    target: Path,
+    check: str,
+    out: Path | None,
+    budget_s: float,
+    jobs: int,
+    max_tests: int | None,
+    failure: tuple[int | None, str | None],
+) -> None:
+    if "{model}" not in check:
+        raise ReduceError("--check: the command must contain {model}, the candidate's path")
+    fail_code, fail_regex = failure
+    if fail_code == 0:
+        raise ReduceError("--fail-code: 0 means passing; give the exit code of the failure to keep")
+    if fail_regex is not None:
+        try:
+            re.compile(fail_regex)
+        except re.error as e:
+            raise ReduceError(f"--fail-regex: not a regular expression: {e}") from e
+    dest = out or target.with_name(target.stem + ".reduced.onnx")
+    try:
+        with reduce_progress(console, budget_s) as on_progress:
+            result = reduce_model_file(
+                target, check, dest, budget_s, jobs, max_tests, on_progress, fail_code=fail_code, fail_regex=fail_regex
+            )
+    except NotInteresting as e:
+        raise ReduceError(f"--check: {e}, so there is nothing to reduce") from e
+    stats = result.stats
+    console.print(
+        f"reduced {result.nodes_before} -> {result.nodes_after} nodes in {stats.tests} checks "
+        f"({stats.cache_hits} cached, {stats.elapsed_s:.1f}s): {dest}",
+        markup=False,
+        highlight=False,
+    )

@@ -1,0 +1,6 @@
+"""What a campaign leaves on disk and tells people: bundles (model, inputs, expected
+outputs, finding.json, repro.py), the findings store, summary.json and summary.md, the
+standalone repro scripts, and the known-bugs file.
+
+May import: bot.sides, bot.config, bot.errors.
+"""

@@ -1,0 +1,95 @@
+"""Known bugs as triggers for the generator to steer away from (generator.avoid).
+
+A bug is known once it has a reduced trigger: in this campaign as soon as its first
+finding is reduced, and in later runs from `known-bugs.json`, which every campaign writes
+beside summary.json and `known_bugs:` in fuzzbot.yml reads back (a file, or an earlier
+output folder). The trigger is the reduced model's nodes, with the dtypes its failure
+showed at (bot.reduce.generalize), so a bug that fails at every type is avoided at every type.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.errors import UserError
+from bot.findings.bundle import DtypeEvidence, Finding
+from generator.avoid import PatternNode, Trigger
+from generator.dtypes import DType
+from generator.ops import registry
+from oracles.provenance import tensor_dtypes
+
+KNOWN_FILE = "known-bugs.json"
+GENERATED = frozenset(d.value for d in DType)
+MAX_TRIGGER_NODES = 8
+"""A reduction stopped early leaves a big trigger; steering away from it would avoid
+almost nothing and cost a subgraph match per insertion."""
+
+
+class KnownNode(BaseModel):
+    op_type: str
+    dtypes: list[str] | None = None
+
+
+class KnownBug(BaseModel):
+    """One line of known-bugs.json: a bug's fingerprint, its name and its trigger."""
+
+    fingerprint: str
+    signature: str = ""
+    nodes: list[KnownNode]
+    edges: list[tuple[int, int]] = Field(default_factory=list)
+
+    def trigger(self) -> Trigger:
+        nodes = tuple(PatternNode(n.op_type, frozenset(n.dtypes) if n.dtypes is not None else None) for n in self.nodes)
+        return Trigger(nodes, tuple(self.edges), self.fingerprint)
+
+
+def _node_dtypes(dtype: str | None, evidence: DtypeEvidence | None) -> list[str] | None:
+    """The dtypes a trigger node stands for: where the bug fails, when its type was tried
+    (any type, when none passed); else just its own."""
+    if evidence is not None and dtype in evidence.fails:
+        return sorted(evidence.fails) if evidence.needs_dtype else None
+    return [dtype] if dtype is not None else None
+
+
+def known_bug(model: onnx.ModelProto, finding: Finding) -> KnownBug | None:
+    """The reduced `model` of `finding` as a known bug, or None when it is too big to steer
+    by or has no node the generator makes."""
+    ops = registry()
+    types = tensor_dtypes(model)
+    kept = [n for n in model.graph.node if n.op_type in ops]
+    if not kept or len(kept) > MAX_TRIGGER_NODES:
+        return None
+    producer = {out: i for i, n in enumerate(kept) for out in n.output}
+    nodes = []
+    for n in kept:
+        name = types.get(n.input[0]) if n.input else None
+        dtype = name if name in GENERATED else None  # not a type the generator makes (bfloat16, a string)
+        nodes.append(KnownNode(op_type=n.op_type, dtypes=_node_dtypes(dtype, finding.dtypes)))
+    edges = sorted({(producer[i], j) for j, n in enumerate(kept) for i in n.input if i in producer})
+    return KnownBug(fingerprint=finding.fingerprint, signature=finding.signature, nodes=nodes, edges=edges)
+
+
+def write_known(path: Path, bugs: list[KnownBug]) -> Path:
+    path.write_text(json.dumps([b.model_dump() for b in bugs], indent=1) + "\n")
+    return path
+
+
+def read_known(paths: list[Path]) -> list[KnownBug]:
+    """The known bugs of earlier runs: each path a known-bugs.json, or an output folder
+    holding one. A missing or broken file is a one-line UserError, never silently none."""
+    bugs: dict[str, KnownBug] = {}
+    for given in paths:
+        path = given / KNOWN_FILE if given.is_dir() else given
+        try:
+            rows = json.loads(path.read_text())
+            found = [KnownBug.model_validate(row) for row in rows]
+        except FileNotFoundError as e:
+            raise UserError(f"known_bugs: {path}: no such file") from e
+        except (json.JSONDecodeError, ValidationError, TypeError) as e:
+            raise UserError(f"known_bugs: {path}: not a known-bugs.json ({str(e).splitlines()[0]})") from e
+        bugs.update((b.fingerprint, b) for b in found)
+    return list(bugs.values())

@@ -1,0 +1,309 @@
+"""summary.json: what a campaign did, counted, so CI logs, merges and reports agree."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, Field, computed_field
+
+from backends.results import BackendInfo
+from bot.findings.store import FindingStore
+from bot.sides.config import CompilerConfig
+from bot.sides.probe import ProbeFailure
+from generator.coverage import CoverageStats
+from oracles.perf import PerfJudgement
+from oracles.sides import CrossVerdict, finding_label
+from oracles.verdict import Verdict
+
+REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
+"""Count keys of a two-build campaign that are bugs (fixed is good news, flaky is listed apart,
+a crash on an undefined input is counted only)."""
+
+
+def is_bug_key(count_key: str) -> bool:
+    if count_key in REPORTED:
+        return True
+    try:
+        return Verdict(count_key).is_bug
+    except ValueError:  # pass-through keys: filtered:<rule>, flaky, fixed, perf_regression
+        return False
+
+
+def in_output(out: Path, path: str) -> Path:
+    """Where a path summary.json holds is now: relative to the output folder (what campaigns
+    and merges write), so a folder that was moved or downloaded as an artifact still reads;
+    an absolute path (an older summary) stays as it is."""
+    p = Path(path)
+    return p if p.is_absolute() else out / p
+
+
+class FindingRef(BaseModel):
+    path: str
+    """The bundle folder, relative to the output folder (`in_output`)."""
+    verdict: Verdict
+    """The culprit side's own verdict (crash, wrong_result, timeout)."""
+    across: str = ""
+    """The finding's label across sides: new_regression, new_in_head, persistent or fixed (a
+    one-build campaign says persistent). One label per fingerprint, everywhere: the one that
+    matters most of those it was seen under (oracles.sides.finding_label), and the bundle
+    at `path` is a sighting of that label."""
+    fingerprint: str
+    seed: int
+    signature: str
+    depends_on_optimization: bool | None = None
+    reduced_path: str | None = None
+    """The reduced bundle, relative to the output folder like `path`."""
+    reduced_nodes: int | None = None
+    culprit: str | None = None
+    """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
+    regression_of: str | None = None
+    """The fingerprint a regression-corpus bundle was filed under, when this finding is that
+    bundle failing again (bot.cases.regression_corpus): a known bug, back."""
+    seen: list[str] = Field(default_factory=list)
+    """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
+    into this finding by reduction included: what a report says it was seen with."""
+
+
+def seen_union(*forms: Iterable[str]) -> list[str]:
+    """Input forms of several sightings, each once, in the order first seen (FindingRef.seen)."""
+    return list(dict.fromkeys(form for group in forms for form in group))
+
+
+class PerfFinding(BaseModel):
+    path: str
+    """Relative to the output folder, like FindingRef.path."""
+    seed: int
+    judgements: list[PerfJudgement]
+
+
+class Timings(BaseModel):
+    generation: float = 0.0
+    values: float = 0.0
+    """The part of `generation` spent keeping every tensor finite and off its margins."""
+    reference: float = 0.0
+    corpus: float = 0.0
+    """Reading cases from the case corpus and writing fresh ones back (bot.cases.corpus_feed)."""
+    backend: float = 0.0
+    """Wall time of backend requests, from submit to answer (overlaps generation, and the
+    judging of the case before, which runs while the next one is in flight)."""
+    backend_compute: float = 0.0
+    """Time the worker reported inside compile and run."""
+    sides: dict[str, float] = Field(default_factory=dict)
+    """`backend_compute` by side (base, head): where a two-build campaign's compile and run went."""
+    triage: float = 0.0
+    """Judging first runs, with the re-runs, rules and localization a suspect case gets
+    (their backend requests included), outside `backend`."""
+    reduction: float = 0.0
+    reduction_during: float = 0.0
+    """The part of `reduction` spent while fuzzing (the first finding of each kind), inside `wall_s`."""
+
+
+class CorpusSummary(BaseModel):
+    """summary.json's `corpus`: where a campaign's cases came from, and what it added back."""
+
+    path: str
+    replayed: int = 0
+    generated: int = 0
+    added: int = 0
+    stale: int = 0
+    """Cases of another generator key in the corpus: never replayed (pruned when cases are added)."""
+    unsupported: int = 0
+    """Stored cases left out because they use an op x dtype pair the backend does not run."""
+    load_s: float = 0.0
+    """Choosing the order and reading the replayed cases."""
+    order_s: float = 0.0
+    """The part of `load_s` spent choosing the order from the index, before the first replayed case."""
+    write_s: float = 0.0
+
+
+class RegressionSummary(BaseModel):
+    """summary.json's `regressions`: the regression corpus replayed before fuzzing."""
+
+    path: str
+    replayed: int = 0
+    regressed: list[str] = Field(default_factory=list)
+    """Fingerprints of known bugs that fail on head again and pass on base."""
+    failing: list[str] = Field(default_factory=list)
+    """Fingerprints still failing (on head, or on both builds)."""
+    passing: int = 0
+    skipped: dict[str, str] = Field(default_factory=dict)
+    """Bundles that could not be loaded, with why."""
+    added: list[str] = Field(default_factory=list)
+    """Fingerprints of this run's reduced findings, added to the corpus."""
+    unsaved: dict[str, str] = Field(default_factory=dict)
+    """Fingerprints whose reduced bundle could not be copied in, with why."""
+    seconds: float = 0.0
+
+
+class SupportSummary(BaseModel):
+    supported: int
+    unsupported: int
+    unexpected: list[ProbeFailure] = Field(default_factory=list)
+    """Probes that failed for another reason than "unsupported": shown, kept in generation."""
+    head_only: dict[str, list[str]] = Field(default_factory=dict)
+    """op -> dtypes head runs and base declines (two builds): drawn for a share of the seeds."""
+
+
+class SideRecord(BaseModel):
+    """Where a side of a two-build campaign came from."""
+
+    label: str
+    commit: str | None = None
+    python: str
+    build_log: str | None = None
+    build_s: float = 0.0
+    cached: bool = False
+
+
+class Summary(BaseModel):
+    tests: int = 0
+    cannot_compare: str | None = None
+    """Why a two-build campaign ran no test: a side that failed to build or start."""
+    sides: dict[str, SideRecord] = Field(default_factory=dict)
+    compiler: CompilerConfig | None = None
+    """The `compiler:` section the sides were built from, each ref pinned to the commit it
+    named then: a report job on a fresh runner rebuilds head from it to re-run repros."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    value_work: dict[str, int] = Field(default_factory=dict)
+    """Insertions whose values were repaired, and insertions refused because no values kept
+    them safe, while the models grew (generator.witness)."""
+    references: dict[str, int] = Field(default_factory=dict)
+    """Cases by what gave their reference: torch, onnx.reference or none (then base judges
+    head's values in a two-build campaign, and only crashes and hangs count in one)."""
+    reference_gaps: dict[str, int] = Field(default_factory=dict)
+    """Cases the torch reference could not compute, by the op type it stopped at."""
+    tiebreaks: dict[str, int] = Field(default_factory=dict)
+    """Wrong results against torch, by what confirmed or set them aside (oracles.case.confirm)."""
+    reference_warnings: int = 0
+    """numpy warnings (overflow, invalid value) onnx.reference raised, for references and
+    tie-breaks: counted here instead of printed, where a log reader takes them for errors."""
+    steered: dict[str, int] = Field(default_factory=dict)
+    """Insertions undone because they completed a known bug's trigger, by the bug's
+    fingerprint (generator.avoid)."""
+    run_url: str | None = None
+    """The CI run that made this output (GitHub Actions' GITHUB_SERVER_URL, GITHUB_REPOSITORY
+    and GITHUB_RUN_ID), whose artifact holds the bundles; reports link it."""
+    imports: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Per side, where each module its worker's adapter imported came from (bot.sides.isolation)."""
+    findings: list[FindingRef] = Field(default_factory=list)
+    perf: list[PerfFinding] = Field(default_factory=list)
+    occurrences: dict[str, int] = Field(default_factory=dict)
+    wall_s: float = 0.0
+    time_s: Timings = Field(default_factory=Timings)
+    backend: BackendInfo | None = None
+    """The head side (the only side of a one-build campaign)."""
+    base: BackendInfo | None = None
+    """The base side of a two-build campaign."""
+    shard: str | None = None
+    """`i/N` when this campaign is one shard of a bigger one."""
+    merged_from: list[str] = Field(default_factory=list)
+    """The shard ids (`i/N@seed`) a merged output covers; empty for a campaign."""
+    seed_first: int = 0
+    seed_last: int | None = None
+    budget_s: float = 0.0
+    worker_restarts: int = 0
+    support: SupportSummary | None = None
+    coverage: CoverageStats = Field(default_factory=CoverageStats)
+    corpus: CorpusSummary | None = None
+    """Cases replayed from the case corpus, generated, and added back (`--corpus`)."""
+    regressions: RegressionSummary | None = None
+    """The regression corpus replayed before fuzzing (`--regressions`)."""
+
+    def build(self, side: str) -> str:
+        """`name version (level) @ `commit`` of the head or base build, for people: the commit
+        the side was built from when fuzzbot built it from a ref (the one a reviewer knows),
+        else the one the build reports; "?" when the side never started."""
+        info = self.backend if side == "head" else self.base
+        if info is None:
+            return "?"
+        record = self.sides.get(side)
+        commit = (record.commit if record is not None and record.commit else None) or info.commit
+        return f"{info.name} {info.version} ({info.level})" + (f" @ `{commit[:12]}`" if commit else "")
+
+    def key_of(self, ref: FindingRef) -> str:
+        """A finding's key in the vocabulary of `counts`: its label across builds, or, with
+        one build (nothing to compare), its verdict, as its tests were counted."""
+        return ref.across if self.base is not None and ref.across else ref.verdict.value
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def distinct(self) -> dict[str, int]:
+        """Findings by key: one per fingerprint, under its one label. `counts` counts tests by
+        the same keys, so a bug seen by five seeds is 5 there and 1 here; every report
+        that says "finding" means this number, and "test" or "case" means the other."""
+        keys: dict[str, str] = {}
+        for ref in self.findings:
+            keys[ref.fingerprint] = finding_label([keys.get(ref.fingerprint, ""), self.key_of(ref)])
+        return dict(sorted(Counter(keys.values()).items()))
+
+    @property
+    def finding_count(self) -> int:
+        """Distinct findings that are bugs (fixed ones are good news)."""
+        return sum(n for k, n in self.distinct.items() if is_bug_key(k))
+
+    @property
+    def new_regressions(self) -> int:
+        return self.distinct.get(CrossVerdict.new_regression.value, 0)
+
+    @property
+    def fails_a_change(self) -> int:
+        """New regressions and what head brought in broken (new_in_head): a PR check's failure."""
+        return self.new_regressions + self.distinct.get(CrossVerdict.new_in_head.value, 0)
+
+    def superseded_by(self, fingerprint: str, label: str, quota: int) -> list[FindingRef] | None:
+        """Whether a sighting of `fingerprint` under `label` earns a bundle: None when it does
+        not (its label is weaker than the finding's, or `quota` bundles of its label are listed
+        already); else the listed refs it replaces, those of weaker labels (often none). So a
+        finding's bundles are always sightings of its label, and its repro shows what the
+        label says (a new regression's passes on base)."""
+        listed = [r for r in self.findings if r.fingerprint == fingerprint]
+        if finding_label([label, *(r.across for r in listed)]) != label:
+            return None
+        if sum(1 for r in listed if r.across == label) >= quota:
+            return None
+        return [r for r in listed if r.across != label]
+
+    def settle_labels(self) -> dict[str, str]:
+        """Give every ref of a fingerprint the finding's one label (a reduction may relabel
+        one ref, or keep two bundles of one bug), and return fingerprint -> label."""
+        labels: dict[str, str] = {}
+        for ref in self.findings:
+            labels[ref.fingerprint] = finding_label([labels.get(ref.fingerprint, ""), ref.across])
+        for ref in self.findings:
+            ref.across = labels[ref.fingerprint]
+        return labels
+
+
+def rewrites_fired(coverage: CoverageStats, top: int = 3) -> str | None:
+    """One line on the rewrites head's optimizer performed: how many distinct, and the most
+    frequent with the cases each fired in; None when the system reported none."""
+    if not coverage.rewrites:
+        return None
+    most = sorted(coverage.rewrites.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    more = ", ..." if len(coverage.rewrites) > top else ""
+    listed = ", ".join(f"{key} {n}" for key, n in most)
+    return f"rewrites fired: {len(coverage.rewrites)} distinct ({listed}{more})"
+
+
+def ci_run_url(env: Mapping[str, str]) -> str | None:
+    """The Actions run this process belongs to, or None outside Actions."""
+    repo, run = env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
+    if not repo or not run:
+        return None
+    return f"{env.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{repo}/actions/runs/{run}"
+
+
+def write_summary(summary: Summary, out: Path) -> Path:
+    """OUT/summary.json, after telling the store beside it each listed finding's label: the
+    two are written together so that summary.md (read from the store) and the reports (read
+    from summary.json) can never name one finding two ways."""
+    out.mkdir(parents=True, exist_ok=True)
+    FindingStore.in_dir(out).relabel(summary.settle_labels())
+    path = out / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
+    tmp.replace(path)
+    return path

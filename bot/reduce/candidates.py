@@ -1,0 +1,356 @@
+"""Reduce a finding (or any ONNX model with an external check) to a minimal repro.
+
+Two ways in:
+
+- `reduce_bundle(path, ...)`: a fuzzbot finding bundle. A candidate counts only if it
+  is still the same bug (`SameBug`): same verdict class, and for crashes a similar
+  normalized message; for wrong results, still wrong against the torch reference
+  recomputed for the candidate (finite, outside the unstable-margin filter), with no
+  kind of mismatch the original did not have. The reduced bundle is written to `<bundle>/reduced/`
+  (inside the original, so the pair moves, archives and deletes together, and
+  `load_bundle` of the original ignores it): model.onnx, inputs.npz, reference.npz,
+  finding.json (judgement of the reduced model), repro.py, model.txt (ONNX text
+  form) and reduction.json (the `ReductionResult`).
+- `reduce_model_file(path, command, out, ...)`: C-Reduce/Polygraphy style. `command`
+  is run through the shell with `{model}` replaced by a candidate's file path; a
+  non-zero exit status means "still failing", so the candidate is kept; exit 0 means
+  the failure is gone. A check that exceeds its time limit counts as exit 0 (gone):
+  a hang is not the failure being reduced unless the command itself says so.
+
+Bug identity is a `BugIdentity` object, so a two-sided check (base still passes, head
+still fails) can later be added beside `SameBug` without touching the reducer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import queue
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import onnx
+
+from backends.client import WorkerClient
+from backends.reference import ReferenceError, run_reference
+from backends.spec import BackendSpec, BackendSpecError, parse_backend
+from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
+from bot.findings.repro import render_repro
+from oracles.case import CaseEvidence
+from oracles.references import read_reference
+from oracles.rules import RuleSet, load_rules
+from oracles.signature import normalize
+from oracles.verdict import Judgement, Verdict
+from reducers.case import Case, onnx_reference_values, with_all_outputs
+from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
+from reducers.tester import ReduceConfig
+
+MESSAGE_SIMILARITY = 0.85
+"""Crash messages match when their normalized forms are equal, or at least this similar
+(difflib ratio). Normalization erases names, numbers and paths; the ratio lets a
+message that mentions one more or one fewer dimension or op name still count as the
+same crash, while a different error class or different wording does not."""
+
+REDUCED_DIR = "reduced"
+
+
+class BugIdentity(Protocol):
+    """Decides whether a candidate still shows the bug being reduced."""
+
+    def holds(self, case: Case) -> bool: ...
+
+
+class ClientPool:
+    """One long-lived worker per parallel job, lent out per test, so a backend is
+    started once per job rather than once per candidate."""
+
+    def __init__(self, make: Callable[[], WorkerClient], size: int) -> None:
+        self._free: queue.Queue[WorkerClient] = queue.Queue()
+        self._all = [make() for _ in range(size)]
+        for c in self._all:
+            self._free.put(c)
+
+    @contextmanager
+    def lend(self) -> Iterator[WorkerClient]:
+        client = self._free.get()
+        try:
+            yield client
+        finally:
+            self._free.put(client)
+
+    def close(self) -> None:
+        for c in self._all:
+            c.close()
+
+
+def reference_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor's value from fuzzbot's torch reference (onnx's evaluator for ops it lacks)."""
+    try:
+        values = run_reference(with_all_outputs(model), inputs)
+    except ReferenceError:
+        return onnx_reference_values(model, inputs)
+    return {**{i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}, **inputs, **values}
+
+
+def similar_messages(a: str, b: str) -> bool:
+    na, nb = normalize(a), normalize(b)
+    return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= MESSAGE_SIMILARITY
+
+
+class CandidateJudge:
+    """A candidate judged as a campaign judges a case: the reference with its fallback,
+    the bounds of where its arithmetic rounds, undefined inputs, and the false-positive
+    rules with their evidence, so a reduction step never turns a case into a known false
+    positive (an epsilon polished to 0, a divisor left at rounding noise)."""
+
+    def __init__(self, pool: ClientPool, rules: RuleSet | None = None) -> None:
+        self.pool = pool
+        self.rules = rules or load_rules()
+
+    def judge(self, case: Case) -> Judgement | None:
+        """The candidate's judgement after the rules (None: a rule explains its failure)."""
+        ev = CaseEvidence.compute(case.model, case.inputs)
+        with self.pool.lend() as client:
+            result = client.run(case.model.SerializeToString(), case.inputs)
+        j = ev.judge(result)
+        backend = result.backend.name if result.backend else ""
+        if j.verdict.is_bug and self.rules.match(ev.view(backend, j, result.outputs)):
+            return None
+        return j
+
+
+class StillPasses:
+    """The other side of a regression: the candidate must still pass there, or the
+    reduction could drift onto a bug both builds share."""
+
+    def __init__(self, pool: ClientPool, side: str = "base") -> None:
+        self.judge = CandidateJudge(pool)
+        self.side = side
+
+    def holds(self, case: Case) -> bool:
+        j = self.judge.judge(case)
+        return j is not None and j.verdict is Verdict.pass_
+
+
+class SameBug:
+    """One-sided identity: the candidate fails on `pool`'s backend the way `original` did."""
+
+    def __init__(self, original: Judgement, pool: ClientPool) -> None:
+        self.original = original
+        self.candidates = CandidateJudge(pool)
+
+    def judge(self, case: Case) -> Judgement | None:
+        """The candidate's judgement, or None when a false-positive rule explains it."""
+        return self.candidates.judge(case)
+
+    def holds(self, case: Case) -> bool:
+        j = self.judge(case)
+        return j is not None and self.matches(j)
+
+    def matches(self, j: Judgement) -> bool:
+        """Whether a judgement is the original's failure: its verdict, and its kind of
+        mismatch or its stage, symptom and message."""
+        if j.verdict is not self.original.verdict:
+            return False
+        if j.verdict is Verdict.wrong_result:
+            # a new kind of mismatch (say, shape where values differed) is another bug
+            return set(j.symptom.split("+")) <= set(self.original.symptom.split("+"))
+        if self.original.stage and j.stage != self.original.stage:
+            return False
+        if j.symptom != self.original.symptom:
+            return False
+        return j.symptom != "exception" or similar_messages(j.message, self.original.message)
+
+
+def _spec(bundle: Bundle, backend: str | None) -> BackendSpec:
+    if backend:
+        return parse_backend(backend)
+    assert bundle.finding is not None
+    info = bundle.finding.backend
+    try:
+        return parse_backend(bundle.finding.spec or (f"{info.name}:{info.level}" if info.level else info.name))
+    except BackendSpecError as e:
+        raise BundleError(f"{bundle.path}: cannot tell the backend from finding.json ({e}); pass --backend") from e
+
+
+def reduce_bundle(
+    path: Path,
+    budget_s: float | None = 300.0,
+    jobs: int = 1,
+    max_tests: int | None = None,
+    out: Path | None = None,
+    *,
+    backend: str | None = None,
+    python: str = sys.executable,
+    timeout_s: float = 10.0,
+    fault: dict[str, Any] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    also: BugIdentity | None = None,
+    pool: ClientPool | None = None,
+) -> Path:
+    """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`
+    unless `out` says otherwise). `fault` is the test-only fault injection. `also` must
+    hold too: for a regression, the other build still gets the candidate right. A `pool`
+    given is the culprit build's workers, lent and left running (a campaign reduces many
+    findings on one pool: a TVM worker takes seconds to start)."""
+    bundle = load_bundle(path)
+    if bundle.finding is None or not bundle.inputs:
+        raise BundleError(f"{path} is not a finding bundle (needs finding.json and inputs.npz)")
+    spec = _spec(bundle, backend)
+    owned = pool is None
+    if pool is None:
+        pool = ClientPool(lambda: WorkerClient(spec, python, timeout_s, fault=fault), jobs)
+    try:
+        identity = SameBug(bundle.finding, pool)
+
+        def holds(case: Case) -> bool:
+            return identity.holds(case) and (also is None or also.holds(case))
+
+        config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
+        start = Case(bundle.model, bundle.inputs)
+        try:
+            reduced, result = reduce_case(start, holds, config, reference_values, on_progress=on_progress)
+        except NotInteresting as e:
+            raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value})") from e
+        final = identity.judge(reduced)
+        if final is None or final.verdict is not bundle.finding.verdict:  # a flaky last run keeps the original's
+            final = bundle.finding
+    finally:
+        if owned:
+            pool.close()
+    kept = {bundle.finding.side: bundle.finding.verdict.value}
+    if isinstance(also, StillPasses):
+        kept[also.side] = Verdict.pass_.value
+    return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result, kept)
+
+
+def write_reduced(
+    dest: Path,
+    case: Case,
+    original: Finding,
+    final: Judgement,
+    spec: BackendSpec,
+    result: ReductionResult,
+    kept: dict[str, str] | None = None,
+) -> Path:
+    reference = read_reference(case.model, case.inputs).outputs
+    model = _without_value_info(case.model)
+    finding = original.model_copy(update={**dict(final), "created": "", "kept": kept or {}})
+    title = f"{final.verdict.value} in {spec}: {final.signature} (reduced)"
+    repro = render_repro(model, case.inputs, reference or {}, spec, title, finding=finding)
+    write_bundle(dest, model, case.inputs, reference, finding, repro)
+    (dest / "model.txt").write_text(onnx.printer.to_text(model) + "\n")
+    (dest / "reduction.json").write_text(result.model_dump_json(indent=2) + "\n")
+    return dest
+
+
+def _without_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.value_info[:]
+    return m
+
+
+class ExternalCheck:
+    """`command` with `{model}` replaced by a candidate's path. A candidate still fails
+    only the way the original did, as Polygraphy's `debug reduce` asks: the same exit
+    code (`fail_code`, learned from the original when not given) and, with `fail_regex`,
+    output that matches it. Any other non-zero exit is the check breaking for its own
+    reason (a missing file, a typo), not the bug, and must not steer the reduction."""
+
+    def __init__(
+        self, command: str, timeout_s: float = 60.0, fail_code: int | None = None, fail_regex: str | None = None
+    ) -> None:
+        if "{model}" not in command:
+            raise ValueError("the check command must contain {model}")
+        if fail_code == 0:
+            raise ValueError("--fail-code 0 would keep every candidate that passes")
+        self.command = command
+        self.timeout_s = timeout_s
+        self.fail_code = fail_code
+        self.fail_regex = re.compile(fail_regex) if fail_regex else None
+        self._dir = tempfile.TemporaryDirectory(prefix="fuzzbot-reduce-")
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def _path(self) -> Path:
+        with self._lock:
+            self._count += 1
+            return Path(self._dir.name) / f"candidate-{self._count}.onnx"
+
+    def run(self, case: Case) -> subprocess.CompletedProcess[bytes] | None:
+        """The command's run on the candidate; None when it ran past its time limit."""
+        path = self._path()
+        path.write_bytes(case.model.SerializeToString())
+        cmd = self.command.replace("{model}", shlex.quote(str(path)))
+        try:
+            return subprocess.run(cmd, shell=True, capture_output=True, timeout=self.timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            path.unlink(missing_ok=True)
+
+    def learn(self, case: Case) -> None:
+        """Take the original's failure as the one to keep; NotInteresting when it passes or
+        does not fail the way the given code and regex say."""
+        done = self.run(case)
+        if done is None:
+            raise NotInteresting(f"the command runs past {self.timeout_s:g}s on the original model")
+        if done.returncode == 0:
+            raise NotInteresting("the command exits 0 on the original model")
+        if self.fail_code is None:
+            self.fail_code = done.returncode
+        if not self._same_failure(done):
+            raise NotInteresting(f"the original fails with exit code {done.returncode}, not the one asked for")
+
+    def _same_failure(self, done: subprocess.CompletedProcess[bytes]) -> bool:
+        if done.returncode == 0 or (self.fail_code is not None and done.returncode != self.fail_code):
+            return False
+        if self.fail_regex is None:
+            return True
+        text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+        return self.fail_regex.search(text) is not None
+
+    def holds(self, case: Case) -> bool:
+        done = self.run(case)
+        return done is not None and self._same_failure(done)
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+
+def reduce_model_file(
+    path: Path,
+    command: str,
+    out: Path,
+    budget_s: float | None = 300.0,
+    jobs: int = 1,
+    max_tests: int | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    fail_code: int | None = None,
+    fail_regex: str | None = None,
+) -> ReductionResult:
+    """Reduce the model at `path` while `command` keeps failing on it the way it fails on
+    the original (see ExternalCheck); writes `out` (and `out` with .txt, the ONNX text
+    form). Raises NotInteresting when the command does not fail on the original model."""
+    model = load_model(path)
+    check = ExternalCheck(command, fail_code=fail_code, fail_regex=fail_regex)
+    try:
+        check.learn(Case(model))
+        config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
+        reduced, result = reduce_case(Case(model), check.holds, config, on_progress=on_progress)
+    finally:
+        check.close()
+    final = _without_value_info(reduced.model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(final.SerializeToString())
+    out.with_suffix(".txt").write_text(onnx.printer.to_text(final) + "\n")
+    return result

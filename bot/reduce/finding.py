@@ -1,0 +1,153 @@
+"""Reducing a campaign's findings, and naming each bug by what its failure depends on.
+
+The pieces a campaign's reduction is made of; when each runs is bot.campaign.reduction's
+call (the first finding of a kind while fuzzing, the rest after, within `reduce.share`).
+The order spends the time where a maintainer looks first: one finding of each kind
+(verdict and pre-reduction signature) before the second of any kind, and new
+regressions before what head brought in, before persistent bugs, before fixed ones. A
+reduced trigger is then tried at other dtypes (bot.reduce.generalize), and named by its
+canonical structure and what the failure needs; two findings whose reductions converge
+to one name are one bug, and the later is folded into the earlier as an occurrence.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from backends.client import WorkerClient
+from backends.spec import parse_backend
+from bot.config import ReduceSettings
+from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
+from bot.findings.store import FindingStore, relative_to_root
+from bot.findings.summary import FindingRef, Summary
+from bot.reduce.candidates import CandidateJudge, ClientPool, SameBug, StillPasses, reduce_bundle
+from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
+from oracles.sides import CrossVerdict, label_rank
+from oracles.verdict import Verdict
+from reducers.case import Case
+
+
+@dataclass(frozen=True)
+class SideRun:
+    """How to run one side again: its backend spec string, interpreter and test fault."""
+
+    spec: str
+    python: str
+    timeout_s: float
+    fault: dict[str, object] | None = None
+
+
+class SidePools:
+    """One long-lived worker per side for the whole reduction phase, started on first use:
+    a TVM worker takes seconds to import, and a campaign reduces dozens of findings."""
+
+    def __init__(self, runs: dict[str, SideRun]) -> None:
+        self.runs = runs
+        self._pools: dict[str, ClientPool] = {}
+
+    def pool(self, side: str) -> ClientPool:
+        if side not in self._pools:
+            run = self.runs[side]
+            spec, fault = parse_backend(run.spec), dict(run.fault) if run.fault else None
+            self._pools[side] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
+        return self._pools[side]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+def input_form(model: onnx.ModelProto) -> str:
+    """`uint8[3,4]`: the type and shape of a model's first input, how a report lists where
+    a bug was seen."""
+    if not model.graph.input:
+        return "no inputs"
+    t = model.graph.input[0].type.tensor_type
+    dims = ",".join(str(d.dim_value) if d.HasField("dim_value") else "?" for d in t.shape.dim)
+    return f"{onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name}[{dims}]"
+
+
+def reduction_order(refs: Iterable[FindingRef]) -> list[FindingRef]:
+    """One of each kind first (a kind: verdict and signature before reduction), each group
+    in label order (oracles.sides.LABEL_PRECEDENCE: what a PR check fails on first), then
+    the rest in that order: when time runs out, what is left is most
+    likely a second sighting of a bug already reduced."""
+    ranked = sorted(refs, key=lambda r: label_rank(r.across))
+    kinds: set[tuple[str, str]] = set()
+    first: list[FindingRef] = []
+    rest: list[FindingRef] = []
+    for ref in ranked:
+        kind = (ref.verdict.value, ref.signature)
+        (rest if kind in kinds else first).append(ref)
+        kinds.add(kind)
+    return first + rest
+
+
+def reduce_one(bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings) -> Path | None:
+    """The reduced bundle of the finding at `bundle`, or None when it did not reproduce (a
+    flaky bug slips through k runs now and then; it stays unreduced rather than misnamed).
+    `guard`, for a regression, is the side that must keep getting each candidate right."""
+    run = pools.runs[culprit]
+    try:
+        return reduce_bundle(
+            bundle,
+            cfg.budget,
+            max_tests=cfg.max_tests,
+            backend=run.spec,
+            also=StillPasses(pools.pool(guard), guard) if guard else None,
+            pool=pools.pool(culprit),
+        )
+    except BundleError as e:
+        print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
+        return None
+
+
+def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
+    """The dtypes the reduced trigger fails and passes at, judged on the same builds."""
+    bundle = load_bundle(reduced)
+    assert bundle.finding is not None
+    same = SameBug(bundle.finding, pools.pool(culprit))
+    outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard)) if guard else None)
+    return dtype_evidence(Case(bundle.model, bundle.inputs), outcome)
+
+
+def across_after_reduction(reduced: Path, base: str, pools: SidePools) -> str:
+    """What a finding that base declined is, once reduced: when base now runs the trigger,
+    the op it lacked was not part of the bug, and base's own answer decides: right is a
+    regression hidden behind a new op, the same failure is a bug both builds share."""
+    bundle = load_bundle(reduced)
+    assert bundle.finding is not None
+    same = SameBug(bundle.finding, pools.pool(base))
+    j = same.judge(Case(bundle.model, bundle.inputs))
+    if j is None or j.undefined or j.verdict is Verdict.unsupported:
+        return CrossVerdict.new_in_head.value
+    if j.verdict is Verdict.pass_:
+        return CrossVerdict.new_regression.value
+    return CrossVerdict.persistent.value if same.matches(j) else CrossVerdict.new_in_head.value
+
+
+def rename_finding(
+    ref: FindingRef, bundle: Path, reduced: Path, summary: Summary, store: FindingStore, ev: DtypeEvidence | None
+) -> bool:
+    """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
+    an earlier finding, whose occurrences then absorb this one's."""
+    finding = Finding.model_validate_json((reduced / "finding.json").read_text())
+    model = onnx.load(str(reduced / "model.onnx"))
+    signature, fp = generalized_name(model, finding, finding.backend.name, ev)
+    ref.reduced_path = relative_to_root(reduced, store.root)
+    ref.reduced_nodes = len(model.graph.node)
+    finding = finding.model_copy(update={"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across})
+    (reduced / "finding.json").write_text(finding.model_dump_json(indent=2) + "\n")
+    old = ref.fingerprint
+    if fp != old:
+        store.rename(old, fp, signature)
+        summary.occurrences[fp] = summary.occurrences.get(fp, 0) + summary.occurrences.pop(old, 0)
+        ref.fingerprint, ref.signature = fp, signature
+    store.offer(fp, bundle)
+    return not any(other is not ref and other.fingerprint == fp for other in summary.findings)
