@@ -1,0 +1,122 @@
+"""The README's layout table is the import contract: every import between our packages must
+be one its row allows, no modules import each other in a circle, and no module grows past
+what one reading takes in."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("generator", "backends", "oracles", "reducers", "bot")
+MAX_LINES = 500
+TABLE_HEAD = "| package | what it owns | may import |"
+
+
+def layout_table() -> dict[str, set[str]]:
+    """Unit (a folder `x/` or a file `x.py`) -> the units it may import, from the README."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index(TABLE_HEAD) + 2
+    table: dict[str, set[str]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        owner, _, allowed = (cell.strip() for cell in line.strip("|").split("|"))
+        units = re.findall(r"`([^`]+)`", owner)
+        may = set(table) if allowed == "every package above" else set(re.findall(r"`([^`]+)`", allowed))
+        for unit in units:
+            table[unit] = may
+    return table
+
+
+def unit_of(path: str, units: set[str]) -> str | None:
+    """The most specific unit that holds `path` (a file relative to the root)."""
+    holding = [u for u in units if path == u or (u.endswith("/") and path.startswith(u))]
+    return max(holding, key=len, default=None)
+
+
+def sources() -> Iterator[Path]:
+    for package in PACKAGES:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def module_file(module: str) -> str | None:
+    base = ROOT / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return str(candidate.relative_to(ROOT))
+    return None
+
+
+def imported_files(path: Path) -> set[str]:
+    """Our files that `path` imports, at any depth of its code except `if TYPE_CHECKING:`."""
+    tree = ast.parse(path.read_text())
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if name.split(".")[0] in PACKAGES and (target := module_file(name)) is not None:
+                found.add(target)
+    found.discard(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_import_between_packages_is_one_the_layout_table_allows() -> None:
+    table = layout_table()
+    assert {"generator/", "bot/sides/", "bot/campaign/", "bot/cli.py"} <= set(table), "the table was not read"
+    units = set(table)
+    unplaced, forbidden = [], []
+    for path in sources():
+        rel = str(path.relative_to(ROOT))
+        own = unit_of(rel, units)
+        if own is None:
+            unplaced.append(rel)
+            continue
+        for target in sorted(imported_files(path)):
+            theirs = unit_of(target, units)
+            if theirs is not None and theirs != own and theirs not in table[own]:
+                forbidden.append(f"{rel} imports {target} ({own} may not import {theirs})")
+    assert not unplaced, f"files in no row of the README's layout table: {unplaced}"
+    assert not forbidden, "\n".join(forbidden)
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    graph = {str(p.relative_to(ROOT)): imported_files(p) for p in sources()}
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                circles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {str(p.relative_to(ROOT)): n for p in sources() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
