@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from backends.spec import BackendSpecError, parse_backend
+from bot.errors import UserError
 from bot.sides.config import CompilerConfig
 from generator.api import GenConfig
 from oracles.config import OracleConfig
@@ -18,21 +19,24 @@ from oracles.tolerances import ToleranceConfig
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config problem, phrased as `file: key: reason`."""
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds from `120`, `120s`, `2m` or `1.5h`."""
+def parse_duration(value: Any, name: str = "") -> float:
+    """Seconds from `120`, `120s`, `2m` or `1.5h`: the one reading of a duration, for the
+    config, every flag and the Action's inputs. A ConfigError (a ValueError, so pydantic
+    reports it in place) names `name`, the flag or input, when given."""
+    where = f"{name}: " if name else ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
         if not m:
-            raise ValueError(f"{value!r} is not a duration such as 90s, 2m or 1h")
+            raise ConfigError(f"{where}{value!r} is not a duration such as 90s, 2m or 1h")
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     if seconds <= 0:
-        raise ValueError("a duration must be positive")
+        raise ConfigError(f"{where}a duration must be positive")
     return seconds
 
 
@@ -83,7 +87,7 @@ class KnownBugsSettings(BaseModel):
 
 
 def parse_test_fault(text: str | None) -> dict[str, Any] | None:
-    """`KIND[:EVERY]` from the hidden `--test-fault` flags; ValueError says what is valid."""
+    """`KIND[:EVERY]` from the hidden `--test-fault` flags; a ConfigError says what is valid."""
     if not text:
         return None
     kind, _, every = text.partition(":")
@@ -91,7 +95,7 @@ def parse_test_fault(text: str | None) -> dict[str, Any] | None:
         return TestFault(kind=kind, every=int(every or 1)).model_dump()
     except (ValueError, ValidationError) as e:
         kinds = ", ".join(get_args(TestFault.model_fields["kind"].annotation))
-        raise ValueError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e
+        raise ConfigError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e
 
 
 class FuzzConfig(BaseModel):

@@ -25,7 +25,7 @@ import torch
 from backends.reference import ReferenceError, Substitute, run_reference
 from generator.ops import registry
 from generator.ops.base import Attrs
-from generator.values.unsafe import MARGIN
+from generator.values.predicate import MARGIN
 from oracles.compare import bad_mask
 from oracles.tolerances import Tolerance, tolerance_for
 

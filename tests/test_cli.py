@@ -270,4 +270,3 @@ def test_a_difference_on_an_operand_inside_its_margin_is_filtered_not_reported(t
     assert finding.runs == ["wrong_result"] * 3 and finding.across == "persistent"
     assert finding.localization is not None and finding.localization.level == "disable"
     assert not finding.localization.depends_on_optimization  # the fault perturbs every level alike
-

@@ -19,7 +19,10 @@ from generator.binning import Solution
 from generator.grow import Grower
 from generator.ops import registry
 from generator.ops.base import MAX_WORK, OpSpec
-from generator.ops.nn import Conv, ConvTranspose, MaxPool, _pool_padding, _torch_pads, widen, window_params, window_sum
+from generator.ops.conv import Conv, ConvTranspose
+from generator.ops.nn import _torch_pads, widen
+from generator.ops.pool import MaxPool
+from generator.ops.windows import _pool_padding, window_params, window_sum
 
 _MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 

@@ -31,7 +31,7 @@ from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
 
-FAMILIES = ("generator.ops.nn", "generator.ops.norm", "generator.ops.reduce")
+FAMILIES = tuple(f"generator.ops.{m}" for m in ("nn", "windows", "conv", "pool", "norm", "reduce"))
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ in FAMILIES}
 CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in spec.dtypes]
 

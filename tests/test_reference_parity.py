@@ -1125,7 +1125,8 @@ def _hand_resize() -> list[Instance]:
     ]
 
 
-SCALAR_OPS = [op for op, spec in SPECS.items() if spec.__module__ == "generator.ops.elementwise" or op == "Identity"]
+ELEMENTWISE = ("generator.ops.elementwise", "generator.ops.unary", "generator.ops.clip_cast")
+SCALAR_OPS = [op for op, spec in SPECS.items() if spec.__module__ in ELEMENTWISE or op == "Identity"]
 """Ops checked on 0-d data as well: the generator never makes a 0-d tensor but Size does, and a
 reduced model can feed it anywhere."""
 

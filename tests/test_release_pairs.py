@@ -64,9 +64,7 @@ def test_a_real_fix_between_consecutive_releases_is_fixed(cli: Cli, tmp_path: Pa
     assert found["sides"]["base"]["verdict"] == "wrong_result" and found["sides"]["head"]["verdict"] == "pass"
 
 
-def test_the_fused_normalization_with_pow_of_a_negative_base_is_a_regression_at_basic(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_the_fused_normalization_with_pow_of_a_negative_base_is_a_regression_at_basic(cli: Cli, tmp_path: Path) -> None:
     """LayerNormFusion runs at `basic` from 1.20.1 and fuses `Sub(mean, x)` with the wrong
     sign; its `Pow(d, 2)` of a negative d must not make it look like instability."""
     right, wrong = rc.REGRESSION_BASIC

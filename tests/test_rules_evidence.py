@@ -180,9 +180,7 @@ def test_a_value_at_a_quantization_step_elsewhere_does_not_hide_the_miscompile(
     k[0, 2] = np.float32(2.5 / 16) / y[0, 2]
     quant = [helper.make_tensor("qs", F32, [], [1 / 16]), helper.make_tensor("qz", TensorProto.UINT8, [], [128])]
     tail = [helper.make_node("Mul", ["y", "k"], ["yk"]), helper.make_node("QuantizeLinear", ["yk", "qs", "qz"], ["q"])]
-    model = _model(
-        tail, ("q", TensorProto.UINT8, [3, 4]), extra_inits=[onnx.numpy_helper.from_array(k, "k"), *quant]
-    )
+    model = _model(tail, ("q", TensorProto.UINT8, [3, 4]), extra_inits=[onnx.numpy_helper.from_array(k, "k"), *quant])
     assert _judged(ort, model, {"x": X}, rules, "rounding-discontinuity") is None
 
 

@@ -21,8 +21,8 @@ from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.values import MARGIN, UNSAFE, NoValidValues, apply_values, find_values, margin_hits
+from generator.values.predicate import JUMP_MARGIN, Predicate, growth_limit
 from generator.values.proxies import ALPHA, with_proxy
-from generator.values.unsafe import JUMP_MARGIN, Predicate, growth_limit
 from oracles.margin import is_unstable, unstable_ops
 
 F32 = np.float32
@@ -390,6 +390,7 @@ def test_an_impossible_model_exhausts_its_budget_and_says_why() -> None:
 IMPOSSIBLE = GenConfig(nodes=2, ops=["Sigmoid", "Acosh"], value_steps=8, dtypes=[DType.float32])
 """Acosh needs operands >= 1, which a Sigmoid in front of it never gives: the generator
 (generator.witness) never builds that composition."""
+
 
 def test_the_same_seed_gives_the_same_case_at_any_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """Budgets inside generation and the value search count steps, never seconds: under a

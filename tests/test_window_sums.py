@@ -10,7 +10,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-from generator.ops import nn
+from generator.ops import windows
 from oracles.references import read_reference
 
 
@@ -25,9 +25,9 @@ def _plain(y: torch.Tensor, k: int, s: int, d: int) -> torch.Tensor:
 def test_window_sums_match_a_plain_sum_on_both_paths(k: int, s: int, d: int, monkeypatch: pytest.MonkeyPatch) -> None:
     y = torch.tensor(np.random.default_rng(k * 7 + s + d).normal(size=(2, 3, 17)))
     want = _plain(y, k, s, d)
-    assert torch.allclose(nn._window_sum_1d(y, k, s, d), want, rtol=0, atol=1e-12)
-    monkeypatch.setattr(nn, "DIRECT_SUM_CELLS", 0)  # the prefix-sum path, for huge windows
-    assert torch.allclose(nn._window_sum_1d(y, k, s, d), want, rtol=0, atol=1e-12)
+    assert torch.allclose(windows._window_sum_1d(y, k, s, d), want, rtol=0, atol=1e-12)
+    monkeypatch.setattr(windows, "DIRECT_SUM_CELLS", 0)  # the prefix-sum path, for huge windows
+    assert torch.allclose(windows._window_sum_1d(y, k, s, d), want, rtol=0, atol=1e-12)
 
 
 def test_a_small_window_beside_a_huge_one_keeps_its_value() -> None:

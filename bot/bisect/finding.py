@@ -34,7 +34,7 @@ def bisect_finding(cfg: FuzzConfig, bundle_path: Path) -> BisectResult | None:
             return None
         identity = CommitTester.identity_of(finding, finding.across)
         workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
-        spec = parse_backend(finding.spec or cfg.backend)
+        spec = parse_backend(finding.spec or cfg.backend)  # a campaign's finding: its config names the backend
         tester = CommitTester(workspace, spec, bundle, identity, cfg.oracles.reruns, cfg.tolerances, cfg.timeout)
         result = bisect(workspace, tester, compiler.base.ref, compiler.head.ref)
     except (BisectError, BundleError, WorkspaceError, BackendSpecError, BackendUnavailable) as e:

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from backends.client import BackendUnavailable, WorkerClient
 from backends.spec import BackendSpec, system_modules
+from bot.errors import UserError
 from bot.findings.bundle import Bundle
 from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
 from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
@@ -25,7 +26,7 @@ from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict, judge
 
 
-class BisectError(Exception):
+class BisectError(UserError):
     """A bisection that cannot start (bad refs, a bundle that does not reproduce); one line."""
 
 

@@ -16,13 +16,14 @@ from bot.campaign.run import Campaign
 from bot.campaign.side_setup import SideSetup
 from bot.cases.shard import Shard
 from bot.config import FuzzConfig
+from bot.errors import UserError
 from bot.findings.summary import SideRecord, Summary, write_summary
 from bot.sides.config import CompilerConfig, SideSpec
 from bot.sides.isolation import BuildRoots, IsolationError
 from bot.sides.workspace import Workspace, WorkspaceError
 
 
-class CannotCompare(Exception):
+class CannotCompare(UserError):
     """One side could not be built or prepared; the message is one line and names the log."""
 
 

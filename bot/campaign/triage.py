@@ -103,8 +103,7 @@ class Triage:
         ev = ev if ev is not None else self.evidence(case)
         against = self._base_as_reference(ev, first)
         runs = [
-            SideRuns(side=s.name, runs=[self._judge(ev, r, against, s.name)])
-            for s, r in zip(sides, first, strict=True)
+            SideRuns(side=s.name, runs=[self._judge(ev, r, against, s.name)]) for s, r in zip(sides, first, strict=True)
         ]
         if not any(r.first.verdict.is_bug for r in runs):
             return self._combine(runs)

@@ -41,9 +41,7 @@ def _config(path: Path | None) -> FuzzConfig:
 def _spec(cfg: FuzzConfig, bundle: Bundle, override: str | None) -> BackendSpec:
     """--backend, else the config's backend when it sets one, else the finding's."""
     assert bundle.finding is not None
-    info = bundle.finding.backend
-    text = override or (cfg.backend if "backend" in cfg.model_fields_set else None) or bundle.finding.spec
-    text = text or (f"{info.name}:{info.level}" if info.level else info.name)
+    text = override or (cfg.backend if "backend" in cfg.model_fields_set else None) or bundle.finding.spec_text
     try:
         return parse_backend(text)
     except BackendSpecError as e:
@@ -97,10 +95,7 @@ def bisect_command(
     retry_failed: Annotated[bool, typer.Option(help="build again the commits whose build failed before")] = False,
 ) -> int:
     """Find the first commit between --good and --bad that shows the bundle's bug (exit 3: undecidable)."""
-    try:
-        timeout_s = parse_duration(timeout)
-    except ValueError as e:
-        raise BisectError(f"--timeout: {e}") from e
+    timeout_s = parse_duration(timeout, "--timeout")
     cfg = _config(config)
     assert cfg.compiler is not None
     found = _bundle(bundle)

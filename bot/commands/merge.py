@@ -15,6 +15,7 @@ import typer
 
 from bot.cases.regression_corpus import RegressionCorpus
 from bot.config import FuzzConfig
+from bot.errors import UserError
 from bot.findings.summary_md import SUMMARY_MD
 from bot.merge.outputs import MergeError, merge_outputs
 
@@ -22,7 +23,7 @@ EXIT_FINDINGS = 2
 """As for `fuzzbot fuzz`: a merged output with findings exits 2 (bot.cli.EXIT_FINDINGS)."""
 
 
-class SchemaError(Exception):
+class SchemaError(UserError):
     """`fuzzbot config-schema --out FILE` could not write FILE; one line."""
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -21,13 +21,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bot.campaign.reduce_across import reduce_across
 from bot.config import parse_duration, parse_test_fault
+from bot.errors import UserError
 from bot.findings.bundle import load_bundle
 from bot.reduce.candidates import reduce_bundle, reduce_model_file
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
 
 
-class ReduceError(Exception):
+class ReduceError(UserError):
     """A bad `fuzzbot reduce` invocation, reported in one line."""
 
 
@@ -53,18 +54,6 @@ def reduce_progress(console: Console, budget_s: float) -> Iterator[Callable[[Red
         yield update
 
 
-def _seconds(text: str, flag: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise ReduceError(f"{flag}: {e}") from e
-
-
-def _fault(text: str | None) -> dict[str, Any] | None:
-    try:
-        return parse_test_fault(text)
-    except ValueError as e:
-        raise ReduceError(str(e)) from e
 
 
 def reduce_command(
@@ -94,7 +83,7 @@ def reduce_command(
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Shrink a failing model to a minimal one that fails the same way, with a repro."""
-    budget_s = _seconds(budget, "--budget")
+    budget_s = parse_duration(budget, "--budget")
     console = Console(stderr=True)
     if check is not None:
         _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests, (fail_code, fail_regex))
@@ -119,8 +108,8 @@ def reduce_command(
             out,
             backend=backend,
             python=python or sys.executable,
-            timeout_s=_seconds(timeout, "--timeout"),
-            fault=_fault(test_fault),
+            timeout_s=parse_duration(timeout, "--timeout"),
+            fault=parse_test_fault(test_fault),
             on_progress=on_progress,
         )
     console.print(f"reduced bundle: {dest} (run {dest / 'repro.py'})", markup=False, highlight=False)

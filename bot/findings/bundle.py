@@ -22,12 +22,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from backends.results import BackendInfo
 from bot import __version__
+from bot.errors import UserError
 from generator.api import GenConfig
 from oracles.sides import Localization
 from oracles.verdict import Judgement, Verdict
 
 
-class BundleError(Exception):
+class BundleError(UserError):
     """A bundle or model file that cannot be read; the message fits on one line."""
 
 
@@ -79,6 +80,13 @@ class Finding(Judgement):
     `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""
     fuzzbot_version: str = __version__
     created: str = ""
+
+    @property
+    def spec_text(self) -> str:
+        """The backend spec that reproduces this finding: the campaign's own, else (a
+        finding.json from before specs were recorded) the build's name and level."""
+        info = self.backend
+        return self.spec or (f"{info.name}:{info.level}" if info.level else info.name)
 
 
 @dataclass

@@ -26,6 +26,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from pydantic import BaseModel
 
+from bot.errors import UserError
 from bot.findings.bundle import Finding
 from oracles.sides import finding_label
 
@@ -80,7 +81,7 @@ _UPSERT = f"INSERT OR REPLACE INTO findings ({', '.join(_COLUMNS)}) VALUES ({', 
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM findings"
 
 
-class StoreError(Exception):
+class StoreError(UserError):
     """A findings store that cannot be opened or is of another schema; one line."""
 
 

@@ -189,11 +189,7 @@ def build_config(inputs: Inputs, user: dict[str, Any], root: Path) -> dict[str, 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     """The environment less the inputs and anything named like a credential: GitHub also
     hands a Docker action ACTIONS_RUNTIME_TOKEN and, with id-token, ACTIONS_ID_TOKEN_REQUEST_TOKEN."""
-    return {
-        k: v
-        for k, v in env.items()
-        if not k.startswith("INPUT_") and not looks_secret(k)
-    }
+    return {k: v for k, v in env.items() if not k.startswith("INPUT_") and not looks_secret(k)}
 
 
 def cli_env(env: Mapping[str, str], repo: str | None) -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from bot.errors import UserError
 
-class ReportError(Exception):
+
+class ReportError(UserError):
     """A report that cannot be made (bad options, unreadable output, GitHub refusing or away)."""
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.errors import UserError
 from bot.findings.bundle import Finding
 from bot.findings.known_bugs import KNOWN_FILE
 from bot.findings.store import REDUCED_DIR, FindingStore, StoredFinding, StoreError, combine, load_rows
@@ -37,7 +38,7 @@ from bot.findings.summary_md import write_summary_md
 from generator.coverage import CoverageStats
 
 
-class MergeError(Exception):
+class MergeError(UserError):
     """Inputs that cannot be merged (not a campaign output, corrupt, clashing); one line."""
 
 

@@ -174,9 +174,8 @@ def _spec(bundle: Bundle, backend: str | None) -> BackendSpec:
     if backend:
         return parse_backend(backend)
     assert bundle.finding is not None
-    info = bundle.finding.backend
     try:
-        return parse_backend(bundle.finding.spec or (f"{info.name}:{info.level}" if info.level else info.name))
+        return parse_backend(bundle.finding.spec_text)
     except BackendSpecError as e:
         raise BundleError(f"{bundle.path}: cannot tell the backend from finding.json ({e}); pass --backend") from e
 

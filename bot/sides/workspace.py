@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.credentials import without_credentials
+from bot.errors import UserError
 from bot.sides.config import CompilerConfig, SideSpec
 
 COMPLETE = ".complete"
@@ -43,7 +44,7 @@ FAILED = ".failed"
 BUILD_TIMEOUT_S = 3600.0
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(UserError):
     """A repository, ref or side that cannot be used; the message is one line."""
 
 

@@ -1,6 +1,42 @@
 """Operator families; importing this package fills the operator registry."""
 
-from generator.ops import elementwise, indexing, nn, norm, quant, reduce, shape
+from generator.ops import (
+    clip_cast,
+    conv,
+    elementwise,
+    indexing,
+    joining,
+    nn,
+    norm,
+    padding,
+    pool,
+    quant,
+    reduce,
+    resize,
+    selection,
+    shape,
+    unary,
+    windows,
+)
 from generator.ops.base import OpSpec, registry
 
-__all__ = ["OpSpec", "elementwise", "indexing", "nn", "norm", "quant", "reduce", "registry", "shape"]
+__all__ = [
+    "OpSpec",
+    "clip_cast",
+    "conv",
+    "elementwise",
+    "indexing",
+    "joining",
+    "nn",
+    "norm",
+    "padding",
+    "pool",
+    "quant",
+    "reduce",
+    "registry",
+    "resize",
+    "selection",
+    "shape",
+    "unary",
+    "windows",
+]

@@ -4,7 +4,8 @@ sampling fallback, and the margin check the oracles reuse."""
 from generator.values.find import Found, Method, NoValidValues, ValueOutcome, apply_values, find_values
 from generator.values.interp import UnsupportedModel
 from generator.values.margin import MarginHit, margin_hits
-from generator.values.unsafe import MARGIN, UNSAFE, Predicate
+from generator.values.predicate import MARGIN, Predicate
+from generator.values.unsafe import UNSAFE
 
 __all__ = [
     "MARGIN",

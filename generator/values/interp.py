@@ -21,8 +21,9 @@ from onnx import numpy_helper
 
 from generator.ops import registry
 from generator.ops.base import node_attrs
+from generator.values.predicate import Attrs, Predicate
 from generator.values.proxies import Reference, Tensors, with_proxy
-from generator.values.unsafe import Attrs, Predicate, exact_output, predicates, same_bits
+from generator.values.unsafe import exact_output, predicates, same_bits
 
 
 class UnsupportedModel(ValueError):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from generator.values.unsafe import Attrs
+from generator.values.predicate import Attrs
 
 Tensors = list[torch.Tensor | None]
 Reference = Callable[[Attrs, Tensors], list[torch.Tensor]]

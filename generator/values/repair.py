@@ -47,6 +47,7 @@ MOD_DIVISORS = list(range(9, 17))
 """fmod(a, b) == a when |b| > |a|: a nonzero dividend and a larger divisor give a nonzero
 result, where both drawn from 1..8 make b divide a (fmod 0) at some position of thousands."""
 
+
 def upstream(program: Program, failure: Failure) -> list[str]:
     """The free leaves the failing operands depend on, in a fixed order."""
     names = [failure.node.inputs[i] for i in failure.slots() if i < len(failure.node.inputs)]

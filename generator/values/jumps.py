@@ -1,0 +1,135 @@
+"""The distances to a discontinuity (generator.values.unsafe): rounding to an integer or a
+quantum, a threshold, a winner among ties. A backend that rounds the operand differently
+lands on the other side of the jump, so the value search keeps operands JUMP_MARGIN away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from generator.quantization import dynamic_range, per_axis
+from generator.values.predicate import Attrs, Operands, Violation, _abs_nz, _is_float, _periodic_unit, _unit, _x
+
+
+def _int_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to the nearest integer, where Floor, Ceil and a cast to
+    an integer jump by 1: an operand a few ulps from it lands on either side by backend."""
+    x = _x(ops)
+    return -_abs_nz(x - torch.round(x).detach()) / _periodic_unit(x)
+
+
+def _trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`_int_gap` for a cast to an integer, which truncates toward zero: continuous at 0
+    (-0.3 and 0.3 both give 0), so only the nonzero integers are jumps."""
+    x = _x(ops)
+    r = torch.round(x).detach()
+    r = torch.where(r == 0, torch.where(x < 0, -1.0, 1.0).to(x.dtype), r)
+    return -_abs_nz(x - r) / _periodic_unit(x)
+
+
+def _threshold_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to alpha, where ThresholdedRelu jumps from 0 to x."""
+    x = _x(ops)
+    return -_abs_nz(x - float(attrs.get("alpha", 1.0))) / _unit(x)
+
+
+def _shrink_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to ±lambd, where Shrink jumps by lambd - bias."""
+    x, lambd = _x(ops), float(attrs.get("lambd", 0.5))
+    return -torch.minimum(_abs_nz(x - lambd), _abs_nz(x + lambd)) / _unit(x)
+
+
+def _shrink_jumps(ops: Operands, attrs: Attrs) -> bool:
+    return _is_float(ops[0]) and float(attrs.get("bias", 0.0)) != float(attrs.get("lambd", 0.5))
+
+
+def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance to the nearest half-integer, where Round jumps."""
+    return _half_gap_of(_x(ops))
+
+
+def _half_gap_of(v: torch.Tensor) -> torch.Tensor:
+    return -_abs_nz(v - torch.floor(v).detach() - 0.5) / _periodic_unit(v)
+
+
+def _quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of x / scale to the nearest half-integer, where
+    QuantizeLinear's round-half-to-even jumps by one quantum; far (-1) where the result
+    saturates whichever way it rounds."""
+    x = _x(ops)
+    v = x / per_axis(_x(ops, 1), attrs, x.dim()).to(x.dtype)
+    zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
+    info = torch.iinfo(zero.dtype)
+    q = v.detach() + per_axis(zero, attrs, x.dim()).to(x.dtype)
+    gap = _half_gap_of(v)
+    return torch.where((q < info.min - 1) | (q > info.max + 1), -torch.ones_like(gap), gap)
+
+
+def _dynamic_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`_quant_gap` under DynamicQuantizeLinear's computed scale."""
+    x = _x(ops)
+    return _half_gap_of(x / dynamic_range(x)[0])
+
+
+def _dynamic_zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """The zero point is rounded too: -min / scale must not sit next to a half-integer."""
+    return _half_gap_of(dynamic_range(_x(ops))[1]).reshape(1)
+
+
+def _nonempty_float(ops: Operands, attrs: Attrs) -> bool:
+    return _is_float(ops[0]) and _x(ops).numel() > 0
+
+
+def _zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus |x|: Sign (and a cast to bool) jump at 0."""
+    return -_abs_nz(_x(ops))
+
+
+def _winner_gap(x: torch.Tensor, k: int, axis: int, largest: bool) -> torch.Tensor:
+    """Minus the relative gaps between the `k` best elements along `axis`, best first.
+
+    An exact tie (-1: far from the margin) mostly comes from duplicated values (Expand,
+    Tile), which every backend breaks the same way (first index), and the search could never
+    pull the copies apart: counting it cost 3.5 points of 10-node success. It can also come
+    from rounding (float16 Sigmoid saturating onto 1.0 in one backend only): those false
+    positives remain."""
+    v = torch.topk(x, k, dim=axis, largest=largest, sorted=True).values
+    hi, lo = v.narrow(axis, 0, k - 1), v.narrow(axis, 1, k - 1)
+    gap = -_abs_nz(hi - lo) / _unit(hi, lo)
+    return torch.where(hi == lo, -torch.ones_like(gap), gap)
+
+
+def _arg_gap(largest: bool, default_axis: int = 0) -> Violation:
+    """ArgMax/ArgMin/Hardmax: the winner must beat the runner-up, or the index (the 1's
+    position) depends on rounding."""
+
+    def f(ops: Operands, attrs: Attrs) -> torch.Tensor:
+        x = _x(ops)
+        return _winner_gap(x, 2, int(attrs.get("axis", default_axis)) % x.dim(), largest)
+
+    return f
+
+
+def _arg_applies(default_axis: int = 0) -> Callable[[Operands, Attrs], bool]:
+    def applies(ops: Operands, attrs: Attrs) -> bool:
+        x = _x(ops)
+        return x.dim() > 0 and x.shape[int(attrs.get("axis", default_axis)) % x.dim()] >= 2
+
+    return applies
+
+
+def _topk_count(ops: Operands, attrs: Attrs) -> int:
+    """How many leading elements decide TopK's indices: the k chosen and the first left out."""
+    if len(ops) < 2 or ops[1] is None:
+        return 0
+    x, k = _x(ops, 0), _x(ops, 1)
+    n = x.shape[int(attrs.get("axis", -1)) % x.dim()] if x.dim() else 0
+    return min(int(k.reshape(-1)[0]) + 1, n) if k.numel() else 0
+
+
+def _topk_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = _x(ops)
+    axis = int(attrs.get("axis", -1)) % x.dim()
+    return _winner_gap(x, _topk_count(ops, attrs), axis, bool(attrs.get("largest", 1)))
