@@ -105,7 +105,7 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                circles.append(path[path.index(nxt) :] + [nxt])
+                circles.append([*path[path.index(nxt) :], nxt])
             elif nxt not in state:
                 walk(nxt)
         path.pop()
