@@ -64,5 +64,14 @@ FLOAT_TYPES: tuple[DType, ...] = (DType.float16, DType.float32, DType.float64)
 SIGNED_INTS: tuple[DType, ...] = (DType.int8, DType.int32, DType.int64)
 INTS: tuple[DType, ...] = (DType.int8, DType.uint8, DType.int32, DType.int64)
 NUMERIC: tuple[DType, ...] = FLOAT_TYPES + INTS
+FLOATS_32_FIRST: tuple[DType, ...] = (DType.float32, DType.float64, DType.float16)
+"""FLOAT_TYPES in the enum's order, which the nn families draw from. A set's order is part
+of what a seed draws, so the two orders stay: one of them changed would change every case."""
+WIDE_NUMERIC: tuple[DType, ...] = (*FLOATS_32_FIRST, DType.int32, DType.int64)
+"""Floats and the 32/64-bit ints: matrix products and most reductions."""
+ORDERED: tuple[DType, ...] = (*WIDE_NUMERIC, DType.int8, DType.uint8)
+"""Every type with an order (all but bool), for ArgMax, ReduceMax and Einsum."""
+NUMERIC_32_FIRST: tuple[DType, ...] = (*FLOATS_32_FIRST, *INTS)
+"""NUMERIC in the enum's order, which the index families draw from."""
 SIGNED: tuple[DType, ...] = FLOAT_TYPES + SIGNED_INTS
 ALL: tuple[DType, ...] = (*NUMERIC, DType.bool)

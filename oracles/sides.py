@@ -78,16 +78,23 @@ One-build keys (crash, wrong_result, timeout) never meet: the verdict is part of
 fingerprint."""
 
 
-def label_rank(label: str) -> tuple[int, bool, str]:
-    """Sort key of `finding_label`: precedence, then a known label before "" (an older
+def label_rank(label: str | None) -> tuple[int, bool, str]:
+    """Sort key of `finding_label`: precedence, then a known label before none (an older
     record's), then by name, so that the choice never depends on the order of sightings."""
-    known = LABEL_PRECEDENCE.index(label) if label in LABEL_PRECEDENCE else len(LABEL_PRECEDENCE)
-    return known, label == "", label
+    name = label or ""
+    known = LABEL_PRECEDENCE.index(name) if name in LABEL_PRECEDENCE else len(LABEL_PRECEDENCE)
+    return known, name == "", name
 
 
-def finding_label(labels: Iterable[str]) -> str:
-    """The one label of a finding seen under `labels` (LABEL_PRECEDENCE); "" for none."""
-    return min(labels, key=label_rank, default="")
+def finding_label(labels: Iterable[str | None]) -> str:
+    """The one label of a finding seen under `labels` (LABEL_PRECEDENCE; a one-build key such
+    as `crash` ranks after them); "" for none."""
+    return min((label or "" for label in labels), key=label_rank, default="")
+
+
+def as_label(text: str | None) -> CrossVerdict | None:
+    """A label as stored in older outputs and the findings store ("" for none), typed."""
+    return CrossVerdict(text) if text else None
 
 
 class Localization(BaseModel):

@@ -30,6 +30,16 @@ class Step(BaseModel):
     """Tests run so far, when this step was accepted."""
 
 
+class PassCounts(BaseModel):
+    """What one pass did over a reduction: how often it ran, how many tests it spent, how
+    often it found a smaller case, and the nodes it removed."""
+
+    runs: int = 0
+    tests: int = 0
+    successes: int = 0
+    nodes_removed: int = 0
+
+
 class ReductionResult(BaseModel):
     config: ReduceConfig
     nodes_before: int
@@ -38,6 +48,8 @@ class ReductionResult(BaseModel):
     bytes_after: int
     rounds: int = 0
     steps: list[Step] = Field(default_factory=list)
+    passes: dict[str, PassCounts] = Field(default_factory=dict)
+    """Per pass, by name, in the order they first ran: where the tests went."""
     stats: TesterStats = Field(default_factory=TesterStats)
 
 
@@ -62,7 +74,7 @@ def reduce_case(
     predicate: Callable[[Case], bool],
     config: ReduceConfig | None = None,
     values: TensorValues | None = None,
-    phases: Sequence[Sequence[tuple[str, Pass]]] = (STRUCTURAL_PASSES, POLISH_PASSES),
+    phases: Sequence[Sequence[Pass]] = (STRUCTURAL_PASSES, POLISH_PASSES),
     on_progress: Callable[[Progress], None] | None = None,
 ) -> tuple[Case, ReductionResult]:
     """The smallest case found that still passes `predicate`, and how it was found.
@@ -101,7 +113,7 @@ def reduce_case(
 def _fixpoint(
     case: Case,
     ctx: Context,
-    phases: Sequence[Sequence[tuple[str, Pass]]],
+    phases: Sequence[Sequence[Pass]],
     result: ReductionResult,
     where: Progress,
 ) -> Case:
@@ -119,15 +131,22 @@ def _fixpoint(
 
 
 def _run_phase(
-    case: Case, ctx: Context, passes: Sequence[tuple[str, Pass]], result: ReductionResult, where: Progress
+    case: Case, ctx: Context, passes: Sequence[Pass], result: ReductionResult, where: Progress
 ) -> tuple[Case, bool]:
     any_change = False
     for _ in range(MAX_ROUNDS):
         changed = False
-        for name, run in passes:
+        for run in passes:
+            name = run.__name__
             where.pass_name, where.nodes = name, case.size
+            counts = result.passes.setdefault(name, PassCounts())
+            tests_before = ctx.tester.stats.tests
             smaller = run(case, ctx)
+            counts.runs += 1
+            counts.tests += ctx.tester.stats.tests - tests_before
             if smaller is not None:
+                counts.successes += 1
+                counts.nodes_removed += case.size - smaller.size
                 result.steps.append(
                     Step(
                         pass_name=name,

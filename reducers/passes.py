@@ -199,11 +199,7 @@ def tidy(case: Case, ctx: Context) -> Case | None:
         return None
 
 
-STRUCTURAL_PASSES: tuple[tuple[str, Pass], ...] = (
-    ("drop_nodes", drop_nodes),
-    ("drop_outputs", drop_outputs),
-    ("bypass_nodes", bypass_nodes),
-)
+STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes)
 """Passes that remove nodes. drop_nodes comes first: cutting nodes also drops the
 outputs they made, which on generated models is cheaper than ddmin over outputs first."""
 
@@ -247,13 +243,8 @@ def polish_at_once(case: Case, ctx: Context) -> Case | None:
     return None if hit is None else candidates[hit]
 
 
-POLISH_PASSES: tuple[tuple[str, Pass], ...] = (
-    ("polish_at_once", polish_at_once),
-    ("simplify_initializers", simplify_initializers),
-    ("default_attributes", default_attributes),
-    ("shrink_shapes", shrink_shapes),
-    ("tidy", tidy),
-)
-"""Passes that keep the node count and make what is left simpler to read."""
+POLISH_PASSES: tuple[Pass, ...] = (polish_at_once, simplify_initializers, default_attributes, shrink_shapes, tidy)
+"""Passes that keep the node count and make what is left simpler to read. A pass is named
+by its function's name, in progress lines, steps and per-pass counts alike."""
 
 DEFAULT_PASSES = STRUCTURAL_PASSES + POLISH_PASSES

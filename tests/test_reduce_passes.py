@@ -277,6 +277,12 @@ def test_driver_reaches_the_planted_pair_and_is_deterministic() -> None:
     assert r1.nodes_before == case.size and r1.nodes_after == 2
     assert r1.steps and r1.steps[0].pass_name == "drop_nodes" and r1.stats.tests < 40
     assert _trigger(small1)
+    # reduction.json says where the tests went, per pass, and adds up
+    assert list(r1.passes)[:3] == ["drop_nodes", "drop_outputs", "bypass_nodes"]
+    assert r1.passes["drop_nodes"].successes >= 1 and r1.passes["drop_nodes"].runs >= 2
+    assert sum(p.nodes_removed for p in r1.passes.values()) == r1.nodes_before - r1.nodes_after
+    assert sum(p.successes for p in r1.passes.values()) == len(r1.steps)
+    assert 0 < sum(p.tests for p in r1.passes.values()) <= r1.stats.tests
 
 
 def test_driver_refuses_a_case_that_does_not_fail() -> None:

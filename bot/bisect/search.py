@@ -21,6 +21,7 @@ from bot.errors import UserError
 from bot.findings.bundle import Bundle
 from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
 from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
+from oracles.sides import CrossVerdict
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict, judge
@@ -169,7 +170,7 @@ class CommitTester:
     @staticmethod
     def identity_of(finding: Judgement, across: str) -> BugIdentity:
         """The bug a finding names, as bisection looks for it."""
-        return BugIdentity(finding.verdict, finding.signature, finding.symptom, across == "new_in_head")
+        return BugIdentity(finding.verdict, finding.signature, finding.symptom, across == CrossVerdict.new_in_head)
 
     def runs(self, python: str, roots: BuildRoots | None = None) -> list[Judgement]:
         """k judged runs on the build under `python`; with `roots`, the worker must prove it

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from backends.results import BackendInfo
 from bot.findings.store import FindingStore
@@ -14,7 +14,7 @@ from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
 from generator.coverage import CoverageStats
 from oracles.perf import PerfJudgement
-from oracles.sides import CrossVerdict, finding_label
+from oracles.sides import CrossVerdict, as_label, finding_label
 from oracles.verdict import Verdict
 
 REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
@@ -44,11 +44,17 @@ class FindingRef(BaseModel):
     """The bundle folder, relative to the output folder (`in_output`)."""
     verdict: Verdict
     """The culprit side's own verdict (crash, wrong_result, timeout)."""
-    across: str = ""
+    across: CrossVerdict | None = None
     """The finding's label across sides: new_regression, new_in_head, persistent or fixed (a
     one-build campaign says persistent). One label per fingerprint, everywhere: the one that
     matters most of those it was seen under (oracles.sides.finding_label), and the bundle
     at `path` is a sighting of that label."""
+
+    @field_validator("across", mode="before")
+    @classmethod
+    def _unlabelled(cls, value: object) -> object:
+        """An output written before labels were recorded says "" for none."""
+        return None if value == "" else value
     fingerprint: str
     seed: int
     signature: str
@@ -271,9 +277,9 @@ class Summary(BaseModel):
         one ref, or keep two bundles of one bug), and return fingerprint -> label."""
         labels: dict[str, str] = {}
         for ref in self.findings:
-            labels[ref.fingerprint] = finding_label([labels.get(ref.fingerprint, ""), ref.across])
+            labels[ref.fingerprint] = finding_label([labels.get(ref.fingerprint), ref.across])
         for ref in self.findings:
-            ref.across = labels[ref.fingerprint]
+            ref.across = as_label(labels[ref.fingerprint])
         return labels
 
 

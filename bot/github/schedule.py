@@ -25,6 +25,7 @@ from bot.github.text import (
     find_recurrence,
     occurrence_marker,
 )
+from oracles.sides import CrossVerdict
 
 ONE_BUILD_LABEL = "fuzzbot:bug"
 """A one-build campaign has no base to compare with: its findings are bugs of that build, not
@@ -42,7 +43,7 @@ def reportable(report: Report) -> list[Item]:
     """The bugs of the run, one per fingerprint: fixed findings are good news, not issues."""
     seen: dict[str, Item] = {}
     for item in report.items:
-        if item.across != "fixed":
+        if item.across != CrossVerdict.fixed:
             seen.setdefault(item.ref.fingerprint, item)
     return list(seen.values())
 
@@ -67,9 +68,9 @@ def labels_for(item: Item, report: Report) -> list[str]:
     labels = [BOT_LABEL, verdict_label(item)]
     if report.summary.base is None:
         labels.append(ONE_BUILD_LABEL)
-    elif item.across == "new_regression":
+    elif item.across == CrossVerdict.new_regression:
         labels.append("fuzzbot:regression")
-    elif item.across == "new_in_head":
+    elif item.across == CrossVerdict.new_in_head:
         labels.append("fuzzbot:new-in-head")
     return labels
 

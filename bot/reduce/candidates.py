@@ -17,8 +17,10 @@ Two ways in:
   the failure is gone. A check that exceeds its time limit counts as exit 0 (gone):
   a hang is not the failure being reduced unless the command itself says so.
 
-Bug identity is a `BugIdentity` object, so a two-sided check (base still passes, head
-still fails) can later be added beside `SameBug` without touching the reducer.
+Whether a candidate still shows the bug is a `ShowsBug` object (what a bug is, for a
+bisection, is bot.bisect.search.BugIdentity: there the model stays fixed and the build
+changes), so a two-sided check (base still passes, head still fails) sits beside `SameBug`
+without touching the reducer.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ same crash, while a different error class or different wording does not."""
 REDUCED_DIR = "reduced"
 
 
-class BugIdentity(Protocol):
-    """Decides whether a candidate still shows the bug being reduced."""
+class ShowsBug(Protocol):
+    """Decides whether a candidate model still shows the bug being reduced (the build stays
+    fixed and the model changes)."""
 
     def holds(self, case: Case) -> bool: ...
 
@@ -192,7 +195,7 @@ def reduce_bundle(
     timeout_s: float = 10.0,
     fault: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    also: BugIdentity | None = None,
+    also: ShowsBug | None = None,
     pool: ClientPool | None = None,
 ) -> Path:
     """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`

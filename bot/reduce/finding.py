@@ -117,7 +117,7 @@ def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools)
     return dtype_evidence(Case(bundle.model, bundle.inputs), outcome)
 
 
-def across_after_reduction(reduced: Path, base: str, pools: SidePools) -> str:
+def across_after_reduction(reduced: Path, base: str, pools: SidePools) -> CrossVerdict:
     """What a finding that base declined is, once reduced: when base now runs the trigger,
     the op it lacked was not part of the bug, and base's own answer decides: right is a
     regression hidden behind a new op, the same failure is a bug both builds share."""
@@ -126,10 +126,10 @@ def across_after_reduction(reduced: Path, base: str, pools: SidePools) -> str:
     same = SameBug(bundle.finding, pools.pool(base))
     j = same.judge(Case(bundle.model, bundle.inputs))
     if j is None or j.undefined or j.verdict is Verdict.unsupported:
-        return CrossVerdict.new_in_head.value
+        return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
-        return CrossVerdict.new_regression.value
-    return CrossVerdict.persistent.value if same.matches(j) else CrossVerdict.new_in_head.value
+        return CrossVerdict.new_regression
+    return CrossVerdict.persistent if same.matches(j) else CrossVerdict.new_in_head
 
 
 def rename_finding(
@@ -142,7 +142,8 @@ def rename_finding(
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
-    finding = finding.model_copy(update={"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across})
+    update = {"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across or ""}
+    finding = finding.model_copy(update=update)
     (reduced / "finding.json").write_text(finding.model_dump_json(indent=2) + "\n")
     old = ref.fingerprint
     if fp != old:

@@ -243,3 +243,14 @@ def register(cls: type[OpSpec]) -> type[OpSpec]:
 def registry() -> dict[str, type[OpSpec]]:
     """The registered specs; importing generator.ops fills it."""
     return dict(_REGISTRY)
+
+
+def axis_of(attrs: Attrs, key: str, default: int, rank: int) -> int:
+    """The attribute `key` as an axis in [0, rank): ONNX lets a node spell it negatively."""
+    a = int(attrs.get(key, default))
+    return a + rank if a < 0 else a
+
+
+def norm_axes(axes: Sequence[int], rank: int) -> list[int]:
+    """A list of axes, each in [0, rank), sorted."""
+    return sorted(a + rank if a < 0 else a for a in axes)

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import DType
+from generator.dtypes import FLOATS_32_FIRST, DType
 from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.ops.nn import _CONV, _CONV_T, FLOAT_TYPES, QUANT, _torch_pads, quant_zero_point, widen
+from generator.ops.nn import _CONV, _CONV_T, QUANT, _torch_pads, quant_zero_point, widen
 from generator.ops.windows import WindowOp, window_params
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv, numel
 
@@ -146,7 +146,7 @@ class ConvTranspose(OpSpec):
     op_type = "ConvTranspose"
     min_rank = 3
     max_rank = 5
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)

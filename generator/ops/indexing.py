@@ -16,20 +16,12 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, register
 from generator.ops.shape import ANY, INDEX_TYPES
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
-NUMERIC: tuple[DType, ...] = tuple(d for d in DType if d is not DType.bool)
-
-
 REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
 """ONNX scatter reductions and their torch.scatter_reduce names."""
-
-
-def _axis(attrs: Attrs, rank: int, default: int = 0) -> int:
-    a = int(attrs.get("axis", default))
-    return a + rank if a < 0 else a
 
 
 def _spell_axis(axis: int, rank: int, rng: random.Random) -> int:
@@ -108,7 +100,7 @@ class Gather(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, idx = inputs[0], inputs[1]
-        axis = _axis(attrs, x.dim())
+        axis = axis_of(attrs, "axis", 0, x.dim())
         i = _nonneg(idx, x.shape[axis])
         y = x.index_select(axis, i.reshape(-1))
         # A list, not unpacked sizes: a scalar index into 1-D data makes a 0-d result.
@@ -148,7 +140,7 @@ class GatherElements(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        axis = _axis(attrs, x.dim())
+        axis = axis_of(attrs, "axis", 0, x.dim())
         return [torch.gather(x, axis, _nonneg(inputs[1], x.shape[axis]))]
 
 
@@ -267,7 +259,7 @@ class ScatterElements(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, idx, upd = inputs
-        axis = _axis(attrs, x.dim())
+        axis = axis_of(attrs, "axis", 0, x.dim())
         return [_scatter(x, axis, _nonneg(idx, x.shape[axis]), upd, str(attrs.get("reduction", "none")))]
 
 

@@ -15,18 +15,9 @@ import torch
 import torch.nn.functional as F
 import z3
 
-from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, full_and_lower_rank, register
+from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, axis_of, full_and_lower_rank, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
-
-FLOAT_TYPES: tuple[DType, ...] = (DType.float32, DType.float64, DType.float16)
-
-
-NUMERIC: tuple[DType, ...] = (*FLOAT_TYPES, DType.int32, DType.int64)
-
-
-ORDERED: tuple[DType, ...] = (*NUMERIC, DType.int8, DType.uint8)
-
 
 QUANT: tuple[DType, ...] = (DType.uint8, DType.int8)
 
@@ -50,11 +41,6 @@ def exact(x: torch.Tensor) -> torch.Tensor:
     """Integers as float64, where every sum the generator's small values reach is exact: float
     math on them then truncates on the cast back exactly as ONNX's float-scaled integer ops do."""
     return x if x.dtype.is_floating_point else x.double()
-
-
-def axis_of(attrs: Attrs, key: str, default: int, rank: int) -> int:
-    a = int(attrs.get(key, default))
-    return a + rank if a < 0 else a
 
 
 def any_of(*conds: Cond) -> Cond:
@@ -87,7 +73,7 @@ class MatMul(OpSpec):
 
     op_type = "MatMul"
     arity = 2
-    dtypes = NUMERIC
+    dtypes = WIDE_NUMERIC
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -151,7 +137,7 @@ class Gemm(OpSpec):
     op_type = "Gemm"
     min_rank = 2
     max_rank = 2
-    dtypes = NUMERIC
+    dtypes = WIDE_NUMERIC
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -212,7 +198,7 @@ def quant_zero_point(em: Emitter, dtype: DType) -> np.ndarray:
 class AxisOp(SameShapeOp):
     """Shape-preserving ops along one drawn axis (negative half the time)."""
 
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
     max_rank = 5
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
@@ -264,7 +250,7 @@ class Dropout(SameShapeOp):
     sometimes spelled out."""
 
     op_type = "Dropout"
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
     max_rank = 5
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:

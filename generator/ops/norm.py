@@ -14,9 +14,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, SameShapeOp, register
-from generator.ops.nn import FLOAT_TYPES, axis_of, widen
+from generator.dtypes import FLOATS_32_FIRST, DType
+from generator.ops.base import Attrs, Emitter, SameShapeOp, axis_of, register
+from generator.ops.nn import widen
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType, numel
 
 EPSILONS = (1e-5, 1e-5, 1e-3, 0.1)
@@ -42,7 +42,7 @@ def _per_channel(t: torch.Tensor, rank: int) -> torch.Tensor:
 class NormOp(SameShapeOp):
     """Shape-preserving, float-only, with a drawn epsilon (the default left implied at times)."""
 
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
     max_rank = 5
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:

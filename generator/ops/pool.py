@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from generator.dtypes import DType
+from generator.dtypes import FLOATS_32_FIRST, DType
 from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.ops.nn import FLOAT_TYPES, widen
+from generator.ops.nn import widen
 from generator.ops.windows import (
     WindowOp,
     _pool_padding,
@@ -43,7 +43,7 @@ class PoolOp(WindowOp):
 @register
 class MaxPool(PoolOp):
     op_type = "MaxPool"
-    dtypes = (*FLOAT_TYPES, DType.int8, DType.uint8)
+    dtypes = (*FLOATS_32_FIRST, DType.int8, DType.uint8)
     max_dilation = 2
     dilations_since = 10
     ceil_since = 10
@@ -135,7 +135,7 @@ class GlobalPool(OpSpec):
 
     min_rank = 3
     max_rank = 5
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.ops.nn import FLOAT_TYPES, NUMERIC, ORDERED, axis_of, exact, widen
+from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
+from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, register
+from generator.ops.nn import exact, widen
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 Reducer = Callable[[torch.Tensor, list[int], bool], torch.Tensor]
@@ -33,7 +33,7 @@ def _float_of(x: torch.Tensor) -> torch.Tensor:
 
 class ReduceOp(OpSpec):
     fn: ClassVar[Reducer]
-    dtypes = NUMERIC
+    dtypes = WIDE_NUMERIC
     max_rank = 5
     axes_input_since: ClassVar[int] = 18
     """First opset in which `axes` moved from an attribute to an input."""
@@ -178,8 +178,8 @@ _reduce(
 # Integer inputs are left out: Log is not defined on them (ONNX dropped them from the schema in
 # opset 28), the ONNX reference evaluator refuses them, and onnxruntime's integer LogSumExp
 # truncates every intermediate, which no float formula reproduces.
-_reduce("ReduceLogSum", _log_sum, dtypes=FLOAT_TYPES)
-_reduce("ReduceLogSumExp", _log_sum_exp, dtypes=FLOAT_TYPES)
+_reduce("ReduceLogSum", _log_sum, dtypes=FLOATS_32_FIRST)
+_reduce("ReduceLogSumExp", _log_sum_exp, dtypes=FLOATS_32_FIRST)
 
 
 class ArgOp(OpSpec):

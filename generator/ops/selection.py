@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
-from generator.ops.indexing import DEPTH_LIMIT, NUMERIC, ONE_HOT_ORT, _axis, _spell_axis
+from generator.dtypes import NUMERIC_32_FIRST, DType
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, axis_of, register
+from generator.ops.indexing import DEPTH_LIMIT, ONE_HOT_ORT, _spell_axis
 from generator.ops.shape import ANY, INDEX_TYPES, scalar_at
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
@@ -36,7 +36,7 @@ class OneHot(OpSpec):
     row); depth and the off/on pair are op-owned constants."""
 
     op_type = "OneHot"
-    dtypes = NUMERIC
+    dtypes = NUMERIC_32_FIRST
     max_rank = 3
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
@@ -85,7 +85,7 @@ class OneHot(OpSpec):
         # Float indices are compared as they are: a fractional one matches no class.
         idx = x.double() if x.dtype.is_floating_point else x.long()
         idx = torch.where(idx < 0, idx + depth, idx)
-        axis = _axis(attrs, x.dim() + 1, default=-1)
+        axis = axis_of(attrs, "axis", -1, x.dim() + 1)
         classes = torch.arange(depth, dtype=idx.dtype).reshape([-1 if i == axis else 1 for i in range(x.dim() + 1)])
         hot = idx.unsqueeze(axis) == classes
         return [torch.where(hot, values[1], values[0])]
@@ -141,7 +141,7 @@ class Compress(OpSpec):
         x, cond = inputs
         if "axis" not in attrs:
             x = x.reshape(-1)
-        axis = _axis(attrs, x.dim())
+        axis = axis_of(attrs, "axis", 0, x.dim())
         picked = torch.nonzero(cond.reshape(-1).bool()).reshape(-1)
         return [x.index_select(axis, picked[picked < x.shape[axis]])]
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, norm_axes, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 ANY: tuple[DType, ...] = tuple(DType)
@@ -39,10 +39,6 @@ def _ints(t: torch.Tensor | None) -> list[int]:
 def _given(inputs: Sequence[torch.Tensor | None], i: int) -> torch.Tensor | None:
     """Optional input `i`, or None when it is absent or named by an empty string."""
     return inputs[i] if len(inputs) > i else None
-
-
-def _norm_axes(axes: Sequence[int], rank: int) -> list[int]:
-    return sorted(a + rank if a < 0 else a for a in axes)
 
 
 def _spell_axis(axis: int, rank: int, negative: bool) -> int:
@@ -252,7 +248,7 @@ class Unsqueeze(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
         axes = _ints(inputs[1]) if len(inputs) > 1 else list(attrs["axes"])
-        for a in _norm_axes(axes, x.dim() + len(axes)):
+        for a in norm_axes(axes, x.dim() + len(axes)):
             x = x.unsqueeze(a)
         return [x]
 
@@ -314,7 +310,7 @@ class Squeeze(OpSpec):
             axes = _ints(given)
         else:
             axes = list(attrs.get("axes", [i for i, d in enumerate(x.shape) if d == 1]))
-        keep = [d for i, d in enumerate(x.shape) if i not in _norm_axes(axes, x.dim())]
+        keep = [d for i, d in enumerate(x.shape) if i not in norm_axes(axes, x.dim())]
         return [x.reshape(keep)]
 
 

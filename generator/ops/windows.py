@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from generator.dtypes import FLOATS_32_FIRST
 from generator.ops.base import Attrs, Emitter, OpSpec
-from generator.ops.nn import AUTO_PADS, FLOAT_TYPES, all_of, any_of
+from generator.ops.nn import AUTO_PADS, all_of, any_of
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv, floordiv
 
 
@@ -181,7 +182,7 @@ class WindowOp(OpSpec):
 
     min_rank = 3
     max_rank = 5
-    dtypes = FLOAT_TYPES
+    dtypes = FLOATS_32_FIRST
     max_stride: ClassVar[int] = 3
     max_dilation: ClassVar[int] = 1
     dilations_since: ClassVar[int] = 1
