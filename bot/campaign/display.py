@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -64,18 +65,13 @@ def plain_progress(console: Console, budget_s: float, every_s: float) -> Callabl
         last = now
         elapsed = now - start
         console.print(
-            f"fuzzing: {_clock(elapsed)} of {_clock(budget_s)}, {s.tests} tests, "
+            f"fuzzing: {timedelta(seconds=int(elapsed))} of {timedelta(seconds=int(budget_s))}, {s.tests} tests, "
             f"{s.tests / elapsed:.1f}/s, {s.finding_count} findings",
             markup=False,
             highlight=False,
         )
 
     return update
-
-
-def _clock(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 @contextmanager

@@ -82,7 +82,6 @@ class Campaign:
         part = str(shard) if shard else None
         self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
         self.counts: Counter[str] = Counter()
-        self.kept: Counter[str] = Counter()
         self.deadline = 0.0
         self.on_test: Callable[[Summary], None] = lambda s: None
         self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None

@@ -54,7 +54,7 @@ class FindingRef(BaseModel):
     @classmethod
     def _unlabelled(cls, value: object) -> object:
         """An output written before labels were recorded says "" for none."""
-        return None if value == "" else value
+        return as_label(value) if isinstance(value, str) else value
     fingerprint: str
     seed: int
     signature: str
