@@ -58,9 +58,12 @@ class ToyRepo:
         return self.commits[name]
 
 
-class _Builder:
-    def __init__(self, path: Path) -> None:
+class Builder:
+    """Commits with fixed authors and dates into `path`, restoring files from `source`."""
+
+    def __init__(self, path: Path, source: Path = SOURCE) -> None:
         self.path = path
+        self.source = source
         self.tick = 0
 
     def git(self, *args: str) -> str:
@@ -89,7 +92,7 @@ class _Builder:
         target.write_text(text)
 
     def restore(self, file: str) -> None:
-        shutil.copy(SOURCE / file, self.path / file)
+        shutil.copy(self.source / file, self.path / file)
 
     def commit(self, subject: str) -> str:
         self.git("add", "-A")
@@ -97,7 +100,7 @@ class _Builder:
         return self.git("rev-parse", "HEAD")
 
 
-def _main_branch(b: _Builder) -> dict[str, str]:
+def _main_branch(b: Builder) -> dict[str, str]:
     shas: dict[str, str] = {}
     steps: list[tuple[str, str, Callable[[], None]]] = [
         ("initial", "Initial toycc: numpy kernels, levels O0 and O1", lambda: _initial(b)),
@@ -115,7 +118,7 @@ def _main_branch(b: _Builder) -> dict[str, str]:
     return shas
 
 
-def _initial(b: _Builder) -> None:
+def _initial(b: Builder) -> None:
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     shutil.copytree(SOURCE, b.path, dirs_exist_ok=True, ignore=skip)
     b.edit("toycc/kernels.py", DIV)
@@ -124,12 +127,12 @@ def _initial(b: _Builder) -> None:
     (b.path / "toycc/passes.py").write_text(passes[: passes.index("\n\ndef fuse_mul_add")] + "\n")
 
 
-def _fusion(b: _Builder) -> None:
+def _fusion(b: Builder) -> None:
     b.restore("toycc/compiler.py")
     b.restore("toycc/passes.py")
 
 
-def _append(b: _Builder, file: str, text: str) -> None:
+def _append(b: Builder, file: str, text: str) -> None:
     with open(b.path / file, "a") as f:
         f.write("\n" + text)
 
@@ -137,7 +140,7 @@ def _append(b: _Builder, file: str, text: str) -> None:
 def build_toy_repo(path: Path) -> ToyRepo:
     """Create the history in `path` (an empty or missing folder)."""
     path.mkdir(parents=True, exist_ok=True)
-    b = _Builder(path)
+    b = Builder(path)
     b.git("init", "-q", "-b", "main")
     shas = _main_branch(b)
     b.git("checkout", "-q", "-b", "wip", shas["fixbuild"])

@@ -1,0 +1,3 @@
+"""narrowcc: a narrow compiler for fuzzbot's tests (see README.md)."""
+
+__version__ = "1.0"
