@@ -70,6 +70,30 @@ class ReduceSettings(BaseModel):
         description="reduce the first finding of each kind while fuzzing, so the rest of the campaign"
         " steers away from its trigger (known_bugs.avoid)",
     )
+    during_share: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="the most of the fuzzing budget reductions while fuzzing may take; the rest wait for after it",
+    )
+
+
+class GuideSettings(BaseModel):
+    """The `guide:` section: where a campaign looks besides fresh coverage-guided generation.
+    Each part only acts where it has something to act on (two builds, a diff), and each can
+    be switched off to measure it (bench/regressions_found.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    divergence: bool = Field(
+        True, description="two builds: draw the next models toward the features of cases where base and head differed"
+    )
+    mutation: bool = Field(
+        True, description="spend part of the budget on mutants of divergent cases, near misses and findings"
+    )
+    hint: bool = Field(
+        True, description="two builds: weigh the ops and rewrites the change's diff names (git refs, or Python sources)"
+    )
 
 
 class KnownBugsSettings(BaseModel):
@@ -126,6 +150,9 @@ class FuzzConfig(BaseModel):
         default_factory=KnownBugsSettings, description="bugs already reduced, steered away from"
     )
     bisect: bool = Field(False, description="bisect each new regression between the base and head refs")
+    guide: GuideSettings = Field(
+        default_factory=GuideSettings, description="divergence feedback, mutation and diff hints"
+    )
     corpus: Path | None = Field(
         None,
         description="case corpus folder (bot.cases.corpus): replay its cases for this generator first, then add the"

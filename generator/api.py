@@ -13,11 +13,12 @@ import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
 from generator.avoid import Avoid
-from generator.binning import BinChooser
-from generator.coverage import Coverage, Feedback
+from generator.binning import BinChooser, bin_of
+from generator.coverage import INPUT, Coverage, Feedback, pair_key
 from generator.dtypes import DType
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
 from generator.emit import IR_VERSION, draw_values, emit_model, is_runtime_constant
+from generator.focus import CaseFeatures, Focus, FocusDraws
 from generator.graph import Graph
 from generator.grow import Allowed, Grower, Template
 from generator.ops import registry
@@ -93,6 +94,8 @@ class Case:
     """How the value search went; None when it was off."""
     edge: str | None = None
     """The edge input the case aims at (generator.edges), if any."""
+    features: CaseFeatures | None = None
+    """What the model holds, in coverage's vocabulary (a divergent case teaches the focus these)."""
 
 
 def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
@@ -143,17 +146,19 @@ def generate(
     coverage: Coverage | None = None,
     avoid: Avoid | None = None,
     contexts: ContextSupply | None = None,
+    focus: Focus | None = None,
 ) -> Case:
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far,
-    known triggers).
+    known triggers, focus).
 
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
     with what the model covers; `avoid` keeps known bugs' triggers out (generator.avoid);
-    `contexts` hands out z3 contexts made ahead (a caller generating many models keeps one).
+    `contexts` hands out z3 contexts made ahead (a caller generating many models keeps one);
+    `focus` draws a share of the choices toward where two builds diverged (generator.focus).
     Budgets count steps, never seconds: the same arguments give the same case on any
     machine at any load.
     """
-    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid, contexts)[0]
+    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid, contexts, focus)[0]
 
 
 def grow_case(
@@ -163,6 +168,7 @@ def grow_case(
     coverage: Coverage | None = None,
     avoid: Avoid | None = None,
     contexts: ContextSupply | None = None,
+    focus: Focus | None = None,
 ) -> tuple[Case, Witness]:
     """`generate`, with the witness that kept the values (what they cost, fresh draws)."""
     rng = random.Random(seed)
@@ -172,15 +178,19 @@ def grow_case(
         specs = [s for s in specs if support.get(s.op_type)]
     if not specs:
         raise ValueError("no operator is allowed by the op list, opset and support matrix")
-    feedback = Feedback(coverage, specs, rng) if coverage is not None and cfg.feedback else None
+    draws = _focus_draws(focus, coverage, cfg, specs, rng)
+    feedback = Feedback(coverage, specs, rng, draws) if coverage is not None and cfg.feedback else None
     allowed = _allowed(cfg, support)
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
     seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
     with one_thread():
-        patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, coverage if cfg.feedback else None)
+        cov = coverage if cfg.feedback else None
+        patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, cov, draws)
         edge = edge_kind(seed, cfg.edges)
         seeds, target = _edge_start(edge, seeds, specs)
         seeds = seeds if target is not None else patterns.first_types(seeds)
+        if draws is not None and target is None:
+            seeds = draws.first_types(seeds)
         unit = UNIT_DIM_SHARE if edge == "unit_dims" else 0.0
         graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns, unit, target)
     placeholders = sorted(graph.placeholders)
@@ -197,7 +207,32 @@ def grow_case(
     if coverage is not None and edge is not None:
         coverage.edges[edge] += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return Case(seed, proto, inputs, outcome, edge), witness
+    return Case(seed, proto, inputs, outcome, edge, features(graph)), witness
+
+
+def _focus_draws(
+    focus: Focus | None, coverage: Coverage | None, cfg: GenConfig, specs: list[type[OpSpec]], rng: random.Random
+) -> FocusDraws | None:
+    """The model's focus draws: none without a focus, with an empty one, or without the
+    coverage it is weighed against (then no draw is made, and the model is what it was)."""
+    if focus is None or focus.empty or coverage is None or not cfg.feedback:
+        return None
+    return FocusDraws(focus, specs, rng, lambda name: getattr(coverage, name))
+
+
+def features(graph: Graph) -> CaseFeatures:
+    """What a grown graph holds, keyed as coverage counts it (generator.coverage)."""
+    ops, pairs, patterns, bins, dtypes = [], [], [], [], []
+    for node in graph.nodes:
+        if isinstance(node.op, Pattern):
+            patterns.append(node.op.name())
+        else:
+            ops.append(node.op.op_type)
+        for t in node.inputs:
+            pairs.append(pair_key(graph.producer_op.get(t, INPUT), node.op.op_type))
+            dtypes.append(graph.tensors[t].dtype.value)
+        bins += [f"{key}={bin_of(value)}" for key, value in node.binned]
+    return CaseFeatures(*(tuple(sorted(set(x))) for x in (ops, pairs, patterns, bins, dtypes)))
 
 
 GROW_TRIES = 3

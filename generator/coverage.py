@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from generator.binning import bin_of
 from generator.dtypes import DType
+from generator.focus import FocusDraws
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
 from generator.patterns.base import Pattern
@@ -160,9 +161,13 @@ def pair_key(producer: str, consumer: str) -> str:
 class Feedback:
     """Biases one model's choices toward what `coverage` has not seen yet."""
 
-    def __init__(self, coverage: Coverage, specs: list[type[OpSpec]], rng: random.Random) -> None:
+    def __init__(
+        self, coverage: Coverage, specs: list[type[OpSpec]], rng: random.Random, focus: FocusDraws | None = None
+    ) -> None:
+        """`focus`, when given, makes a share of the choices toward where two builds diverged."""
         self.cov = coverage
         self.rng = rng
+        self.focus = focus
         n = len(specs) + 1
         fed, fed_by = coverage.partner_counts()
         fitness = {s: 2 * n - fed[s.op_type] - fed_by[s.op_type] for s in specs}
@@ -175,7 +180,11 @@ class Feedback:
         self._readers: dict[TType, list[type[OpSpec]]] = {}
 
     def choose_op(self) -> type[OpSpec]:
-        """One Metropolis-Hastings step over the fitness ranking (COMET §3.5)."""
+        """One Metropolis-Hastings step over the fitness ranking (COMET §3.5), unless the
+        focus makes this choice."""
+        focused = self.focus.choose_op() if self.focus is not None else None
+        if focused is not None:
+            return focused
         proposal = self.rng.randrange(len(self.ranked))
         if proposal <= self._current or self.rng.random() < (1 - self.p) ** (proposal - self._current):
             self._current = proposal
@@ -187,8 +196,14 @@ class Feedback:
         Picking the op first and hoping a fitting tensor exists wastes most picks once
         the common pairs are covered; starting from a tensor finds an uncovered pair
         whenever the graph has one. Forward: a new consumer of the tensor. Backward: a
-        new producer of a placeholder that already has a consumer.
+        new producer of a placeholder that already has a consumer. The focus, when it has
+        one, may first name a pair two builds diverged on.
         """
+        if self.focus is not None:
+            tensors = [t.ttype for t in graph.tensors]
+            focused = self.focus.propose(graph.producer_op, graph.consumer_ops, tensors, graph.placeholders)
+            if focused is not None:
+                return focused
         if graph.placeholders and self.rng.random() < 0.2:
             target = self.rng.choice(graph.placeholders)
             consumers = graph.consumer_ops.get(target, [])
@@ -264,4 +279,5 @@ class Feedback:
         return self.rng.choices(cands, weights)[0]
 
     def bin_weight(self, key: str, i: int) -> float:
-        return 0.0 if f"{key}={i}" in self.cov.attrs else 2.0
+        fresh = 0.0 if f"{key}={i}" in self.cov.attrs else 2.0
+        return fresh + (self.focus.bin_bonus(key, i) if self.focus is not None else 0.0)

@@ -19,4 +19,7 @@ class OracleConfig(BaseModel):
     )
     rules: Path | None = Field(None, description="your own known-false-positive rules, read after the shipped ones")
     keep_filtered: bool = Field(False, description="also save bundles of filtered cases, under filtered/")
+    fail_on_dropped_support: bool = Field(
+        False, description="fail the PR check when head declines (unsupported) a model base ran right"
+    )
     perf: PerfConfig = Field(default_factory=PerfConfig, description="performance comparison of head against base")

@@ -7,6 +7,8 @@
 | bad | ok | fixed |
 | bad | bad | persistent |
 | declines it (unsupported) | bad | new in head (shown beside regressions; not a regression) |
+| ok | declines it | dropped support (its own line; fails the check if configured) |
+| declines it | ok | gained support (good news, counted) |
 | a side disagrees with itself | | flaky (never a regression) |
 
 "bad" is judged after the false-positive rules: a side whose failure a rule explains
@@ -42,6 +44,12 @@ class CrossVerdict(StrEnum):
     """A known false positive; the rule id says which (count key `filtered:<rule>`)."""
     crash_on_undefined_input = "crash_on_undefined_input"
     """Both builds (or the one) die or hang on an input ONNX leaves undefined: counted only."""
+    dropped_support = "dropped_support"
+    """Head declines a valid model that base ran right: the change took support away. Kept
+    apart (OUT/support/), never reduced or filed; fails the check with
+    `oracles.fail_on_dropped_support`."""
+    gained_support = "gained_support"
+    """Head runs right a model base declined: the change added support. Counted."""
 
     @property
     def is_reported(self) -> bool:
@@ -172,10 +180,15 @@ def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
     if shaky:
         return CrossJudgement(verdict=CrossVerdict.flaky, base=base, head=head, note=f"runs disagree on {shaky}")
     if head.first.verdict is Verdict.unsupported:
+        if base is not None and base.first.verdict is Verdict.pass_:
+            note = f"head declines a model base runs right: {head.first.message}"
+            return CrossJudgement(verdict=CrossVerdict.dropped_support, base=base, head=head, note=note)
         return CrossJudgement(verdict=CrossVerdict.unsupported, base=base, head=head)
     if not any(s.bad for s in sides):
         rule = _filtered_rule(sides)
         verdict = CrossVerdict.filtered if rule else CrossVerdict.pass_
+        if verdict is CrossVerdict.pass_ and base is not None and base.first.verdict is Verdict.unsupported:
+            verdict = CrossVerdict.gained_support
         return CrossJudgement(verdict=verdict, rule=rule, base=base, head=head)
     undefined = _undefined_note(sides)
     judged = "judged against base only: no reference computes this case" if head.first.judged_by == "base" else ""

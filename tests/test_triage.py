@@ -170,7 +170,14 @@ def test_the_table_itself_for_unsupported_and_changed_signatures() -> None:
     new = combine(runs("head", Verdict.crash, "a"), unsupported)
     assert new.verdict is CrossVerdict.new_in_head and new.verdict.is_reported and new.verdict.fails_a_change
     assert "base declines" in new.note
-    assert combine(runs("head", Verdict.unsupported), runs("base", Verdict.pass_)).verdict is CrossVerdict.unsupported
+    dropped = combine(runs("head", Verdict.unsupported), runs("base", Verdict.pass_))
+    assert dropped.verdict is CrossVerdict.dropped_support and not dropped.verdict.is_reported
+    both = combine(runs("head", Verdict.unsupported), runs("base", Verdict.unsupported))
+    assert both.verdict is CrossVerdict.unsupported
+    wrong_base = combine(runs("head", Verdict.unsupported), runs("base", Verdict.wrong_result, "w"))
+    assert wrong_base.verdict is CrossVerdict.unsupported  # nothing right was taken away
+    gained = combine(runs("head", Verdict.pass_), unsupported)
+    assert gained.verdict is CrossVerdict.gained_support and not gained.verdict.fails_a_change
     changed = combine(runs("head", Verdict.crash, "b"), runs("base", Verdict.crash, "a"))
     assert changed.verdict is CrossVerdict.persistent and "signature changed" in changed.note
     assert combine(runs("head", Verdict.timeout, "hang")).verdict is CrossVerdict.persistent

@@ -61,8 +61,10 @@ class CampaignReduction:
         if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
             return
         left = deadline - time.monotonic()
-        if left < MIN_DURING_S:
+        allowed = settings.during_share * self.cfg.budget - self.summary.time_s.reduction_during
+        if left < MIN_DURING_S or allowed < MIN_DURING_S:
             return
+        left = min(left, allowed)
         self._kinds.add(kind)
         t0 = time.monotonic()
         self.reduce(ref, min(settings.budget, left))

@@ -21,6 +21,7 @@ from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
+from bot.campaign.divergence import DivergenceLog
 from bot.campaign.keeping import FindingKeeper
 from bot.campaign.perf import compare_perf
 from bot.campaign.reduction import CampaignReduction
@@ -95,6 +96,7 @@ class Campaign:
         self.reduction = CampaignReduction(cfg, runs, self.summary, self.store)
         self.keeping = FindingKeeper(cfg, self.setups, self.summary, self.store, self.reduction, self._count_key)
         self.source.avoid = self.reduction.avoid
+        self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
@@ -348,6 +350,7 @@ class Campaign:
                 times.backend_compute += spent
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
+            self._diverged(case, results, cross)
             if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
                 self.reduction.during(ref, self.deadline)
             elif cross.verdict is CrossVerdict.flaky or (
@@ -362,6 +365,14 @@ class Campaign:
         if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
             self.check_perf(case, lane)
         return cross
+
+    def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+        """Count where the builds differed on this case, and teach generation its features."""
+        if self.divergence is None:
+            return
+        weight, rewrites = self.divergence.observe(case, results, cross)
+        if weight and self.cfg.guide.divergence and case.features is not None:
+            self.source.note_divergence(case.features, weight, rewrites)
 
     def _count_key(self, cross: CrossJudgement) -> str:
         """One build: a reported case counts by its symptom (crash, wrong_result, ...);
@@ -414,3 +425,6 @@ class Campaign:
         self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))
         self.summary.reference_warnings = self.source.reference_warnings + self.triage.reference_warnings
         self.summary.steered = dict(sorted(self.reduction.avoid.steered.items()))
+        if self.divergence is not None:
+            self.summary.divergence = self.divergence.summary()
+            self.summary.support_changes = self.divergence.support

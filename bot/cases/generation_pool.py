@@ -30,6 +30,7 @@ from bot.cases.making import Made, make_case, seed_support
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
+from generator.focus import Focus
 from generator.z3_contexts import ContextSupply
 
 AHEAD = 2
@@ -51,6 +52,8 @@ class Request:
     seed: int
     rewrites: Counter[str]
     triggers: list[Trigger]
+    focus: Focus | None = None
+    """The campaign's focus as it stands (generator.focus); None: unchanged since the last request."""
 
 
 def send(stream: IO[bytes], obj: object) -> None:
@@ -77,12 +80,14 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     coverage = Coverage()
     contexts = ContextSupply()
     avoid = Avoid([], plan.strength)
+    focus = Focus()
     while (request := receive(inbox)) is not None:
         coverage.rewrites.update(request.rewrites)
         for trigger in request.triggers:
             avoid.add(trigger)
+        focus = request.focus if request.focus is not None else focus
         support = seed_support(request.seed, plan.support, plan.head_support)
-        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts))
+        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts, focus))
     send(outbox, (coverage, dict(avoid.steered)))
 
 
@@ -106,6 +111,8 @@ class _Child:
     rewrites: Counter[str] = field(default_factory=Counter)
     """Reported since this process's last request."""
     triggers_sent: int = 0
+    focus_sent: int = -1
+    """The focus version (GenerationPool.focus_version) this process last got."""
 
     @property
     def inbox(self) -> IO[bytes]:
@@ -119,9 +126,12 @@ class _Child:
 
 
 class GenerationPool:
-    def __init__(self, plan: Plan, processes: int, avoid: Avoid | None) -> None:
+    def __init__(self, plan: Plan, processes: int, avoid: Avoid | None, focus: Focus | None = None) -> None:
         self.plan = plan
         self.avoid = avoid
+        self.focus = focus
+        self.focus_version = 0
+        """Bumped by the campaign each time `focus` learns something (note_focus)."""
         self.children = [_Child(_spawn(plan)) for _ in range(processes)]
         self.pending: deque[tuple[int, _Child]] = deque()
         self.dealt = 0
@@ -129,6 +139,10 @@ class GenerationPool:
     def note_rewrites(self, keys: Counter[str]) -> None:
         for child in self.children:
             child.rewrites.update(keys)
+
+    def note_focus(self) -> None:
+        """The focus changed: each process gets a copy with its next request."""
+        self.focus_version += 1
 
     def take(self, seeds: Iterator[int]) -> Made:
         """The next seed's case, in the order `seeds` gives them; keeps every process `AHEAD`
@@ -151,8 +165,9 @@ class GenerationPool:
 
     def _request(self, child: _Child, seed: int) -> None:
         triggers = self.avoid.triggers if self.avoid is not None else []
-        request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]))
-        child.rewrites, child.triggers_sent = Counter(), len(triggers)
+        focus = self.focus.copy() if self.focus is not None and child.focus_sent != self.focus_version else None
+        request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]), focus)
+        child.rewrites, child.triggers_sent, child.focus_sent = Counter(), len(triggers), self.focus_version
         with contextlib.suppress(OSError):  # a dead process: `take` finds it and restarts it
             send(child.inbox, request)
 
@@ -164,7 +179,7 @@ class GenerationPool:
         for stream in (child.inbox, child.outbox):
             with contextlib.suppress(OSError):  # unsent bytes to a dead process
                 stream.close()
-        child.process, child.triggers_sent = _spawn(self.plan), 0
+        child.process, child.triggers_sent, child.focus_sent = _spawn(self.plan), 0, -1
         for seed, owner in self.pending:
             if owner is child:
                 self._request(child, seed)

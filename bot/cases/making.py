@@ -15,6 +15,7 @@ import onnx
 from generator.api import GenConfig, Support, generate
 from generator.avoid import Avoid
 from generator.coverage import Coverage
+from generator.focus import CaseFeatures, Focus
 from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 from oracles.references import Source, read_reference
@@ -48,6 +49,8 @@ class Prepared:
     regression_of: str | None = None
     """A regression-corpus bundle's fingerprint (bot.cases.regression_corpus): the case is that
     finding's reduced model, replayed."""
+    features: CaseFeatures | None = None
+    """What the generated model holds (generator.focus); None for a case read back from disk."""
 
 
 @dataclass
@@ -74,12 +77,13 @@ def make_case(
     coverage: Coverage,
     avoid: Avoid | None,
     contexts: ContextSupply | None = None,
+    focus: Focus | None = None,
 ) -> Made:
     """Generate, search values, compute the reference; a seed whose values could not be made
     safe, or where no op fits, is dropped (never run) and says which."""
     t0 = time.perf_counter()
     try:
-        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts)
+        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus)
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except RuntimeError:
@@ -104,5 +108,6 @@ def make_case(
         reading.source,
         reading.gap,
         reading.gap_op,
+        features=case.features,
     )
     return made

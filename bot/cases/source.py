@@ -28,6 +28,7 @@ from bot.cases.making import Made, Prepared, make_case, seed_support
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid
 from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
+from generator.focus import CaseFeatures, Focus
 from generator.z3_contexts import ContextSupply
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ class CaseSource:
         self._fired: Counter[str] = Counter()
         """Rewrites reported since generation last took the lock (note_rewrites)."""
         self._fired_lock = threading.Lock()
+        self.focus = Focus()
+        """Where two builds diverged (generator.focus): what the next models draw toward."""
+        self._focused: list[tuple[CaseFeatures, float, tuple[str, ...]]] = []
+        """(features, weight, rewrite keys) of divergent cases judged since generation last took the lock."""
         self.corpus: CorpusFeed | None = None
         """Stored cases replayed before any is generated, and where fresh ones are added."""
         self._learned: list[tuple[int, str]] = []
@@ -90,15 +95,27 @@ class CaseSource:
             if self.corpus is not None and seed is not None:
                 self._learned += [(seed, f"rewrite:{k}") for k in once]
 
+    def note_divergence(self, features: CaseFeatures, weight: float, rewrites: Iterable[str] = ()) -> None:
+        """A divergent case's features, and the rewrites only one build performed, for the focus."""
+        with self._fired_lock:
+            self._focused.append((features, weight, tuple(rewrites)))
+
     def _take_rewrites(self) -> None:
-        """Move the reported rewrites into the coverage; under `_lock`, so a model never sees
-        its coverage change while it grows."""
+        """Move the reported rewrites into the coverage, and divergent cases into the focus;
+        under `_lock`, so a model never sees either change while it grows."""
         with self._fired_lock:
             fired, self._fired = self._fired, Counter()
             learned, self._learned = self._learned, []
+            focused, self._focused = self._focused, []
         self.coverage.rewrites.update(fired)
         if self.pool is not None:
             self.pool.note_rewrites(fired)
+        for features, weight, rewrites in focused:
+            self.focus.learn(features, weight)
+            for key in rewrites:
+                self.focus.rewrites[key] += weight
+        if focused and self.pool is not None:
+            self.pool.note_focus()
         if learned and self.corpus is not None:
             self.corpus.learned += learned
 
@@ -157,11 +174,12 @@ class CaseSource:
         if self.processes:
             if self.pool is None:
                 plan = Plan(self.cfg, self.support, self.head_support, self.avoid.strength if self.avoid else 0.0)
-                self.pool = GenerationPool(plan, self.processes, self.avoid)
+                self.pool = GenerationPool(plan, self.processes, self.avoid, self.focus)
             case = self._account(self.pool.take(self._seeds))
         else:
             seed = next(self._seeds)
-            made = make_case(seed, self.cfg, self.support_for(seed), self.coverage, self.avoid, self.contexts)
+            support = self.support_for(seed)
+            made = make_case(seed, self.cfg, support, self.coverage, self.avoid, self.contexts, self.focus)
             case = self._account(made)
         if case is not None and self.corpus is not None:
             t0 = time.perf_counter()

@@ -55,6 +55,7 @@ class FindingRef(BaseModel):
     def _unlabelled(cls, value: object) -> object:
         """An output written before labels were recorded says "" for none."""
         return as_label(value) if isinstance(value, str) else value
+
     fingerprint: str
     seed: int
     signature: str
@@ -82,6 +83,56 @@ class PerfFinding(BaseModel):
     """Relative to the output folder, like FindingRef.path."""
     seed: int
     judgements: list[PerfJudgement]
+
+
+class DivergentKey(BaseModel):
+    """One place two builds differed (oracles.divergence), with how many tests went there."""
+
+    kind: str
+    key: str
+    tests: int
+    seeds: list[int] = Field(default_factory=list)
+    """The first few seeds that showed it."""
+
+
+class DivergenceSummary(BaseModel):
+    """summary.json's `divergence` (two builds): where base and head treated a case
+    differently, right or wrong, counted by test."""
+
+    tests: int = 0
+    """Tests where the builds differed in anything."""
+    kinds: dict[str, int] = Field(default_factory=dict)
+    """Tests by kind of divergence (a test can count under several)."""
+    keys: int = 0
+    """Distinct (kind, key) pairs seen."""
+    top: list[DivergentKey] = Field(default_factory=list)
+    """The most frequent keys, most tests first."""
+    fed: int = 0
+    """Divergent tests whose features steered generation (generator.focus)."""
+
+
+class SupportFinding(BaseModel):
+    """A model head declines that base ran right: kept under OUT/support/."""
+
+    path: str
+    seed: int
+    key: str
+    """The support divergence (`only head declines Max`)."""
+    message: str
+    """What head said."""
+
+
+class SupportChanges(BaseModel):
+    """summary.json's `support_changes` (two builds): what the change took away or added."""
+
+    dropped: list[SupportFinding] = Field(default_factory=list)
+    """Bundles of dropped support, a few per key (counts: `dropped_support`)."""
+    dropped_keys: dict[str, int] = Field(default_factory=dict)
+    """Tests of dropped support, by key."""
+    gained: dict[str, int] = Field(default_factory=dict)
+    """Tests head runs right that base declined, by key (`only base declines Max`)."""
+    fails_check: bool = False
+    """Dropped support fails the PR check (oracles.fail_on_dropped_support)."""
 
 
 class Timings(BaseModel):
@@ -217,6 +268,10 @@ class Summary(BaseModel):
     """Cases replayed from the case corpus, generated, and added back (`--corpus`)."""
     regressions: RegressionSummary | None = None
     """The regression corpus replayed before fuzzing (`--regressions`)."""
+    divergence: DivergenceSummary | None = None
+    """Where the two builds differed (two builds only)."""
+    support_changes: SupportChanges | None = None
+    """Models head declines that base ran right, and the reverse (two builds only)."""
 
     def build(self, side: str) -> str:
         """`name version (level) @ `commit`` of the head or base build, for people: the commit
@@ -256,8 +311,11 @@ class Summary(BaseModel):
 
     @property
     def fails_a_change(self) -> int:
-        """New regressions and what head brought in broken (new_in_head): a PR check's failure."""
-        return self.new_regressions + self.distinct.get(CrossVerdict.new_in_head.value, 0)
+        """New regressions and what head brought in broken (new_in_head): a PR check's failure;
+        with `oracles.fail_on_dropped_support`, each kind of model head stopped running too."""
+        dropped = self.support_changes
+        lost = len(dropped.dropped_keys) if dropped is not None and dropped.fails_check else 0
+        return self.new_regressions + self.distinct.get(CrossVerdict.new_in_head.value, 0) + lost
 
     def superseded_by(self, fingerprint: str, label: str, quota: int) -> list[FindingRef] | None:
         """Whether a sighting of `fingerprint` under `label` earns a bundle: None when it does

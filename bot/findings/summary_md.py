@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
 from bot.findings.summary import FindingRef, Summary, is_bug_key, rewrites_fired
 
@@ -32,6 +33,8 @@ _COUNT_ORDER = (
     "perf_regression",
     "flaky",
     "crash_on_undefined_input",
+    "dropped_support",
+    "gained_support",
     "filtered:",
     "unsupported",
     "pass",
@@ -154,6 +157,12 @@ def _judging(summary: Summary) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def _differed(summary: Summary) -> list[str]:
+    """Where the two builds differed, and the support head lost or gained (two builds only)."""
+    lines = divergence_lines(summary, top=12) + support_lines(summary)
+    return ["## Where the builds differed", "", *lines] if lines else []
+
+
 def _time_line(summary: Summary) -> str:
     """Where the fuzzing time went; the builds' share is their compile and run, beside the
     bot's own work (generation and the reference overlap the builds' requests)."""
@@ -240,7 +249,8 @@ def render_summary_md(
     bundles kept on disk for it; `where_from` is `origin(...)`'s line; links are
     relative to the output folder."""
     findings = _findings(store_rows, summary)
-    lines = _header(summary, where_from) + _counts(summary) + findings + _set_aside(summary, set_aside or {})
+    lines = _header(summary, where_from) + _counts(summary) + _differed(summary) + findings
+    lines += _set_aside(summary, set_aside or {})
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -22,6 +22,13 @@ def new_regressions(report: Report) -> int:
     return sum(len(by.get(key, [])) for key in (CrossVerdict.new_regression, CrossVerdict.new_in_head))
 
 
+def dropped_support(report: Report) -> int:
+    """Kinds of model head stopped running, when the config makes that fail the check."""
+    lost = report.summary.support_changes
+    return len(lost.dropped_keys) if lost is not None and lost.fails_check else 0
+
+
 def exit_code(report: Report, fail_on_regression: bool) -> int:
-    """A PR check fails on what head broke, never on old bugs, fixed ones or flaky ones."""
-    return EXIT_REGRESSIONS if fail_on_regression and new_regressions(report) else 0
+    """A PR check fails on what head broke (and, if configured, the support it dropped),
+    never on old bugs, fixed ones or flaky ones."""
+    return EXIT_REGRESSIONS if fail_on_regression and (new_regressions(report) or dropped_support(report)) else 0

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from backends.results import BackendInfo
+from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.github.findings import Item, Report
 from bot.github.text import (
     CLOSE_MARKER,
@@ -284,6 +285,9 @@ def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
             "base declines them, so no regression, but the change brought them in broken.",
             "",
         ]
+    head += support_lines(s)
+    if s.divergence is not None:
+        head += ["### Where the builds differed", "", *divergence_lines(s)]
     return head
 
 

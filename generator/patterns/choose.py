@@ -16,6 +16,7 @@ from collections.abc import Sequence, Set
 
 from generator.coverage import Coverage
 from generator.dtypes import DType
+from generator.focus import FocusDraws
 from generator.patterns.base import EXACT, Pattern
 from generator.symbolic import TType
 
@@ -48,10 +49,19 @@ class PatternChooser:
     model's remaining node budget."""
 
     def __init__(
-        self, variants: Sequence[type[Pattern]], share: float, rng: random.Random, coverage: Coverage | None
+        self,
+        variants: Sequence[type[Pattern]],
+        share: float,
+        rng: random.Random,
+        coverage: Coverage | None,
+        focus: FocusDraws | None = None,
     ) -> None:
+        """`focus`, when given, weighs up the variants two builds diverged on."""
         self.variants = list(variants)
         self.weights = [weight(v, coverage) for v in self.variants]
+        if focus is not None:
+            factors = [focus.pattern_factor(v.name(), v.fires) for v in self.variants]
+            self.weights = [w * f for w, f in zip(self.weights, factors, strict=True)]
         self.share = share
         self.rng = rng
 
