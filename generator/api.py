@@ -20,13 +20,15 @@ from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
 from generator.emit import IR_VERSION, draw_values, emit_model, is_runtime_constant
 from generator.focus import CaseFeatures, Focus, FocusDraws
 from generator.graph import Graph
-from generator.grow import Allowed, Grower, Template
+from generator.grow import Allowed, Grower, Template, step_name
+from generator.mutate import Genome
 from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from generator.patterns.choose import PatternChooser
-from generator.symbolic import SymCtx, TType
+from generator.symbolic import AbsTensor, SymCtx, TType
+from generator.tape import TapeRandom
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
 from generator.values.find import one_thread
 from generator.witness import Witness, WitnessStats
@@ -96,6 +98,8 @@ class Case:
     """The edge input the case aims at (generator.edges), if any."""
     features: CaseFeatures | None = None
     """What the model holds, in coverage's vocabulary (a divergent case teaches the focus these)."""
+    genome: Genome | None = None
+    """How it grew, to grow mutants of it (generator.mutate)."""
 
 
 def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
@@ -138,6 +142,13 @@ def pattern_variants(cfg: GenConfig, support: Support | None) -> list[type[Patte
     ]
 
 
+def step_specs(cfg: GenConfig, support: Support | None) -> dict[str, type[OpSpec]]:
+    """The ops and template variants a model may hold, by the name its steps carry
+    (generator.grow.Step.op): what a mutant's edits may draw from."""
+    specs = [s for s in op_specs(cfg.ops, cfg.opset) if support is None or support.get(s.op_type)]
+    return {step_name(s): s for s in [*specs, *pattern_variants(cfg, support)]}
+
+
 def generate(
     seed: int,
     cfg: GenConfig | None = None,
@@ -147,6 +158,7 @@ def generate(
     avoid: Avoid | None = None,
     contexts: ContextSupply | None = None,
     focus: Focus | None = None,
+    genome: Genome | None = None,
 ) -> Case:
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far,
     known triggers, focus).
@@ -154,11 +166,12 @@ def generate(
     `coverage`, when given, steers the choices (if `cfg.feedback`) and is updated
     with what the model covers; `avoid` keeps known bugs' triggers out (generator.avoid);
     `contexts` hands out z3 contexts made ahead (a caller generating many models keeps one);
-    `focus` draws a share of the choices toward where two builds diverged (generator.focus).
+    `focus` draws a share of the choices toward where two builds diverged (generator.focus);
+    `genome` (generator.mutate) makes the model a mutant grown from those steps.
     Budgets count steps, never seconds: the same arguments give the same case on any
     machine at any load.
     """
-    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid, contexts, focus)[0]
+    return grow_case(seed, cfg or GenConfig(), support, coverage, avoid, contexts, focus, genome)[0]
 
 
 def grow_case(
@@ -169,9 +182,11 @@ def grow_case(
     avoid: Avoid | None = None,
     contexts: ContextSupply | None = None,
     focus: Focus | None = None,
+    genome: Genome | None = None,
 ) -> tuple[Case, Witness]:
-    """`generate`, with the witness that kept the values (what they cost, fresh draws)."""
-    rng = random.Random(seed)
+    """`generate`, with the witness that kept the values (what they cost, fresh draws);
+    with a `genome` (generator.mutate), the mutant it grows into."""
+    rng = TapeRandom(seed)
     sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset, contexts=contexts)
     specs = op_specs(cfg.ops, cfg.opset)
     if support is not None:
@@ -186,13 +201,18 @@ def grow_case(
     with one_thread():
         cov = coverage if cfg.feedback else None
         patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, cov, draws)
-        edge = edge_kind(seed, cfg.edges)
-        seeds, target = _edge_start(edge, seeds, specs)
-        seeds = seeds if target is not None else patterns.first_types(seeds)
-        if draws is not None and target is None:
-            seeds = draws.first_types(seeds)
+        if genome is not None:  # a mutant: no undefined edge, its first tensor given
+            edge, target = ("unit_dims" if genome.unit_dims else None), None
+        else:
+            edge = edge_kind(seed, cfg.edges)
+            seeds, target = _edge_start(edge, seeds, specs)
+            seeds = seeds if target is not None else patterns.first_types(seeds)
+            if draws is not None and target is None:
+                seeds = draws.first_types(seeds)
         unit = UNIT_DIM_SHARE if edge == "unit_dims" else 0.0
-        graph, witness = _grow(seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns, unit, target)
+        graph, witness, grown = _grow(
+            seed, sc, cfg, seeds, allowed, specs, feedback, avoid, patterns, unit, target, genome
+        )
     placeholders = sorted(graph.placeholders)
     keep_input = rng.choice(placeholders)
     as_weight = {p for p in placeholders if p != keep_input and rng.random() < cfg.weight_prob}
@@ -207,7 +227,7 @@ def grow_case(
     if coverage is not None and edge is not None:
         coverage.edges[edge] += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return Case(seed, proto, inputs, outcome, edge, features(graph)), witness
+    return Case(seed, proto, inputs, outcome, edge, features(graph), grown), witness
 
 
 def _focus_draws(
@@ -251,20 +271,27 @@ def _grow(
     patterns: PatternChooser | None = None,
     unit_dims: float = 0.0,
     target: type[OpSpec] | None = None,
-) -> tuple[Graph, Witness]:
+    genome: Genome | None = None,
+) -> tuple[Graph, Witness, Genome]:
     """Grow one graph with its values (see generator.witness); a first tensor that no
     allowed op can take is replaced, up to GROW_TRIES times (rare: a rank-5 bool tensor
-    under a narrow support matrix)."""
+    under a narrow support matrix). With a `genome` (a mutant's), its steps are made first,
+    then the graph grows on to the node budget. Returns the genome the graph grew from."""
     rng = sc.rng
     method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None, unit_dims)
         witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.runtime_shapes)
-        grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid)
+        first = AbsTensor(genome.first.dtype, list(genome.shape)) if genome is not None else None
+        grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid, first=first)
         grower.keep_inputs_of = target
         if feedback is not None:
             grower.pick_tensor = partial(_pick_for, feedback, grower)
         choose = feedback.choose_op if feedback is not None else (lambda: rng.choice(specs))
+        if genome is not None:
+            names = {step_name(s): s for s in [*specs, *(patterns.variants if patterns is not None else [])]}
+            on_insert = feedback.inserted if feedback is not None else None
+            grower.replay(genome.steps, names.get, on_insert, choose)  # what no longer fits is left out
         try:
             graph = grower.grow(
                 cfg.nodes,
@@ -274,7 +301,9 @@ def _grow(
                 on_insert=feedback.inserted if feedback is not None else None,
                 template=_first(target, patterns.draw if patterns is not None and patterns.variants else None),
             )
-            return graph, witness
+            start = graph.tensors[0]
+            grown = Genome(start.ttype, tuple(int(d) for d in start.shape), tuple(grower.steps), unit_dims > 0)
+            return graph, witness, grown
         except RuntimeError:
             if attempt == GROW_TRIES - 1:
                 raise

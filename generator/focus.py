@@ -12,7 +12,9 @@ rewrites that only one build performed; and the next models draw toward them.
 What is drawn toward is a feature's *contrast*: how often it came with a divergence, over
 how often any model had it (the campaign's coverage), so that Add, which every model
 holds, does not win by being everywhere. A feature named by a diff hint (bot.campaign.hint)
-carries a weight of its own, as if seen that many times.
+carries a weight of its own that never fades; what divergences taught fades model by model
+unless new divergences renew it, so a campaign that has searched one divergence out moves
+on to the next.
 
 All draws come from the model's seeded rng, and none at all while the focus is empty: a
 campaign with nothing to focus on grows exactly the models it grew before.
@@ -20,6 +22,7 @@ campaign with nothing to focus on grows exactly the models it grew before.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,6 +57,13 @@ class CaseFeatures:
 
 
 Weights = defaultdict[str, float]
+FIELDS = ("ops", "pairs", "patterns", "bins", "dtypes", "rewrites")
+DECAY = 0.99
+"""What a learned weight keeps per model grown: a divergence steers the next hundred or so
+models, then fades unless it is seen again (a half-life of about 69 models)."""
+HINT_STRENGTH = 0.5
+"""What a diff hint alone makes of the share: a prior that never fades, and never takes
+more than half of what a fresh divergence takes."""
 
 
 def _weights() -> Weights:
@@ -61,8 +71,8 @@ def _weights() -> Weights:
 
 
 @dataclass
-class Focus:
-    """Feature weights of one campaign, shared by every model it grows."""
+class Layer:
+    """Feature weights of one kind of evidence."""
 
     ops: Weights = field(default_factory=_weights)
     pairs: Weights = field(default_factory=_weights)
@@ -71,34 +81,68 @@ class Focus:
     dtypes: Weights = field(default_factory=_weights)
     rewrites: Weights = field(default_factory=_weights)
     """Rewrite keys one build performed and the other did not (oracles.divergence)."""
+
+    @property
+    def empty(self) -> bool:
+        return not any(getattr(self, name) for name in FIELDS)
+
+    def add(self, name: str, keys: Iterable[str], weight: float) -> None:
+        mine: Weights = getattr(self, name)
+        for key in set(keys):
+            mine[key] += weight
+
+    def scale(self, factor: float) -> None:
+        for name in FIELDS:
+            mine: Weights = getattr(self, name)
+            for key in mine:
+                mine[key] *= factor
+
+    def strength(self) -> float:
+        """The largest op, pair or pattern weight: how hard this layer pulls."""
+        return max(
+            (w for name in ("ops", "pairs", "patterns", "rewrites") for w in getattr(self, name).values()), default=0.0
+        )
+
+
+@dataclass
+class Focus:
+    """Where one campaign's models are drawn toward, shared by every model it grows: what
+    divergent cases held (`learned`, fading model by model) and what a diff names (`hinted`)."""
+
+    learned: Layer = field(default_factory=Layer)
+    hinted: Layer = field(default_factory=Layer)
     share: float = FOCUS_SHARE
 
     @property
     def empty(self) -> bool:
-        return not any((self.ops, self.pairs, self.patterns, self.bins, self.dtypes, self.rewrites))
+        return self.learned.empty and self.hinted.empty
 
-    def learn(self, features: CaseFeatures, weight: float = 1.0) -> None:
-        """A divergent case's features, weighted (a divergence never seen before weighs more)."""
-        for counter, keys in (
-            (self.ops, features.ops),
-            (self.pairs, features.pairs),
-            (self.patterns, features.patterns),
-            (self.bins, features.bins),
-            (self.dtypes, features.dtypes),
-        ):
-            for key in set(keys):
-                counter[key] += weight
+    def learn(self, features: CaseFeatures, weight: float = 1.0, rewrites: Iterable[str] = ()) -> None:
+        """A divergent case's features, weighted (a divergence never seen before weighs more),
+        and the rewrites only one build performed on it."""
+        for name in FIELDS[:-1]:
+            self.learned.add(name, getattr(features, name), weight)
+        self.learned.add("rewrites", rewrites, weight)
 
-    def merge(self, other: Focus) -> None:
-        for name in ("ops", "pairs", "patterns", "bins", "dtypes", "rewrites"):
-            mine: Weights = getattr(self, name)
-            for key, w in getattr(other, name).items():
-                mine[key] += w
+    def tick(self) -> None:
+        """One model grown: what was learned fades a little."""
+        if not self.learned.empty:
+            self.learned.scale(DECAY)
+
+    def weights(self, name: str) -> dict[str, float]:
+        """Both layers' weights of one field, summed."""
+        out: dict[str, float] = dict(getattr(self.learned, name))
+        for key, w in getattr(self.hinted, name).items():
+            out[key] = out.get(key, 0.0) + w
+        return out
+
+    def strength(self) -> float:
+        """How much of FOCUS_SHARE the focus takes now: all of it while a divergence is fresh."""
+        learned = min(1.0, self.learned.strength())
+        return max(learned, HINT_STRENGTH if not self.hinted.empty else 0.0)
 
     def copy(self) -> Focus:
-        clone = Focus(share=self.share)
-        clone.merge(self)
-        return clone
+        return copy.deepcopy(self)
 
 
 def contrast(weights: Mapping[str, float], seen: Mapping[str, int]) -> dict[str, float]:
@@ -123,17 +167,18 @@ class FocusDraws:
     ) -> None:
         """`seen(name)` is the coverage counter of the same name (ops, pairs, attrs, dtypes, patterns)."""
         self.rng = rng
-        self.share = focus.share
+        self.share = focus.share * focus.strength()
         by_name = {s.op_type: s for s in specs}
-        ops = contrast(focus.ops, seen("ops"))
+        ops = contrast(focus.weights("ops"), seen("ops"))
         self.ops = [(by_name[o], w) for o, w in sorted(ops.items()) if o in by_name]
-        pairs = contrast(focus.pairs, seen("pairs"))
+        pairs = contrast(focus.weights("pairs"), seen("pairs"))
         self.pairs = sorted((k, w) for k, w in pairs.items() if k.partition(">")[2] in by_name)
         self.by_name = by_name
-        self.bins = _normalized(contrast(focus.bins, seen("attrs")))
-        self.patterns = _normalized(contrast(focus.patterns, seen("patterns")))
-        self.rewrites = set(focus.rewrites)
-        self.dtypes = contrast(focus.dtypes, seen("dtypes"))
+        self.bins = _normalized(contrast(focus.weights("bins"), seen("attrs")))
+        self.patterns = _normalized(contrast(focus.weights("patterns"), seen("patterns")))
+        self.rewrites = {k for k, w in focus.weights("rewrites").items() if w > 0}
+        self.dtypes = contrast(focus.weights("dtypes"), seen("dtypes"))
+        self.hinted_ops = _normalized(dict(focus.hinted.ops))
 
     def _now(self) -> bool:
         return self.rng.random() < self.share
@@ -183,12 +228,16 @@ class FocusDraws:
     def bin_bonus(self, key: str, i: int) -> float:
         return BIN_BONUS * self.bins.get(f"{key}={i}", 0.0)
 
-    def pattern_factor(self, name: str, fires: Iterable[str]) -> float:
-        """1 for a variant out of focus; up to 1 + PATTERN_BONUS for one in it, or one whose
-        rewrite only one build performed."""
+    def pattern_factor(self, name: str, fires: Iterable[str], ops: Sequence[str]) -> float:
+        """1 for a variant out of focus; up to 1 + PATTERN_BONUS for one in it, one whose
+        rewrite only one build performed, or one written with ops a diff named (by the
+        share of its ops named)."""
         hit = self.patterns.get(name, 0.0)
         if any(k in self.rewrites for k in fires):
             hit = 1.0
+        named = [self.hinted_ops[o] for o in ops if o in self.hinted_ops]
+        if named:
+            hit = max(hit, max(named) * len(named) / len(ops))
         return 1.0 + PATTERN_BONUS * hit
 
     def first_types(self, types: list[TType]) -> list[TType]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import z3
@@ -24,6 +25,7 @@ from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.graph import GNode, Graph
 from generator.ops.base import MAX_WORK, OpSpec
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
+from generator.tape import Draw, TapeRandom
 
 if TYPE_CHECKING:
     from generator.avoid import Avoid
@@ -64,6 +66,31 @@ Template = Callable[[int, set[TType]], "type[OpSpec] | None"]
 told the node budget left and the tensor types the graph has."""
 
 
+@dataclass(frozen=True)
+class Step:
+    """One insertion as growth made it, enough to make it again (generator.mutate)."""
+
+    way: str
+    """forward (a consumer of existing tensors) or backward (a producer of a placeholder)."""
+    op: str
+    """The op type, or a template variant's name (`Pattern.name()`)."""
+    tensors: tuple[int, ...]
+    """Forward: the tensors it read, by id; backward: the placeholder it replaced."""
+    made: tuple[int, ...]
+    """The tensors it added: its outputs (forward) or its new placeholders (backward)."""
+    tape: tuple[Draw, ...]
+    """The draws its placement made (generator.tape): its attributes, types and bins."""
+
+
+FREE = "free"
+"""A step that names no op: the replay inserts one drawn afresh (a mutation's new node)."""
+
+
+def step_name(spec: type[OpSpec]) -> str:
+    name = getattr(spec, "name", None)
+    return str(name()) if callable(name) else spec.op_type
+
+
 class Grower:
     def __init__(
         self,
@@ -74,10 +101,12 @@ class Grower:
         pick_tensor: TensorPicker | None = None,
         witness: Witness | None = None,
         avoid: Avoid | None = None,
+        first: AbsTensor | None = None,
     ) -> None:
         """`witness`, when given, writes each node as it is inserted and keeps values for
         every tensor (generator.witness); an insertion it refuses is undone, and so is one
-        that completes a known bug's trigger (`avoid`, generator.avoid)."""
+        that completes a known bug's trigger (`avoid`, generator.avoid). `first` is the
+        first tensor (a mutant's); else one is drawn from `seed_types`."""
         self.sc = sc
         self.rng = sc.rng
         self.allowed = allowed
@@ -92,7 +121,12 @@ class Grower:
         self.keep_inputs_of: type[OpSpec] | None = None
         """The op whose first insertion's inputs join `kept`."""
         self._solver: z3.Solver | None = None
-        self.graph.placeholders.append(self._first_placeholder(self.rng.choice(seed_types)))
+        self.steps: list[Step] = []
+        """The insertions made, in order, with the draws each made (when the rng keeps them)."""
+        if first is None:
+            t = self.rng.choice(seed_types)
+            first = AbsTensor(t.dtype, list(self.bins.free_shape(t.rank, self.sc.max_elements)))
+        self.graph.placeholders.append(self.graph.add_tensor(first))
         if witness is not None:
             witness.placeholder(self.graph, self.graph.placeholders[0])
 
@@ -103,9 +137,14 @@ class Grower:
             self._solver = MeteredSolver(self.sc.ctx)
         return self._solver
 
-    def _first_placeholder(self, t: TType) -> int:
-        shape: list[Dim] = list(self.bins.free_shape(t.rank, self.sc.max_elements))
-        return self.graph.add_tensor(AbsTensor(t.dtype, shape))
+    def _mark(self) -> int:
+        """Where this insertion's draws start in the rng's record (0 when it keeps none)."""
+        draws = getattr(self.rng, "draws", None)
+        return len(draws) if draws is not None else 0
+
+    def _record(self, way: str, node: GNode, read: Sequence[int], made: Sequence[int], start: int) -> None:
+        tape = self.rng.since(start) if isinstance(self.rng, TapeRandom) else ()
+        self.steps.append(Step(way, step_name(type(node.op)), tuple(read), tuple(made), tape))
 
     def valid(self, shape: Sequence[Dim]) -> list[Cond]:
         """Every dimension at least 1 and a cap on elements, for every tensor in the graph."""
@@ -141,6 +180,66 @@ class Grower:
         if not self.graph.nodes:
             raise RuntimeError("no operator could be inserted")
         return self.graph
+
+    def replay(
+        self,
+        steps: Sequence[Step],
+        resolve: Callable[[str], type[OpSpec] | None],
+        on_insert: Callable[[Graph, GNode], None] | None = None,
+        choose: Callable[[], type[OpSpec]] | None = None,
+    ) -> int:
+        """Make `steps` (another growth's, edited by a mutation) again, in order, each fed the
+        draws it made: wherever a step still fits, it makes the choices it made then. A step
+        whose op is gone or whose placeholder another step replaced is left out; a forward
+        step whose input is gone reads another tensor that fits; a FREE step inserts an op
+        `choose` draws, anywhere it fits. Returns the steps made."""
+        made: dict[int, int] = {0: 0}
+        done = 0
+        for step in steps:
+            spec = resolve(step.op) if step.way != FREE else None
+            ids = [made.get(t) for t in step.tensors]
+            mark = len(self.sc.binnable)
+            if isinstance(self.rng, TapeRandom):
+                self.rng.feed(step.tape)
+            if step.way == FREE:
+                inserted = choose is not None and self._insert(choose(), mark)
+            elif spec is None:
+                inserted = False
+            elif step.way == "forward":
+                inserted = self._replay_forward(spec, mark, ids)
+            else:
+                inserted = (
+                    ids[0] is not None and ids[0] in self.graph.placeholders and self.backward(spec, mark, ids[0])
+                )
+            if isinstance(self.rng, TapeRandom):
+                self.rng.feed(())
+            if not inserted:
+                del self.sc.binnable[mark:]
+                continue
+            node = self.graph.nodes[-1]
+            made.update(zip(step.made, node.outputs if step.way == "forward" else node.inputs, strict=False))
+            self._keep(node)
+            if on_insert is not None:
+                on_insert(self.graph, node)
+            done += 1
+        return done
+
+    def _replay_forward(self, spec: type[OpSpec], mark: int, ids: list[int | None]) -> bool:
+        """A forward step on the tensors it read where they are still there, on others that
+        fit where they are not (drawn from the stream, after the step's own draws)."""
+        tensors = self.graph.tensors
+        if not spec.takes(len(ids)):  # a sibling of another arity: as many inputs as it takes
+            count = spec.arity if not spec.arities else min(spec.arities, key=lambda n: abs(n - len(ids)))
+            ids = (ids + [None] * count)[:count]
+        picked: list[int] = []
+        for slot, t in enumerate(ids):
+            if t is None or t >= len(tensors) or not spec.slot_ok(slot, tensors[t].ttype):
+                cands = [i for i, x in enumerate(tensors) if spec.slot_ok(slot, x.ttype)]
+                if not cands:
+                    return False
+                t = cands[-1]  # the newest: nearest to where the mutation changed the graph
+            picked.append(t)
+        return bool(picked) and self.place_forward(spec, mark, picked)
 
     def _keep(self, node: GNode) -> None:
         if self.keep_inputs_of is not None and type(node.op) is self.keep_inputs_of:
@@ -202,6 +301,11 @@ class Grower:
         picked = self._pick_inputs(spec, first)
         if picked is None:
             return False
+        return self.place_forward(spec, mark, picked)
+
+    def place_forward(self, spec: type[OpSpec], mark: int, picked: list[int]) -> bool:
+        """Insert `spec` as a consumer of the tensors `picked`, in that order."""
+        start = self._mark()
         sig = [self.graph.tensors[i].ttype for i in picked]
         if not spec.accepts(sig) or not self.allowed(spec, sig):
             return False
@@ -210,7 +314,7 @@ class Grower:
             placed = self._place_concretely(spec, sig, ins, small=attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, outs, binned = placed
-                return self._add_forward(GNode(op, picked, [], Solution(None), binned), outs)
+                return self._add_forward(GNode(op, picked, [], Solution(None), binned), outs, start)
         op = spec(self.sc, sig)
         cons, outs = op.bind(ins)
         for o in outs:
@@ -220,9 +324,9 @@ class Grower:
             return False
         for o in outs:
             o.shape = _concrete(o.shape, model)
-        return self._add_forward(GNode(op, picked, [], model, self._binned(spec, mark, model)), outs)
+        return self._add_forward(GNode(op, picked, [], model, self._binned(spec, mark, model)), outs, start)
 
-    def _add_forward(self, node: GNode, outs: list[AbsTensor]) -> bool:
+    def _add_forward(self, node: GNode, outs: list[AbsTensor], start: int) -> bool:
         """Add a placed consumer and its outputs, unless the witness refuses its values."""
         mark = self.graph.checkpoint()
         node.outputs = [self.graph.add_tensor(o) for o in outs]
@@ -231,6 +335,7 @@ class Grower:
         if early() or (self.witness is not None and not self.witness.forward(self.graph, node, late)):
             self.graph.rollback(mark)
             return False
+        self._record("forward", node, node.inputs, node.outputs, start)
         return True
 
     def _known_checks(self, node: GNode) -> tuple[Callable[[], bool], Callable[[], bool] | None]:
@@ -283,6 +388,7 @@ class Grower:
             target = self.rng.choice(free)
         elif target in self.kept:
             return False
+        start = self._mark()
         v = self.graph.tensors[target]
         sig = spec.backward_inputs(v.ttype, self.rng)
         if sig is None or not spec.accepts(sig) or not self.allowed(spec, sig):
@@ -294,7 +400,7 @@ class Grower:
             placed = self._place_backward_concretely(spec, sig, v.ttype, target_shape, attempt >= CONCRETE_TRIES // 2)
             if placed is not None:
                 op, new, binned = placed
-                return self._replace(target, GNode(op, [], [target], Solution(None), binned), new)
+                return self._replace(target, GNode(op, [], [target], Solution(None), binned), new, start)
         op = spec(self.sc, sig, out=v.ttype)
         new = [AbsTensor(t.dtype, self.sc.fresh_shape(t.rank)) for t in sig]
         cons, outs = op.bind(new)
@@ -310,9 +416,9 @@ class Grower:
             return False
         for t in new:
             t.shape = _concrete(t.shape, model)
-        return self._replace(target, GNode(op, [], [target], model, self._binned(spec, mark, model)), new)
+        return self._replace(target, GNode(op, [], [target], model, self._binned(spec, mark, model)), new, start)
 
-    def _replace(self, target: int, node: GNode, new: list[AbsTensor]) -> bool:
+    def _replace(self, target: int, node: GNode, new: list[AbsTensor], start: int) -> bool:
         """Make `node` the producer of placeholder `target`, with new placeholders as its
         inputs, unless the witness refuses its values."""
         mark = self.graph.checkpoint()
@@ -324,6 +430,7 @@ class Grower:
         if early() or (self.witness is not None and not self.witness.backward(self.graph, node, target, late)):
             self.graph.rollback(mark)
             return False
+        self._record("backward", node, [target], node.inputs, start)
         return True
 
     def _place_backward_concretely(

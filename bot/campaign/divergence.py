@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.results import RunResult
@@ -29,6 +30,9 @@ EXAMPLE_SEEDS = 3
 DROPPED_BUNDLES = 3
 """Bundles kept per kind of dropped support (the rest are counted)."""
 SUPPORT_FOLDER = "support"
+RARE = 3
+"""The first sightings of a divergence that teach the focus and become parents for mutants;
+later ones are counted only (the focus fades unless something new diverges)."""
 
 
 def _judged(side: SideRuns | None) -> Verdict:
@@ -36,6 +40,20 @@ def _judged(side: SideRuns | None) -> Verdict:
     if side is None:
         return Verdict.pass_
     return Verdict.pass_ if side.rule is not None else side.first.verdict
+
+
+@dataclass
+class Observed:
+    """What one test's divergences teach generation."""
+
+    weight: float = 0.0
+    """How much its features weigh in the focus (0: nothing to learn)."""
+    new: bool = False
+    """It showed a divergence no test showed before (a yield, bot.cases.mutation)."""
+    rare: bool = False
+    """It showed a divergence seen at most RARE times: a parent for mutants."""
+    rewrites: list[str] = field(default_factory=list)
+    """Rewrite keys only one build performed."""
 
 
 class DivergenceLog:
@@ -50,33 +68,34 @@ class DivergenceLog:
         self.seeds: dict[tuple[str, str], list[int]] = {}
         self.support = SupportChanges(fails_check=fail_on_dropped)
 
-    def observe(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> tuple[float, list[str]]:
-        """Record one two-build test; the weight its features teach the focus (0: none) and
-        the rewrite keys only one build performed."""
+    def observe(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Observed:
+        """Record one two-build test: what its divergences teach generation."""
         if cross.verdict is CrossVerdict.flaky or len(results) != 2:
-            return 0.0, []
+            return Observed()
         producers = {out: node.op_type for node in case.model.graph.node for out in node.output}
         verdicts = (_judged(cross.base), _judged(cross.head))
         ops = set(producers.values())
         found = divergences(results[0], results[1], verdicts, producers, ops)
         if not found:
-            return 0.0, []
+            return Observed()
         self.tests += 1
-        weight = 0.0
+        seen = Observed()
         for d in found:
             kk = (d.kind.value, d.key)
             self.keys[kk] += 1
             self.seeds.setdefault(kk, [])
             if len(self.seeds[kk]) < EXAMPLE_SEEDS:
                 self.seeds[kk].append(case.seed)
-            if d.kind.fed:
-                weight += 1 / math.sqrt(self.keys[kk])
+            if d.kind.fed and self.keys[kk] <= RARE:
+                seen.weight += 1 / math.sqrt(self.keys[kk])
+                seen.new |= self.keys[kk] == 1
+                seen.rare = True
         self.kinds.update({d.kind.value for d in found})
         self._support(case, results, cross, found)
-        if weight:
+        if seen.weight:
             self.fed += 1
-        rewrites = sorted({k for k in {*results[0].rewrites, *results[1].rewrites} if _one_sided(k, results)})
-        return weight, rewrites
+        seen.rewrites = sorted({k for k in {*results[0].rewrites, *results[1].rewrites} if _one_sided(k, results)})
+        return seen
 
     def _support(
         self, case: Prepared, results: list[RunResult], cross: CrossJudgement, found: list[Divergence]

@@ -39,6 +39,8 @@ class FindingKeeper:
         self.reduction = reduction
         self.count_key = count_key
         """How the campaign counts a verdict (its symptom with one build, its label with two)."""
+        self.clock: Callable[[], float] = lambda: 0.0
+        """Seconds since the fuzzing started (the campaign sets it when it starts)."""
 
     def keep(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> FindingRef | None:
         """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
@@ -71,6 +73,8 @@ class FindingKeeper:
             move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
         ref = FindingRef(
+            found_s=round(self.clock(), 3),
+            mutation=f"{case.mutation} (parent seed {case.parent})" if case.mutation else "",
             path=relative_to_root(dest, out),
             verdict=j.verdict,
             across=cross.key,

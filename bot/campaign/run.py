@@ -22,6 +22,7 @@ from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
 from bot.campaign.divergence import DivergenceLog
+from bot.campaign.hint import change_hint
 from bot.campaign.keeping import FindingKeeper
 from bot.campaign.perf import compare_perf
 from bot.campaign.reduction import CampaignReduction
@@ -49,6 +50,7 @@ from bot.findings.summary_md import write_summary_md
 from bot.reduce.finding import SideRun
 from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy, probe_support, shared_support
+from generator.ops import registry
 from oracles.case import CaseEvidence
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict
@@ -62,6 +64,12 @@ def default_processes(jobs: int) -> int:
     cores, 1 lane: 72 tests/s in-process, 64 with a generation process)."""
     return jobs if (os.cpu_count() or 1) >= 2 * jobs + 1 else 0
 
+
+PAIR_GAIN = 0.1
+"""What a case that only covered a new op pair yields (a new finding or divergence: 1): new
+pairs come with half of all fresh cases, so counting them whole would crowd out the rest."""
+NEAR_MISS = 0.5
+"""The share of its dtype's tolerance an output must reach to make its case a near miss."""
 
 Lane = list[Side]
 """One worker per side, in the order (base, head) or (head,)."""
@@ -97,6 +105,7 @@ class Campaign:
         self.keeping = FindingKeeper(cfg, self.setups, self.summary, self.store, self.reduction, self._count_key)
         self.source.avoid = self.reduction.avoid
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
+        self.source.mutation.enabled = cfg.guide.mutation
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
@@ -136,6 +145,7 @@ class Campaign:
             self.summary.backend = infos[len(self.setups) - 1]
             self.summary.base = infos[0] if self.two_sided else None
             self.check_sides()
+            self._read_hint()
             if self.cfg.probe and self._worth_probing():
                 self.probe()
         except BaseException:
@@ -152,6 +162,16 @@ class Campaign:
             if setup.roots is not None:
                 system = (*system_modules(setup.spec), *side.client.handshake.get("system_modules", ()))
                 check_isolation(setup.name, modules, setup.roots, tuple(system))
+
+    def _read_hint(self) -> None:
+        """Weigh generation with what the change's diff names (two builds, guide.hint)."""
+        if not (self.two_sided and self.cfg.guide.hint):
+            return
+        client = self.lanes[0][-1].client
+        systems = [*system_modules(self.spec), *client.handshake.get("system_modules", ())]
+        summary, layer = change_hint(self.setups, self.summary.sides, self.summary.imports, systems, registry())
+        self.summary.hint = summary
+        self.source.focus.hinted = layer
 
     def _worth_probing(self) -> bool:
         """Plugins are never imported here, so they are probed; built-ins say if it pays."""
@@ -194,6 +214,7 @@ class Campaign:
             self.start()
         start = time.monotonic()
         self.deadline = start + self.cfg.budget
+        self.keeping.clock = lambda: time.monotonic() - start
         try:
             self._replay_regressions()
             self._run_lanes()
@@ -350,13 +371,17 @@ class Campaign:
                 times.backend_compute += spent
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
-            self._diverged(case, results, cross)
+            gain = 1.0 if self._diverged(case, results, cross) else PAIR_GAIN if case.new_coverage else 0.0
+            if self._near_miss(cross, results[-1]):
+                self.source.add_parent(case, "near_miss")
             if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
+                gain = max(gain, self.source.found(case))
                 self.reduction.during(ref, self.deadline)
             elif cross.verdict is CrossVerdict.flaky or (
                 cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
             ):
                 self.keeping.keep_aside(case, results, cross)
+            self.source.credit(case, gain)
             self.summary.tests += 1
             self.summary.seed_last = max(case.seed, self.summary.seed_last or case.seed)
             tests = self.summary.tests
@@ -366,13 +391,31 @@ class Campaign:
             self.check_perf(case, lane)
         return cross
 
-    def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
-        """Count where the builds differed on this case, and teach generation its features."""
+    def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> bool:
+        """Count where the builds differed on this case, and teach generation its features;
+        whether it showed a divergence never seen before."""
         if self.divergence is None:
-            return
-        weight, rewrites = self.divergence.observe(case, results, cross)
-        if weight and self.cfg.guide.divergence and case.features is not None:
-            self.source.note_divergence(case.features, weight, rewrites)
+            return False
+        seen = self.divergence.observe(case, results, cross)
+        if seen.weight and self.cfg.guide.divergence and case.features is not None:
+            self.source.note_divergence(case.features, seen.weight, seen.rewrites)
+        if seen.rare:
+            self.source.add_parent(case, "divergent")
+        return seen.new
+
+    def _near_miss(self, cross: CrossJudgement, head: RunResult) -> bool:
+        """Head got it right, but a float output came within NEAR_MISS of its dtype's tolerance."""
+        j = cross.head.first
+        if cross.verdict is not CrossVerdict.pass_ or j.comparison is None:
+            return False
+        for o in j.comparison.outputs:
+            out = head.outputs.get(o.name)
+            if out is None or out.dtype.kind != "f" or out.dtype.itemsize < 4:  # float16 rounds that far
+                continue
+            bounds = self.cfg.tolerances.base(out.dtype.name, head.backend.name if head.backend else None)
+            if o.max_abs >= NEAR_MISS * bounds.atol and o.max_rel >= NEAR_MISS * bounds.rtol:
+                return True
+        return False
 
     def _count_key(self, cross: CrossJudgement) -> str:
         """One build: a reported case counts by its symptom (crash, wrong_result, ...);
@@ -428,3 +471,4 @@ class Campaign:
         if self.divergence is not None:
             self.summary.divergence = self.divergence.summary()
             self.summary.support_changes = self.divergence.support
+        self.summary.mutation = self.source.mutation_summary()

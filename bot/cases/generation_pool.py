@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import bot
-from bot.cases.making import Made, make_case, seed_support
+from bot.cases.making import Made, make_case, mark_mutant, seed_support
+from bot.cases.mutation import MutationPlan
 from generator.api import GenConfig, Support
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
 from generator.focus import Focus
+from generator.mutate import Genome
 from generator.z3_contexts import ContextSupply
 
 AHEAD = 2
@@ -54,6 +56,8 @@ class Request:
     triggers: list[Trigger]
     focus: Focus | None = None
     """The campaign's focus as it stands (generator.focus); None: unchanged since the last request."""
+    genome: Genome | None = None
+    """The genome to grow a mutant from (generator.mutate); None: a fresh case."""
 
 
 def send(stream: IO[bytes], obj: object) -> None:
@@ -87,7 +91,7 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
             avoid.add(trigger)
         focus = request.focus if request.focus is not None else focus
         support = seed_support(request.seed, plan.support, plan.head_support)
-        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts, focus))
+        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts, focus, request.genome))
     send(outbox, (coverage, dict(avoid.steered)))
 
 
@@ -126,14 +130,23 @@ class _Child:
 
 
 class GenerationPool:
-    def __init__(self, plan: Plan, processes: int, avoid: Avoid | None, focus: Focus | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        processes: int,
+        avoid: Avoid | None,
+        focus: Focus | None = None,
+        planner: Callable[[int], MutationPlan | None] | None = None,
+    ) -> None:
+        """`planner` says, as each seed is dealt, whether it is a mutant (bot.cases.mutation)."""
         self.plan = plan
         self.avoid = avoid
         self.focus = focus
+        self.planner = planner
         self.focus_version = 0
         """Bumped by the campaign each time `focus` learns something (note_focus)."""
         self.children = [_Child(_spawn(plan)) for _ in range(processes)]
-        self.pending: deque[tuple[int, _Child]] = deque()
+        self.pending: deque[tuple[int, _Child, MutationPlan | None]] = deque()
         self.dealt = 0
 
     def note_rewrites(self, keys: Counter[str]) -> None:
@@ -149,24 +162,26 @@ class GenerationPool:
         seeds ahead."""
         while len(self.pending) < AHEAD * len(self.children):
             self._deal(next(seeds))
-        seed, child = self.pending.popleft()
+        seed, child, mutation = self.pending.popleft()
         try:
             made: Made = receive(child.outbox)
         except (EOFError, OSError, pickle.UnpicklingError):
             self._restart(child)
             return Made(seed, None, "generation_process_died")
-        return made
+        return mark_mutant(made, mutation)
 
     def _deal(self, seed: int) -> None:
         child = self.children[self.dealt % len(self.children)]
         self.dealt += 1
-        self.pending.append((seed, child))
-        self._request(child, seed)
+        mutation = self.planner(seed) if self.planner is not None else None
+        self.pending.append((seed, child, mutation))
+        self._request(child, seed, mutation)
 
-    def _request(self, child: _Child, seed: int) -> None:
+    def _request(self, child: _Child, seed: int, mutation: MutationPlan | None) -> None:
         triggers = self.avoid.triggers if self.avoid is not None else []
         focus = self.focus.copy() if self.focus is not None and child.focus_sent != self.focus_version else None
-        request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]), focus)
+        genome = mutation.mutant.genome if mutation is not None else None
+        request = Request(seed, child.rewrites, list(triggers[child.triggers_sent :]), focus, genome)
         child.rewrites, child.triggers_sent, child.focus_sent = Counter(), len(triggers), self.focus_version
         with contextlib.suppress(OSError):  # a dead process: `take` finds it and restarts it
             send(child.inbox, request)
@@ -180,9 +195,9 @@ class GenerationPool:
             with contextlib.suppress(OSError):  # unsent bytes to a dead process
                 stream.close()
         child.process, child.triggers_sent, child.focus_sent = _spawn(self.plan), 0, -1
-        for seed, owner in self.pending:
+        for seed, owner, mutation in self.pending:
             if owner is child:
-                self._request(child, seed)
+                self._request(child, seed, mutation)
 
     def close(self, absorb: Callable[[Coverage, dict[str, int]], Any]) -> None:
         """Stop every process, handing each one's coverage and steering counts to `absorb`;

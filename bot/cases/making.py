@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from bot.cases.mutation import MutationPlan
 from generator.api import GenConfig, Support, generate
 from generator.avoid import Avoid
 from generator.coverage import Coverage
 from generator.focus import CaseFeatures, Focus
+from generator.mutate import Genome
 from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 from oracles.references import Source, read_reference
@@ -51,6 +53,14 @@ class Prepared:
     finding's reduced model, replayed."""
     features: CaseFeatures | None = None
     """What the generated model holds (generator.focus); None for a case read back from disk."""
+    genome: Genome | None = None
+    """How the generated model grew, to grow mutants of it (generator.mutate)."""
+    parent: int | None = None
+    """A mutant's parent seed (bot.cases.mutation); None for a fresh case."""
+    mutation: str = ""
+    """A mutant's mutation: `kind: what changed`."""
+    new_coverage: bool = False
+    """Making it added an op pair (producer > consumer) no model had before."""
 
 
 @dataclass
@@ -78,12 +88,17 @@ def make_case(
     avoid: Avoid | None,
     contexts: ContextSupply | None = None,
     focus: Focus | None = None,
+    genome: Genome | None = None,
 ) -> Made:
     """Generate, search values, compute the reference; a seed whose values could not be made
-    safe, or where no op fits, is dropped (never run) and says which."""
+    safe, or where no op fits, is dropped (never run) and says which. With a `genome`, the
+    case is a mutant grown from it (generator.mutate)."""
     t0 = time.perf_counter()
+    before = _covered(coverage)
     try:
-        case = generate(seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus)
+        case = generate(
+            seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus, genome=genome
+        )
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except RuntimeError:
@@ -109,5 +124,21 @@ def make_case(
         reading.gap,
         reading.gap_op,
         features=case.features,
+        genome=case.genome,
+        new_coverage=_covered(coverage) > before,
     )
     return made
+
+
+def mark_mutant(made: Made, plan: MutationPlan | None) -> Made:
+    """A mutant's case says whose mutant it is and what changed."""
+    if plan is not None and made.case is not None:
+        made.case.parent = plan.parent.seed
+        made.case.mutation = f"{plan.mutant.kind.value}: {plan.mutant.what}"
+    return made
+
+
+def _covered(coverage: Coverage) -> int:
+    """Distinct op pairs covered so far: op inputs and attribute bins keep growing for as long
+    as shapes and values do, so they would call almost every case a gain."""
+    return len(coverage.pairs)

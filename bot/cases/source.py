@@ -24,16 +24,19 @@ from typing import TYPE_CHECKING
 import onnx
 
 from bot.cases.generation_pool import GenerationPool, Plan
-from bot.cases.making import Made, Prepared, make_case, seed_support
-from generator.api import GenConfig, Support
+from bot.cases.making import Made, Prepared, make_case, mark_mutant, seed_support
+from bot.cases.mutation import Mutation, MutationPlan
+from generator.api import GenConfig, Support, step_specs
 from generator.avoid import Avoid
 from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
 from generator.focus import CaseFeatures, Focus
+from generator.ops.base import OpSpec
 from generator.z3_contexts import ContextSupply
 
 if TYPE_CHECKING:
     from bot.cases.corpus_feed import CorpusFeed
 from bot.cases.shard import Shard
+from bot.findings.summary import MutationSummary
 
 
 @dataclass
@@ -81,6 +84,10 @@ class CaseSource:
         """Stored cases replayed before any is generated, and where fresh ones are added."""
         self._learned: list[tuple[int, str]] = []
         """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
+        self.mutation = Mutation()
+        """Parents worth searching around, and how much of the seeds their mutants get."""
+        self._specs: dict[int, dict[str, type[OpSpec]]] = {}
+        """step_specs by the id of the support matrix they were made for."""
         self.processes = 0
         """Generation processes (bot.cases.generation_pool); 0: cases are made in this process."""
         self.pool: GenerationPool | None = None
@@ -111,10 +118,9 @@ class CaseSource:
         if self.pool is not None:
             self.pool.note_rewrites(fired)
         for features, weight, rewrites in focused:
-            self.focus.learn(features, weight)
-            for key in rewrites:
-                self.focus.rewrites[key] += weight
-        if focused and self.pool is not None:
+            self.focus.learn(features, weight, rewrites)
+        self.focus.tick()
+        if self.pool is not None and not self.focus.learned.empty:
             self.pool.note_focus()
         if learned and self.corpus is not None:
             self.corpus.learned += learned
@@ -174,12 +180,15 @@ class CaseSource:
         if self.processes:
             if self.pool is None:
                 plan = Plan(self.cfg, self.support, self.head_support, self.avoid.strength if self.avoid else 0.0)
-                self.pool = GenerationPool(plan, self.processes, self.avoid, self.focus)
+                self.pool = GenerationPool(plan, self.processes, self.avoid, self.focus, self.plan_mutant)
             case = self._account(self.pool.take(self._seeds))
         else:
             seed = next(self._seeds)
             support = self.support_for(seed)
-            made = make_case(seed, self.cfg, support, self.coverage, self.avoid, self.contexts, self.focus)
+            mutant = self.plan_mutant(seed)
+            genome = mutant.mutant.genome if mutant is not None else None
+            made = make_case(seed, self.cfg, support, self.coverage, self.avoid, self.contexts, self.focus, genome)
+            made = mark_mutant(made, mutant)
             case = self._account(made)
         if case is not None and self.corpus is not None:
             t0 = time.perf_counter()
@@ -207,6 +216,49 @@ class CaseSource:
 
     def support_for(self, seed: int) -> Support | None:
         return seed_support(seed, self.support, self.head_support)
+
+    def plan_mutant(self, seed: int) -> MutationPlan | None:
+        """Whether `seed` grows a mutant, drawn as its support allows (bot.cases.mutation)."""
+        if not self.mutation.parents:
+            return None
+        support = self.support_for(seed)
+        key = id(support)
+        if key not in self._specs:
+            self._specs[key] = step_specs(self.cfg, support)
+        return self.mutation.plan(seed, self._specs[key], list(self.cfg.dtypes))
+
+    def add_parent(self, case: Prepared, why: str) -> None:
+        """A judged case worth growing mutants of (under `_lock`: parents are read while generating)."""
+        with self._lock:
+            self.mutation.add_parent(case.seed, case.genome, why)
+
+    def mutation_summary(self) -> MutationSummary:
+        m = self.mutation
+        return MutationSummary(
+            parents=len(m.parents),
+            fresh=m.fresh.cases,
+            fresh_gains=round(m.fresh.gains, 1),
+            mutants=m.mutants.cases,
+            mutant_gains=round(m.mutants.gains, 1),
+            kinds=dict(sorted(m.kinds.items())),
+            kind_gains=dict(sorted(m.kind_gains.items())),
+        )
+
+    def found(self, case: Prepared) -> float:
+        """A case kept as a finding: a fresh one becomes a parent (bugs cluster). Its yield is
+        1 for a fresh case or a parent's first finding, else 0: a mutant of a buggy parent
+        shows that bug again under another unreduced fingerprint, which is no news."""
+        with self._lock:
+            if case.parent is None:
+                self.mutation.add_parent(case.seed, case.genome, "finding")
+                return 1.0
+            return 1.0 if self.mutation.first_finding(case.parent) else 0.0
+
+    def credit(self, case: Prepared, gain: float) -> None:
+        """What a judged case yielded, to the source that made it."""
+        with self._lock:
+            kind = case.mutation.partition(":")[0] if case.mutation else None
+            self.mutation.credit(case.parent, kind, gain)
 
     def _account(self, made: Made) -> Prepared | None:
         """Count what making a case cost, and why a seed gave none."""

@@ -71,6 +71,10 @@ class FindingRef(BaseModel):
     seen: list[str] = Field(default_factory=list)
     """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
     into this finding by reduction included: what a report says it was seen with."""
+    found_s: float | None = None
+    """Seconds into the fuzzing when this sighting was kept (the first, for a finding's first bundle)."""
+    mutation: str = ""
+    """When a mutant found it: its mutation (`sibling: Add -> Max at step 3`) and parent seed."""
 
 
 def seen_union(*forms: Iterable[str]) -> list[str]:
@@ -109,6 +113,37 @@ class DivergenceSummary(BaseModel):
     """The most frequent keys, most tests first."""
     fed: int = 0
     """Divergent tests whose features steered generation (generator.focus)."""
+
+
+class MutationSummary(BaseModel):
+    """summary.json's `mutation`: how the seeds were split between fresh generation and
+    mutants of interesting cases (bot.cases.mutation), and what each yielded."""
+
+    parents: int = 0
+    """Cases mutants were grown from: divergent ones, near misses and findings' originals."""
+    fresh: int = 0
+    fresh_gains: float = 0.0
+    """What fresh cases yielded: 1 per new finding or divergence never seen, a tenth per new op pair."""
+    mutants: int = 0
+    mutant_gains: float = 0.0
+    kinds: dict[str, int] = Field(default_factory=dict)
+    """Mutants by mutation kind."""
+    kind_gains: dict[str, int] = Field(default_factory=dict)
+
+
+class HintSummary(BaseModel):
+    """summary.json's `hint`: what the change's diff named (bot.campaign.hint)."""
+
+    source: str
+    """`git diff BASE HEAD`, the Python sources of the two installed packages, or none."""
+    files: int = 0
+    ops: dict[str, float] = Field(default_factory=dict)
+    """Op types by weight (1: the most named), the most named first."""
+    pairs: list[str] = Field(default_factory=list)
+    scopes: list[str] = Field(default_factory=list)
+    """Functions and classes the change touched, the first few."""
+    note: str = ""
+    """Why there is no hint, when there is none."""
 
 
 class SupportFinding(BaseModel):
@@ -272,6 +307,10 @@ class Summary(BaseModel):
     """Where the two builds differed (two builds only)."""
     support_changes: SupportChanges | None = None
     """Models head declines that base ran right, and the reverse (two builds only)."""
+    mutation: MutationSummary | None = None
+    """Fresh cases against mutants (guide.mutation)."""
+    hint: HintSummary | None = None
+    """What the change's diff named, which weighed generation (guide.hint; two builds only)."""
 
     def build(self, side: str) -> str:
         """`name version (level) @ `commit`` of the head or base build, for people: the commit

@@ -63,6 +63,8 @@ class OpSpec(ABC):
 
     op_type: ClassVar[str]
     arity: ClassVar[int] = 1
+    arities: ClassVar[tuple[int, ...]] = ()
+    """A variadic op's input counts, as often as each is drawn (a count twice: twice as often)."""
     min_rank: ClassVar[int] = 1
     max_rank: ClassVar[int] = 4
     dtypes: ClassVar[tuple[DType, ...]] = FLOATS
@@ -89,8 +91,13 @@ class OpSpec(ABC):
 
     @classmethod
     def draw_arity(cls, rng: random.Random) -> int:
-        """How many inputs this node will take; variadic ops override it."""
-        return cls.arity
+        """How many inputs this node will take: drawn from `arities` for a variadic op."""
+        return rng.choice(cls.arities) if cls.arities else cls.arity
+
+    @classmethod
+    def takes(cls, count: int) -> bool:
+        """Whether a node of this op may have `count` inputs."""
+        return count in cls.arities if cls.arities else count == cls.arity
 
     @classmethod
     def slot_ok(cls, slot: int, t: TType) -> bool:

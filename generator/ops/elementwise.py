@@ -150,7 +150,7 @@ def _binary(
         "since_opset": since,
     }
     if variadic:
-        body["draw_arity"] = classmethod(lambda cls, rng: rng.choice((1, 2, 2, 3)))
+        body["arities"] = (1, 2, 2, 3)
     return register(type(op_type, (BinaryOp,), body))
 
 
@@ -226,9 +226,7 @@ class Mean(BinaryOp):
     op_type = "Mean"
     dtypes = FLOAT_TYPES
 
-    @classmethod
-    def draw_arity(cls, rng: random.Random) -> int:
-        return rng.choice((1, 2, 2, 3))
+    arities = (1, 2, 2, 3)
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -27,9 +27,7 @@ class Concat(OpSpec):
         self.axis = self.rng.randrange(ins[0].rank)
         self.negative_axis = self.rng.random() < 0.3
 
-    @classmethod
-    def draw_arity(cls, rng: random.Random) -> int:
-        return rng.choice((2, 2, 3, 4))
+    arities = (2, 2, 3, 4)
 
     @classmethod
     def accepts(cls, ins: Sequence[TType]) -> bool:

@@ -338,9 +338,7 @@ class Einsum(OpSpec):
     arity = 2
     dtypes = ORDERED
 
-    @classmethod
-    def draw_arity(cls, rng: random.Random) -> int:
-        return rng.choice((1, 2, 2))
+    arities = (1, 2, 2)
 
     @classmethod
     def accepts(cls, ins: Sequence[TType]) -> bool:

@@ -60,7 +60,7 @@ class PatternChooser:
         self.variants = list(variants)
         self.weights = [weight(v, coverage) for v in self.variants]
         if focus is not None:
-            factors = [focus.pattern_factor(v.name(), v.fires) for v in self.variants]
+            factors = [focus.pattern_factor(v.name(), v.fires, v.support_ops()) for v in self.variants]
             self.weights = [w * f for w, f in zip(self.weights, factors, strict=True)]
         self.share = share
         self.rng = rng

@@ -1,0 +1,243 @@
+"""The change itself as a hint: what a diff between base and head names, as generator features.
+
+A PR that touches `pad_fusion.cc`, or a converter class named `Gemm`, says where its
+regression would be. When both sides are refs of one repository, `git diff base head` is
+that diff; when they are pip releases or interpreters, some systems ship the code that
+decides what a model becomes as Python in the wheel (TVM's Relax ONNX frontend), and the
+two installed packages' Python sources are diffed instead.
+
+What a diff names is read off its changed lines, the functions and classes they sit in
+(git's hunk headers; `ast` for installed sources), and the changed files' paths. Each
+identifier is split into words (`fold_leaky_clip`, `LeakyRelu`) and matched to ONNX op
+types: the whole name, or words that spell it (`mat_mul`), or, at half weight, a
+distinctive first word (`leaky` for LeakyRelu). A few words that are Python's own
+(`max`, `range`, `round`) and name ops too are not read as ops. Ops named in one hunk
+together also give their pairs. The result only weighs generation (generator.focus): a
+campaign without a diff runs as it always has.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import subprocess
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.campaign.side_setup import SideSetup
+from bot.findings.summary import HintSummary, SideRecord
+from generator.focus import Layer
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+NOT_OPS = frozenset(
+    {"abs", "and", "or", "not", "max", "min", "sum", "range", "round", "pow", "size", "shape", "where", "identity"}
+    | {"input", "mean", "log", "exp", "sign", "floor", "mod", "equal", "split", "slice", "pad", "tile", "less"}
+)
+"""Words that are ordinary code (Python builtins, common names) as often as op names: read as
+an op only when spelled as one (`"Max"`, `Split(`), never from a lowercase word."""
+MAX_FILES = 4000
+DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames", "-U0")
+FUNCNAME_DRIVERS = {"py": "python", "cc": "cpp", "cpp": "cpp", "h": "cpp", "hpp": "cpp", "cu": "cpp"}
+"""git's own hunk-header patterns, so a hunk names the function it is in (`def fold_leaky_clip`)."""
+TOP = 10
+
+
+@dataclass
+class Changed:
+    """One changed file: its path, its changed lines, and the scopes (functions, classes) they sit in."""
+
+    path: str
+    lines: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+
+
+def words(identifier: str) -> list[str]:
+    """`fold_leaky_clip` -> fold, leaky, clip; `LeakyRelu` -> leaky, relu; `QLinearMatMul` -> q, linear, mat, mul."""
+    return [w.lower() for part in identifier.split("_") for w in CAMEL.findall(part)]
+
+
+class OpNames:
+    """ONNX op types as a diff spells them."""
+
+    def __init__(self, op_types: Iterable[str]) -> None:
+        self.exact = {op: op for op in op_types}
+        self.joined = {"".join(words(op)): op for op in op_types}
+        firsts: dict[str, list[str]] = defaultdict(list)
+        for op in op_types:
+            split = words(op)
+            if len(split) > 1 and len(split[0]) >= 4:
+                firsts[split[0]].append(op)
+        self.first_word = {w: ops[0] for w, ops in firsts.items() if len(ops) == 1}
+        """A distinctive first word (`leaky`): one op type starts with it (`reduce` starts ten)."""
+
+    def named(self, identifier: str) -> dict[str, float]:
+        """The op types one identifier names, with weights."""
+        if identifier in self.exact:
+            return {identifier: 1.0}
+        split = words(identifier)
+        found: dict[str, float] = {}
+        for n in (3, 2, 1):
+            for i in range(len(split) - n + 1):
+                joined = "".join(split[i : i + n])
+                op = self.joined.get(joined)
+                if op is not None and not (n == 1 and joined in NOT_OPS):
+                    found[op] = max(found.get(op, 0.0), 1.0)
+        for w in split:
+            op = self.first_word.get(w)
+            if op is not None and op not in found:
+                found[op] = 0.5
+        return found
+
+
+def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> tuple[HintSummary, Layer]:
+    """What `changes` name, as a summary and as the focus's hinted layer."""
+    names = OpNames(op_types)
+    ops: defaultdict[str, float] = defaultdict(float)
+    pairs: defaultdict[str, float] = defaultdict(float)
+    for change in changes:
+        text = [change.path.replace("/", " ").replace(".", " "), *change.scopes, *change.lines]
+        here: dict[str, float] = {}
+        for identifier in {m.group() for t in text for m in IDENT.finditer(t)}:
+            for op, w in names.named(identifier).items():
+                here[op] = max(here.get(op, 0.0), w)
+        for op, w in here.items():
+            ops[op] += w
+        for a in here:
+            for b in here:
+                if a != b:
+                    pairs[f"{a}>{b}"] += min(here[a], here[b])
+    layer = Layer()
+    top = max(ops.values(), default=0.0)
+    if top:
+        for op, w in ops.items():
+            layer.ops[op] = w / top
+        for pair, w in pairs.items():
+            layer.pairs[pair] = w / top
+    scopes = list(dict.fromkeys(s for c in changes for s in c.scopes))
+    summary = HintSummary(
+        source=source,
+        files=len(changes),
+        ops={op: round(w / top, 3) for op, w in _most(ops)} if top else {},
+        pairs=[p for p, _ in _most(pairs)],
+        scopes=scopes[:TOP],
+        note="" if top else "the diff names no op type",
+    )
+    return summary, layer
+
+
+def _most(weights: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
+
+
+def git_changes(repo: str, base: str, head: str) -> list[Changed]:
+    """`git diff base head`, by file: changed lines and the hunk headers' scopes."""
+    with tempfile.NamedTemporaryFile("w", suffix=".gitattributes") as attributes:
+        attributes.write("".join(f"*.{ext} diff={driver}\n" for ext, driver in FUNCNAME_DRIVERS.items()))
+        attributes.flush()
+        done = subprocess.run(
+            ["git", "-C", repo, "-c", f"core.attributesFile={attributes.name}", *DIFF, base, head],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=120,
+        )
+    if done.returncode != 0:
+        raise HintError(f"git diff {base[:12]} {head[:12]} failed: {done.stderr.strip()[:200]}")
+    changes: list[Changed] = []
+    in_hunk = False
+    for line in done.stdout.splitlines():
+        if line.startswith("diff --git "):
+            changes.append(Changed(line.rpartition(" b/")[2]))
+            in_hunk = False
+        elif line.startswith("@@") and changes:
+            in_hunk = True
+            if scope := line.rpartition("@@")[2].strip():
+                changes[-1].scopes.append(scope)
+        elif in_hunk and line[:1] in ("+", "-"):
+            changes[-1].lines.append(line[1:])
+    return changes
+
+
+class HintError(Exception):
+    """A diff that could not be read: the campaign runs without a hint."""
+
+
+def source_changes(base_root: Path, head_root: Path) -> list[Changed]:
+    """The Python files that differ between two installed copies of one package, with the
+    functions and classes (in either version) whose lines changed."""
+    base_files = {p.relative_to(base_root).as_posix(): p for p in sorted(base_root.rglob("*.py"))[:MAX_FILES]}
+    head_files = {p.relative_to(head_root).as_posix(): p for p in sorted(head_root.rglob("*.py"))[:MAX_FILES]}
+    changes = []
+    for rel in sorted(set(base_files) | set(head_files)):
+        old = base_files[rel].read_text(errors="replace") if rel in base_files else ""
+        new = head_files[rel].read_text(errors="replace") if rel in head_files else ""
+        if old == new:
+            continue
+        change = Changed(rel)
+        old_lines, new_lines = old.splitlines(), new.splitlines()
+        touched_old: set[int] = set()
+        touched_new: set[int] = set()
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            change.lines += old_lines[i1:i2] + new_lines[j1:j2]
+            touched_old.update(range(i1 + 1, i2 + 1) or {i1 + 1})
+            touched_new.update(range(j1 + 1, j2 + 1) or {j1 + 1})
+        change.scopes = list(dict.fromkeys([*_scopes(old, touched_old), *_scopes(new, touched_new)]))
+        changes.append(change)
+    return changes
+
+
+def _scopes(source: str, lines: set[int]) -> list[str]:
+    """Names of the classes and functions that hold any of `lines` (innermost last)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            end = node.end_lineno or node.lineno
+            if any(node.lineno <= n <= end for n in lines):
+                found.append(node.name)
+    return found
+
+
+def package_root(module_file: str) -> Path | None:
+    """The folder of the package a module file belongs to (its top-level package's)."""
+    path = Path(module_file)
+    return path.parent if path.name == "__init__.py" else None
+
+
+def change_hint(
+    setups: list[SideSetup],
+    records: dict[str, SideRecord],
+    imports: dict[str, dict[str, str]],
+    systems: list[str],
+    op_types: Iterable[str],
+) -> tuple[HintSummary, Layer]:
+    """The hint of a two-build campaign: `git diff` when both sides are commits fuzzbot
+    built, else the diff of the system's installed Python sources; an empty layer (and a
+    note saying why) when neither is there to read."""
+    base, head = records.get("base"), records.get("head")
+    own = next((s.roots.own for s in setups if s.name == "head" and s.roots is not None), None)
+    try:
+        if base is not None and head is not None and base.commit and head.commit and own is not None:
+            checkout = own / f"checkout-{head.commit[:12]}"
+            if checkout.is_dir():
+                changes = git_changes(str(checkout), base.commit, head.commit)
+                return read_hint(changes, op_types, f"git diff {base.commit[:12]} {head.commit[:12]}")
+        pairs = [(imports.get("base", {}).get(m), imports.get("head", {}).get(m)) for m in systems]
+        roots = [(package_root(b), package_root(h)) for b, h in pairs if b and h]
+        changes = [c for b, h in roots if b is not None and h is not None and b != h for c in source_changes(b, h)]
+    except (HintError, OSError, subprocess.TimeoutExpired) as e:
+        return HintSummary(source="none", note=f"no hint: {e}"), Layer()
+    if changes:
+        return read_hint(changes, op_types, f"Python sources of {', '.join(systems)} in the two builds")
+    what = "the two builds' Python sources are the same" if roots else "no diff to read (no commits, no Python sources)"
+    return HintSummary(source="none", note=what), Layer()
