@@ -71,6 +71,10 @@ FIX_EPSILON_FIRST: tuple[str, str] = ("1.27.0", "1.28.0")
 FIX_REDUCEL2_INT32: tuple[str, str] = ("1.26.0", "1.27.0")
 # (raises, right): layernorm_single_element_axis, at every level.
 FIX_LAYERNORM_SINGLE_ELEMENT: tuple[str, str] = ("1.23.2", "1.24.4")
+# (right, wrong): clip_fp16_min_only, at every level (a kernel, not a fusion).
+REGRESSION_CLIP_FP16: tuple[str, str] = ("1.18.1", "1.19.0")
+# (wrong, right): clip_fp16_min_only; 1.19.2 is still wrong.
+FIX_CLIP_FP16: tuple[str, str] = ("1.19.2", "1.20.1")
 # Releases whose process dies of SIGFPE on an integer Div or Mod by zero (every level).
 DIV_BY_ZERO_CRASHES: list[str] = list(RELEASES[: RELEASES.index("1.24.4") + 1])
 # Releases that raise "Integer division by zero" / "Integer modulo by zero" instead.
@@ -279,6 +283,20 @@ def maxpool_after_zero_pad() -> Case:
     return model, {"x": np.array([[[[-1.5]]]], np.float32)}
 
 
+def clip_fp16_min_only() -> Case:
+    """A float16 Clip given only its lower bound, 0: right on 1.18.1, wrong at every level on
+    1.19.0 and 1.19.2, right again from 1.20.1 (REGRESSION_CLIP_FP16, FIX_CLIP_FP16).
+
+    y = max(x, 0) = [0, 0.5, 1] for x = [-1, 0.5, 1]. 1.19's float16 kernel takes the absent
+    upper bound for 0 instead of +inf and returns [0, 0, 0] (onnxruntime issue #21957, which
+    the 1.20 release fixed). float32 is right on every release. Checked with this model on
+    1.18.1, 1.19.0, 1.19.2 and 1.20.1, at `disable` and `all`."""
+    low = helper.make_tensor("low", TensorProto.FLOAT16, [], np.array(0.0, np.float16).tobytes(), raw=True)
+    node = helper.make_node("Clip", ["x", "low"], ["y"])
+    model = _model([node], [_value("x", TensorProto.FLOAT16, [3])], [_value("y", TensorProto.FLOAT16, [3])], [low])
+    return model, {"x": np.array([-1.0, 0.5, 1.0], np.float16)}
+
+
 def reducel2_int32_overflow() -> Case:
     """ReduceL2 on int32 whose sum of squares passes 2**31 while the result does not:
     wrong on 1.15.1 to 1.26.0 at every level, right from 1.27.0 (FIX_REDUCEL2_INT32).
@@ -353,6 +371,7 @@ CASES = {
     "rms_norm_epsilon_first": rms_norm_epsilon_first,
     "layernorm_pattern_sub_swapped": layernorm_pattern_sub_swapped,
     "layernorm_single_element_axis": layernorm_single_element_axis,
+    "clip_fp16_min_only": clip_fp16_min_only,
     "reducel2_int32_overflow": reducel2_int32_overflow,
     "div_int32_by_zero": div_int32_by_zero,
     "div_int64_by_zero": div_int64_by_zero,

@@ -56,6 +56,22 @@ def test_a_pad_folded_into_a_maxpool_is_a_new_regression_the_templates_found(cli
     assert found["sides"]["head"]["verdict"] == "wrong_result" and found["rule"] is None
 
 
+def test_a_float16_clip_with_one_bound_regressed_in_one_release_and_was_fixed_in_the_next(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """1.19's float16 Clip reads an absent upper bound as 0; 1.20.1 reads it as +inf again."""
+    right, wrong = rc.REGRESSION_CLIP_FP16
+    for sub in ("regressed", "fixed"):
+        (tmp_path / sub).mkdir()
+    code, found = _check(cli, tmp_path / "regressed", rc.clip_fp16_min_only(), right, wrong)
+    assert code == 2 and found["verdict"] == "new_regression", found
+    assert found["sides"]["head"]["verdict"] == "wrong_result" and found["rule"] is None
+    still, fixed = rc.FIX_CLIP_FP16
+    code, found = _check(cli, tmp_path / "fixed", rc.clip_fp16_min_only(), still, fixed)
+    assert code == 0 and found["verdict"] == "fixed", found
+    assert found["sides"]["base"]["verdict"] == "wrong_result" and found["sides"]["head"]["verdict"] == "pass"
+
+
 def test_a_real_fix_between_consecutive_releases_is_fixed(cli: Cli, tmp_path: Path) -> None:
     """1.16.3 stopped fusing an RMSNorm over axis 0 as a last-axis norm."""
     wrong, right = rc.FIX

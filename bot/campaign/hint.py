@@ -12,7 +12,9 @@ identifier is split into words (`fold_leaky_clip`, `LeakyRelu`) and matched to O
 types: the whole name, or words that spell it (`mat_mul`), or, at half weight, a
 distinctive first word (`leaky` for LeakyRelu). A few words that are Python's own
 (`max`, `range`, `round`) and name ops too are not read as ops. Ops named in one hunk
-together also give their pairs. The result only weighs generation (generator.focus): a
+together also give their pairs. An op named in every changed file (Add, in a compiler's
+code) says less than one named in one (a `class Gemm` converter): an op weighs what the file that
+names it most strongly gives it, times how few files share it (inverse document frequency). The result only weighs generation (generator.focus): a
 campaign without a diff runs as it always has.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 import re
 import subprocess
 import tempfile
@@ -40,6 +43,9 @@ NOT_OPS = frozenset(
 )
 """Words that are ordinary code (Python builtins, common names) as often as op names: read as
 an op only when spelled as one (`"Max"`, `Split(`), never from a lowercase word."""
+LINE_WEIGHT = 0.5
+"""What an op named in a changed line weighs, against one named by the file or the function
+or class the change is in (a `transpose=` argument says less than a `class Transpose`)."""
 MAX_FILES = 4000
 DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames", "-U0")
 FUNCNAME_DRIVERS = {"py": "python", "cc": "cpp", "cpp": "cpp", "h": "cpp", "hpp": "cpp", "cu": "cpp"}
@@ -81,15 +87,19 @@ class OpNames:
             return {identifier: 1.0}
         split = words(identifier)
         found: dict[str, float] = {}
-        for n in (3, 2, 1):
+        used: set[int] = set()
+        for n in (3, 2, 1):  # longest first: `mat_mul` is MatMul, and its `mul` is not Mul
             for i in range(len(split) - n + 1):
                 joined = "".join(split[i : i + n])
                 op = self.joined.get(joined)
-                if op is not None and not (n == 1 and joined in NOT_OPS):
-                    found[op] = max(found.get(op, 0.0), 1.0)
-        for w in split:
+                span = set(range(i, i + n))
+                if op is None or span & used or (n == 1 and joined in NOT_OPS):
+                    continue
+                found[op] = 1.0
+                used |= span
+        for i, w in enumerate(split):
             op = self.first_word.get(w)
-            if op is not None and op not in found:
+            if op is not None and op not in found and i not in used:
                 found[op] = 0.5
         return found
 
@@ -97,20 +107,21 @@ class OpNames:
 def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> tuple[HintSummary, Layer]:
     """What `changes` name, as a summary and as the focus's hinted layer."""
     names = OpNames(op_types)
+    per_file = [_named_in(change, names) for change in changes]
+    files_naming: defaultdict[str, int] = defaultdict(int)
+    for here in per_file:
+        for op in here:
+            files_naming[op] += 1
     ops: defaultdict[str, float] = defaultdict(float)
     pairs: defaultdict[str, float] = defaultdict(float)
-    for change in changes:
-        text = [change.path.replace("/", " ").replace(".", " "), *change.scopes, *change.lines]
-        here: dict[str, float] = {}
-        for identifier in {m.group() for t in text for m in IDENT.finditer(t)}:
-            for op, w in names.named(identifier).items():
-                here[op] = max(here.get(op, 0.0), w)
-        for op, w in here.items():
-            ops[op] += w
-        for a in here:
-            for b in here:
+    for here in per_file:
+        rare = {op: w * math.log((1 + len(per_file)) / files_naming[op]) for op, w in here.items()}
+        for op, w in rare.items():
+            ops[op] = max(ops[op], w)
+        for a in rare:
+            for b in rare:
                 if a != b:
-                    pairs[f"{a}>{b}"] += min(here[a], here[b])
+                    pairs[f"{a}>{b}"] = max(pairs[f"{a}>{b}"], min(rare[a], rare[b]))
     layer = Layer()
     top = max(ops.values(), default=0.0)
     if top:
@@ -132,6 +143,18 @@ def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> t
 
 def _most(weights: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
+
+
+def _named_in(change: Changed, names: OpNames) -> dict[str, float]:
+    """The ops one changed file names: by its path and the scopes changed, or (at
+    LINE_WEIGHT) in its changed lines."""
+    here: dict[str, float] = {}
+    where = [change.path.replace("/", " ").replace(".", " "), *change.scopes]
+    for texts, weight in ((where, 1.0), (change.lines, LINE_WEIGHT)):
+        for identifier in {m.group() for t in texts for m in IDENT.finditer(t)}:
+            for op, w in names.named(identifier).items():
+                here[op] = max(here.get(op, 0.0), w * weight)
+    return here
 
 
 def git_changes(repo: str, base: str, head: str) -> list[Changed]:

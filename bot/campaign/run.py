@@ -49,7 +49,14 @@ from bot.findings.summary import (
 from bot.findings.summary_md import write_summary_md
 from bot.reduce.finding import SideRun
 from bot.sides.isolation import check_isolation
-from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy, probe_support, shared_support
+from bot.sides.probe import (
+    ProbeFailure,
+    SupportMatrix,
+    declared_lossy,
+    only_in,
+    probe_support,
+    shared_support,
+)
 from generator.ops import registry
 from oracles.case import CaseEvidence
 from oracles.rules import load_rules
@@ -130,6 +137,10 @@ class Campaign:
     def next_seed(self) -> int:
         return self.source.next_seed
 
+    def stop(self) -> None:
+        """End the fuzzing after the cases in flight (a watcher that has seen enough)."""
+        self._stop.set()
+
     def _may_start(self) -> bool:
         if self._stop.is_set():
             return False
@@ -196,14 +207,17 @@ class Campaign:
             for s, c in zip(self.setups, self.lanes[0], strict=True)
         ]
         both, head_only = shared_support(matrices)
+        base_only = only_in(matrices[0].support(), both) if self.two_sided else {}
         self.source.support = both
         self.source.head_support = matrices[-1].support() if head_only else None
+        self.source.base_support = matrices[0].support() if base_only else None
         head = matrices[-1]
         self.summary.support = SupportSummary(
             supported=sum(len(v) for v in head.supported.values()),
             unsupported=sum(len(v) for v in head.unsupported.values()),
             unexpected=failures,
             head_only=head_only,
+            base_only=base_only,
         )
         return matrices
 

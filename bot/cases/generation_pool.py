@@ -47,6 +47,7 @@ class Plan:
     support: Support | None
     head_support: Support | None
     strength: float
+    base_support: Support | None = None
 
 
 @dataclass
@@ -90,7 +91,7 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
         for trigger in request.triggers:
             avoid.add(trigger)
         focus = request.focus if request.focus is not None else focus
-        support = seed_support(request.seed, plan.support, plan.head_support)
+        support = seed_support(request.seed, plan.support, plan.head_support, plan.base_support)
         send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts, focus, request.genome))
     send(outbox, (coverage, dict(avoid.steered)))
 

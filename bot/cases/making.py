@@ -22,16 +22,21 @@ from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 from oracles.references import Source, read_reference
 
-HEAD_ONLY_EVERY = 8
-"""One seed in this many may draw op x dtype pairs only head runs (a change that adds an
-op is worth fuzzing; base declining such a case makes it `new_in_head`, never a regression)."""
+ONE_SIDE_EVERY = 8
+"""One seed in this many may draw op x dtype pairs only head runs (a change that adds an op
+is worth fuzzing; base declining such a case makes it `new_in_head`, never a regression),
+and another one in this many what only base runs (head declining what base ran right is
+`dropped_support`)."""
 
 
-def seed_support(seed: int, support: Support | None, head_support: Support | None) -> Support | None:
-    """A seed's support matrix: a function of the seed, so the same seed gives the same case;
-    every HEAD_ONLY_EVERY-th seed may draw what only head runs."""
-    if head_support is not None and seed % HEAD_ONLY_EVERY == HEAD_ONLY_EVERY - 1:
+def seed_support(
+    seed: int, support: Support | None, head_support: Support | None, base_support: Support | None = None
+) -> Support | None:
+    """A seed's support matrix: a function of the seed, so the same seed gives the same case."""
+    if head_support is not None and seed % ONE_SIDE_EVERY == ONE_SIDE_EVERY - 1:
         return head_support
+    if base_support is not None and seed % ONE_SIDE_EVERY == ONE_SIDE_EVERY // 2 - 1:
+        return base_support
     return support
 
 

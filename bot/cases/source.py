@@ -57,7 +57,9 @@ class CaseSource:
         self.support: Support | None = None
         """What every side runs (support probing); None: no probe, everything."""
         self.head_support: Support | None = None
-        """What head runs, where it runs more than base: drawn for every HEAD_ONLY_EVERY-th seed."""
+        """What head runs, where it runs more than base: drawn for one seed in ONE_SIDE_EVERY."""
+        self.base_support: Support | None = None
+        """What base runs, where it runs more than head: drawn for another seed in ONE_SIDE_EVERY."""
         self.coverage = Coverage()
         self.contexts = ContextSupply()
         self.avoid: Avoid | None = None
@@ -179,7 +181,8 @@ class CaseSource:
         """A newly generated case for the next seed the corpus lacks, added to the corpus."""
         if self.processes:
             if self.pool is None:
-                plan = Plan(self.cfg, self.support, self.head_support, self.avoid.strength if self.avoid else 0.0)
+                strength = self.avoid.strength if self.avoid else 0.0
+                plan = Plan(self.cfg, self.support, self.head_support, strength, self.base_support)
                 self.pool = GenerationPool(plan, self.processes, self.avoid, self.focus, self.plan_mutant)
             case = self._account(self.pool.take(self._seeds))
         else:
@@ -215,7 +218,7 @@ class CaseSource:
             self.reference_gaps[case.gap_op] += 1
 
     def support_for(self, seed: int) -> Support | None:
-        return seed_support(seed, self.support, self.head_support)
+        return seed_support(seed, self.support, self.head_support, self.base_support)
 
     def plan_mutant(self, seed: int) -> MutationPlan | None:
         """Whether `seed` grows a mutant, drawn as its support allows (bot.cases.mutation)."""

@@ -236,6 +236,9 @@ class SupportSummary(BaseModel):
     """Probes that failed for another reason than "unsupported": shown, kept in generation."""
     head_only: dict[str, list[str]] = Field(default_factory=dict)
     """op -> dtypes head runs and base declines (two builds): drawn for a share of the seeds."""
+    base_only: dict[str, list[str]] = Field(default_factory=dict)
+    """op -> dtypes base runs and head declines: drawn for a share of the seeds, so that
+    support a change took away shows as `dropped_support`."""
 
 
 class SideRecord(BaseModel):

@@ -79,12 +79,16 @@ def shared_support(matrices: list[SupportMatrix]) -> tuple[Support, dict[str, li
         common = set(dtypes).intersection(*(s.get(op, set()) for s in supports[:-1]))
         if common:
             both[op] = common
-    head_only = {
+    return both, only_in(supports[-1], both)
+
+
+def only_in(support: Support, both: Support) -> dict[str, list[str]]:
+    """op -> the dtypes `support` runs beyond `both`."""
+    return {
         op: sorted(d.value for d in dtypes - both.get(op, set()))
-        for op, dtypes in supports[-1].items()
+        for op, dtypes in support.items()
         if dtypes - both.get(op, set())
     }
-    return both, head_only
 
 
 def is_unsupported(result: RunResult) -> bool:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 from generator.dtypes import FLOAT_TYPES
 from generator.ops.base import Emitter
 from generator.patterns.base import SameShapePattern, Writer
+from generator.symbolic import TType
 
 SQRT2 = math.sqrt(2.0)
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -55,6 +57,12 @@ class BiasGelu(Gelu):
         "bias_axis": "the bias runs along the first axis, not the last",
         "second_consumer": "erf's output is also an output",
     }
+
+    @classmethod
+    def accepts(cls, ins: Sequence[TType]) -> bool:
+        """A [1, hidden] bias keeps the shape only of an input of rank 2 or more (on a 1-D
+        input the sum is 2-D: a model whose declared output is wrong)."""
+        return super().accepts(ins) and (cls.variant != "bias_rank" or ins[0].rank >= 2)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)

@@ -6,12 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from generator.dtypes import FLOAT_TYPES
 from generator.ops.base import Emitter
 from generator.patterns.base import SameShapePattern, Writer
 from generator.symbolic import SymCtx, TType
 
 EPSILON = 1e-5
+NEAR_EPSILON = 0.5
+"""The epsilon of the near misses that put it where a fusion may not read it: far enough from
+the default 1e-5 that a kernel falling back to the default is visibly wrong."""
 
 
 class NormPattern(SameShapePattern):
@@ -25,6 +30,8 @@ class NormPattern(SameShapePattern):
         "scalar_scale": "the scale has shape [1], broadcast, not the normalized dim's",
         "runtime_scale": "the scale is a graph input, not a constant",
         "second_consumer": "the squared or centred intermediate is also an output",
+        "epsilon_first": "epsilon is Add's first operand, Add(eps, variance), and not the default 1e-5",
+        "vector_epsilon": "epsilon is a vector of equal values over the normalized dim, not a scalar (nor 1e-5)",
     }
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
@@ -38,10 +45,17 @@ class NormPattern(SameShapePattern):
     def variance_axes(self) -> list[int]:
         return [self.other_axis] if self.variant == "axis" else [-1]
 
-    def root(self, w: Writer, mean_square: str) -> str:
-        """sqrt(v + eps), or sqrt(v) + eps for the eps_position near miss."""
+    def root(self, w: Writer, em: Emitter, mean_square: str) -> str:
+        """sqrt(v + eps), or sqrt(v) + eps for the eps_position near miss; an epsilon a fusion
+        must read from elsewhere than a scalar second operand is NEAR_EPSILON, so that falling
+        back to the default shows."""
         if self.variant == "eps_position":
             return w.op("Add", [w.op("Sqrt", [mean_square]), w.const(EPSILON)])
+        if self.variant == "epsilon_first":
+            return w.op("Sqrt", [w.op("Add", [w.const(NEAR_EPSILON), mean_square])])
+        if self.variant == "vector_epsilon":
+            eps = w.const(np.full([self.dims(em)[-1]], NEAR_EPSILON))
+            return w.op("Sqrt", [w.op("Add", [mean_square, eps])])
         return w.op("Sqrt", [w.op("Add", [mean_square, w.const(EPSILON)])])
 
     def scale(self, w: Writer, em: Emitter) -> str:
@@ -68,7 +82,7 @@ class LayerNorm(NormPattern):
         mean = w.reduce("ReduceMean", ins[0], [-1])
         centred = w.op("Sub", [ins[0], mean], self.exposed(outs))
         var = w.reduce("ReduceMean", w.op("Pow", [centred, w.const(self.power())]), self.variance_axes())
-        normed = w.op("Div", [centred, self.root(w, var)])
+        normed = w.op("Div", [centred, self.root(w, em, var)])
         scaled = w.op("Mul", [normed, self.scale(w, em)])
         w.op("Add", [scaled, em.weight([self.dims(em)[-1]], w.dtype)], outs[0])
 
@@ -85,7 +99,7 @@ class RmsNorm(NormPattern):
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
         square = w.op("Pow", [ins[0], w.const(self.power())], self.exposed(outs))
-        normed = w.op("Div", [ins[0], self.root(w, w.reduce("ReduceMean", square, self.variance_axes()))])
+        normed = w.op("Div", [ins[0], self.root(w, em, w.reduce("ReduceMean", square, self.variance_axes()))])
         w.op("Mul", [normed, self.scale(w, em)], outs[0])
 
 

@@ -1,0 +1,152 @@
+"""Known bugs that flip at one release: what bench/regressions_found.py measures a PR check by.
+
+Each flip is a real bug that appears (a regression) or goes away (a fix) between two
+consecutive releases, with a standalone repro kept in tests/ and verified on both sides of
+the flip (tests/release_cases.py with tests/test_release_pairs.py for onnxruntime;
+tests/narrow_repo.py with tests/test_narrow_history.py for narrowcc's two pass regressions).
+
+A campaign's finding *is* a flip's bug when it carries the flip's label across the two
+releases (new_regression or fixed) and its reduced model holds the flip's trigger: the op
+types and producer-to-consumer edges of the repro, matched as a subgraph by the same code
+that keeps known bugs out of generation (generator.avoid). The release that flips it is the
+campaign's own pair, so the label says the flip happened there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.avoid import PatternNode, Trigger
+
+ORT = "onnxruntime"
+NARROW = "narrowcc"
+
+
+def _chain(*ops: str, dtypes: tuple[str, ...] | None = None) -> Trigger:
+    """A trigger of ops feeding one another in order (each node's first input dtype in `dtypes`)."""
+    allowed = frozenset(dtypes) if dtypes is not None else None
+    nodes = tuple(PatternNode(op, allowed if i == 0 else None) for i, op in enumerate(ops))
+    return Trigger(nodes, tuple((i, i + 1) for i in range(len(ops) - 1)))
+
+
+@dataclass(frozen=True)
+class Flip:
+    name: str
+    system: str
+    """onnxruntime (pip releases) or narrowcc (refs of tests/narrow_repo.py's history)."""
+    base: str
+    head: str
+    label: str
+    """The finding's label across the pair: new_regression or fixed."""
+    trigger: Trigger
+    repro: str
+    """The repro: a function of tests/release_cases.py or tests/narrow_repo.py."""
+    reachable: str = ""
+    """How generation can make it (a template's near miss, an edge input, an op alone)."""
+
+
+RMS_NORM = _chain("Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul")
+
+FLIPS: tuple[Flip, ...] = (
+    Flip(
+        "rms_norm_axis_not_last", ORT, "1.15.1", "1.16.3", "fixed", RMS_NORM, "rms_norm_axis_not_last", "RmsNorm~axis"
+    ),
+    Flip(
+        "clip_fp16_min_only",
+        ORT,
+        "1.18.1",
+        "1.19.0",
+        "new_regression",
+        _chain("Clip", dtypes=("float16",)),
+        "clip_fp16_min_only",
+        "Clip, form min, at float16",
+    ),
+    Flip(
+        "maxpool_after_zero_pad",
+        ORT,
+        "1.19.2",
+        "1.20.1",
+        "new_regression",
+        _chain("Pad", "MaxPool"),
+        "maxpool_after_zero_pad",
+        "PadWindow~max_pool",
+    ),
+    Flip(
+        "layernorm_single_element_axis",
+        ORT,
+        "1.20.1",
+        "1.21.1",
+        "new_regression",
+        _chain("LayerNormalization"),
+        "layernorm_single_element_axis",
+        "LayerNormalization over a unit dim (edge: unit_dims)",
+    ),
+    Flip(
+        "layernorm_single_element_axis_fixed",
+        ORT,
+        "1.23.2",
+        "1.24.4",
+        "fixed",
+        _chain("LayerNormalization"),
+        "layernorm_single_element_axis",
+        "LayerNormalization over a unit dim (edge: unit_dims)",
+    ),
+    Flip(
+        "div_by_zero_crash_fixed",
+        ORT,
+        "1.24.4",
+        "1.25.1",
+        "fixed",
+        _chain("Div", dtypes=("int32", "int64")),
+        "div_int32_by_zero",
+        "edge: zero_divisor",
+    ),
+    Flip(
+        "rms_norm_vector_epsilon",
+        ORT,
+        "1.26.0",
+        "1.27.0",
+        "new_regression",
+        RMS_NORM,
+        "rms_norm_vector_epsilon",
+        "RmsNorm~vector_epsilon",
+    ),
+    Flip(
+        "rms_norm_epsilon_first",
+        ORT,
+        "1.27.0",
+        "1.28.0",
+        "fixed",
+        RMS_NORM,
+        "rms_norm_epsilon_first",
+        "RmsNorm~epsilon_first",
+    ),
+    Flip(
+        "narrowcc_sink_softmax",
+        NARROW,
+        "head",
+        "leaky",
+        "new_regression",
+        _chain("Transpose", "Softmax"),
+        "softmax_case",
+        "Transpose feeding Softmax",
+    ),
+    Flip(
+        "narrowcc_fold_leaky_clip",
+        NARROW,
+        "head",
+        "leaky",
+        "new_regression",
+        _chain("LeakyRelu", "Clip"),
+        "leaky_case",
+        "LeakyRelu feeding a Clip of form max or none",
+    ),
+)
+
+
+def pairs() -> dict[tuple[str, str, str], list[Flip]]:
+    """The flips by (system, base, head): one campaign per pair serves every flip of it."""
+    by: dict[tuple[str, str, str], list[Flip]] = {}
+    for flip in FLIPS:
+        by.setdefault((flip.system, flip.base, flip.head), []).append(flip)
+    return by

@@ -1,0 +1,72 @@
+"""The change as a hint (bot.campaign.hint): what a real git history's diff and two installed
+packages' Python sources name, as op types."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from bot.campaign.hint import OpNames, git_changes, read_hint, source_changes, words
+from generator.ops import registry
+from tests.narrow_repo import shared_narrow_repo
+
+OPS = sorted(registry())
+
+
+def test_identifiers_are_split_into_words_and_spell_op_types() -> None:
+    assert words("fold_leaky_clip") == ["fold", "leaky", "clip"]
+    assert words("QLinearMatMul") == ["q", "linear", "mat", "mul"]
+    names = OpNames(OPS)
+    assert names.named("LeakyRelu") == {"LeakyRelu": 1.0}
+    assert names.named("fold_leaky_clip") == {"Clip": 1.0, "LeakyRelu": 0.5}
+    assert names.named("mat_mul_kernel") == {"MatMul": 1.0}
+    assert names.named("max") == {} and names.named("Max") == {"Max": 1.0}  # code words are not ops
+    assert "ReduceSum" not in names.named("reduce_all")  # `reduce` starts ten op types: none is meant
+
+
+def test_a_git_diff_names_the_ops_of_the_passes_it_adds(tmp_path: Path) -> None:
+    repo = shared_narrow_repo(tmp_path / "narrow")
+    summary, layer = read_hint(git_changes(str(repo.path), repo.sha("head"), repo.sha("leaky")), OPS, "git")
+    assert summary.files == 3
+    assert {"Softmax", "Transpose", "Clip", "LeakyRelu"} <= set(summary.ops)
+    assert "Transpose>Softmax" in layer.pairs and "LeakyRelu>Clip" in layer.pairs
+    assert max(layer.ops.values()) == 1.0
+    only_max_min, _ = read_hint(git_changes(str(repo.path), repo.sha("base"), repo.sha("head")), OPS, "git")
+    assert set(only_max_min.ops) == {"Max", "Min"}
+
+
+def test_installed_python_sources_name_the_converters_that_changed(tmp_path: Path) -> None:
+    """Two copies of a frontend whose converter classes are named after ONNX ops, as TVM's
+    Relax ONNX frontend is; one converter changes, one file is only reformatted nowhere."""
+    frontend = textwrap.dedent(
+        """\
+        class OnnxOpConverter:
+            pass
+
+
+        class Gemm(OnnxOpConverter):
+            @classmethod
+            def _impl_v13(cls, bb, inputs, attr, params):
+                return bb.emit(inputs[0])
+
+
+        class Softplus(OnnxOpConverter):
+            @classmethod
+            def _impl_v1(cls, bb, inputs, attr, params):
+                return inputs[0]
+        """
+    )
+    for side in ("base", "head"):
+        (tmp_path / side / "frontend").mkdir(parents=True)
+        (tmp_path / side / "frontend" / "onnx_frontend.py").write_text(frontend)
+        (tmp_path / side / "frontend" / "same.py").write_text("x = 1\n")
+    head = tmp_path / "head" / "frontend" / "onnx_frontend.py"
+    head.write_text(
+        frontend.replace("return bb.emit(inputs[0])", "return bb.emit(inputs[0], transpose=attr['transA'])")
+    )
+    changes = source_changes(tmp_path / "base", tmp_path / "head")
+    assert [c.path for c in changes] == ["frontend/onnx_frontend.py"]
+    assert "Gemm" in changes[0].scopes and "Softplus" not in changes[0].scopes
+    summary, _ = read_hint(changes, OPS, "sources")
+    assert next(iter(summary.ops)) == "Gemm" and summary.ops["Gemm"] == 1.0
+    assert summary.ops.get("Transpose", 0.0) <= 0.5  # only a keyword in a changed line
