@@ -11,11 +11,12 @@ What a diff names is read off its changed lines, the functions and classes they 
 identifier is split into words (`fold_leaky_clip`, `LeakyRelu`) and matched to ONNX op
 types: the whole name, or words that spell it (`mat_mul`), or, at half weight, a
 distinctive first word (`leaky` for LeakyRelu). A few words that are Python's own
-(`max`, `range`, `round`) and name ops too are not read as ops. Ops named in one hunk
+(`max`, `range`, `round`) and name ops too are not read as ops. Ops named in one file
 together also give their pairs. An op named in every changed file (Add, in a compiler's
-code) says less than one named in one (a `class Gemm` converter): an op weighs what the file that
-names it most strongly gives it, times how few files share it (inverse document frequency). The result only weighs generation (generator.focus): a
-campaign without a diff runs as it always has.
+code) says less than one named in one (a `class Gemm` converter): an op weighs what the
+file that names it most strongly gives it, times how few files share it (inverse document
+frequency). The result only weighs generation (generator.focus): a campaign without a diff
+runs as it always has.
 """
 
 from __future__ import annotations
