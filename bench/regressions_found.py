@@ -34,10 +34,9 @@ import onnx
 
 from bot.campaign.sides import open_campaign
 from bot.config import FuzzConfig, GuideSettings, ReduceSettings
+from bot.findings.known_bugs import holds
 from bot.findings.summary import FindingRef, Summary, in_output
 from bot.sides.config import CompilerConfig
-from generator.avoid import Trigger, Unit, embeds_at
-from oracles.provenance import tensor_dtypes
 from tests.known_flips import FLIPS, NARROW, Flip, pairs
 from tests.narrow_repo import BACKEND, narrow_compiler_config, shared_narrow_repo
 from tests.release_cases import ort_python
@@ -50,22 +49,12 @@ MODES = {
 EARLY_S = 120.0
 
 
-def embeds(trigger: Trigger, model: onnx.ModelProto) -> bool:
-    """Whether `model`'s nodes hold `trigger` as a subgraph (op types, first-input dtypes, edges)."""
-    types = tensor_dtypes(model)
-    flat = [
-        Unit(n.op_type, types.get(n.input[0]) if n.input else None, tuple(n.input), tuple(n.output), i)
-        for i, n in enumerate(model.graph.node)
-    ]
-    return any(embeds_at(trigger, flat, at) for at in range(len(flat)))
-
-
 def _is(flip: Flip, ref: FindingRef, out: Path, reduced: bool) -> bool:
     path = ref.reduced_path if reduced else ref.path
     if ref.across != flip.label or path is None:
         return False
     model = in_output(out, path) / "model.onnx"
-    return model.is_file() and embeds(flip.trigger, onnx.load(str(model)))
+    return model.is_file() and holds(onnx.load(str(model)), [flip.trigger])
 
 
 def _config(system: str, base: str, head: str, work: Path) -> tuple[str, CompilerConfig]:

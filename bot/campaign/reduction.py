@@ -10,6 +10,7 @@ fuzzing budget ends is reduced after it, within `reduce.share` of the budget
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -50,6 +51,8 @@ class CampaignReduction:
         self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
         self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
         self._kinds: set[tuple[str, str]] = set()
+        self.on_known: Callable[[], None] = lambda: None
+        """Called when a bug becomes known (its trigger is in `avoid`)."""
         self.aliases: dict[str, str] = {}
         """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
         first one is an occurrence of the named bug, not a new finding to reduce again."""
@@ -126,6 +129,7 @@ class CampaignReduction:
         if bug is not None:
             self.known[bug.fingerprint] = bug
             self.avoid.add(bug.trigger())
+            self.on_known()
 
     def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path) -> tuple[Path, Path]:
         """The bundle folder renamed for the label its reduction earned (its name starts

@@ -111,6 +111,7 @@ class Campaign:
         self.reduction = CampaignReduction(cfg, runs, self.summary, self.store)
         self.keeping = FindingKeeper(cfg, self.setups, self.summary, self.store, self.reduction, self._count_key)
         self.source.avoid = self.reduction.avoid
+        self.reduction.on_known = self.source.forget_known
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
         self.source.mutation.enabled = cfg.guide.mutation
         self._lock = threading.RLock()

@@ -18,7 +18,10 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import onnx
 
 from generator.dtypes import DType
 from generator.mutate import Genome, Mutant, mutate
@@ -45,6 +48,8 @@ class Parent:
     genome: Genome
     why: str
     """finding, divergent or near_miss."""
+    model: onnx.ModelProto | None = None
+    """The case's model, to tell when a bug it shows becomes known (Mutation.forget)."""
     mutated: int = 0
     yielded: int = 0
     found: bool = False
@@ -89,7 +94,7 @@ class Mutation:
     kind_gains: Counter[str] = field(default_factory=Counter)
     """Mutants that yielded, by mutation kind."""
 
-    def add_parent(self, seed: int, genome: Genome | None, why: str) -> None:
+    def add_parent(self, seed: int, genome: Genome | None, why: str, model: onnx.ModelProto | None = None) -> None:
         """A case worth searching around; a stronger reason replaces a weaker one."""
         if not self.enabled or genome is None:
             return
@@ -102,7 +107,7 @@ class Mutation:
         if len(kin) >= MAX_PARENTS:
             worst = min(kin, key=lambda p: (p.energy(), -p.seed))
             del self.parents[worst.seed]
-        self.parents[seed] = Parent(seed, genome, why)
+        self.parents[seed] = Parent(seed, genome, why, model)
 
     def share(self) -> float:
         """The share of seeds mutants get now."""
@@ -130,6 +135,14 @@ class Mutation:
         parent.mutated += 1
         self.kinds[mutant.kind.value] += 1
         return MutationPlan(parent, mutant)
+
+    def forget(self, shows_known: Callable[[onnx.ModelProto], bool]) -> int:
+        """Drop the parents whose model shows a bug now known (its mutants would show it
+        again, and generation steers away from it): how many went."""
+        gone = [seed for seed, p in self.parents.items() if p.model is not None and shows_known(p.model)]
+        for seed in gone:
+            del self.parents[seed]
+        return len(gone)
 
     def first_finding(self, parent_seed: int) -> bool:
         """Whether this is the first finding among `parent_seed`'s mutants (and note it)."""

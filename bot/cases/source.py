@@ -36,6 +36,7 @@ from generator.z3_contexts import ContextSupply
 if TYPE_CHECKING:
     from bot.cases.corpus_feed import CorpusFeed
 from bot.cases.shard import Shard
+from bot.findings.known_bugs import holds
 from bot.findings.summary import MutationSummary
 
 
@@ -231,9 +232,19 @@ class CaseSource:
         return self.mutation.plan(seed, self._specs[key], list(self.cfg.dtypes))
 
     def add_parent(self, case: Prepared, why: str) -> None:
-        """A judged case worth growing mutants of (under `_lock`: parents are read while generating)."""
+        """A judged case worth growing mutants of (under `_lock`: parents are read while
+        generating), unless it shows a bug already known: generation steers away from that."""
         with self._lock:
-            self.mutation.add_parent(case.seed, case.genome, why)
+            if not self.shows_known(case.model):
+                self.mutation.add_parent(case.seed, case.genome, why, case.model)
+
+    def shows_known(self, model: onnx.ModelProto) -> bool:
+        return self.avoid is not None and holds(model, self.avoid.triggers)
+
+    def forget_known(self) -> None:
+        """A bug became known: the parents that show it go."""
+        with self._lock:
+            self.mutation.forget(self.shows_known)
 
     def mutation_summary(self) -> MutationSummary:
         m = self.mutation
@@ -252,8 +263,10 @@ class CaseSource:
         1 for a fresh case or a parent's first finding, else 0: a mutant of a buggy parent
         shows that bug again under another unreduced fingerprint, which is no news."""
         with self._lock:
+            if self.shows_known(case.model):
+                return 0.0
             if case.parent is None:
-                self.mutation.add_parent(case.seed, case.genome, "finding")
+                self.mutation.add_parent(case.seed, case.genome, "finding", case.model)
                 return 1.0
             return 1.0 if self.mutation.first_finding(case.parent) else 0.0
 

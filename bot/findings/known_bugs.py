@@ -10,6 +10,7 @@ showed at (bot.reduce.generalize), so a bug that fails at every type is avoided 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import onnx
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bot.errors import UserError
 from bot.findings.bundle import DtypeEvidence, Finding
-from generator.avoid import PatternNode, Trigger
+from generator.avoid import PatternNode, Trigger, Unit, embeds_at
 from generator.dtypes import DType
 from generator.ops import registry
 from oracles.provenance import tensor_dtypes
@@ -53,6 +54,20 @@ def _node_dtypes(dtype: str | None, evidence: DtypeEvidence | None) -> list[str]
     if evidence is not None and dtype in evidence.fails:
         return sorted(evidence.fails) if evidence.needs_dtype else None
     return [dtype] if dtype is not None else None
+
+
+def holds(model: onnx.ModelProto, triggers: Iterable[Trigger]) -> bool:
+    """Whether a model's nodes hold any of `triggers` as a subgraph: op types, first-input
+    dtypes and producer-to-consumer edges, matched as generation matches them."""
+    wanted = list(triggers)
+    if not wanted:
+        return False
+    types = tensor_dtypes(model)
+    flat = [
+        Unit(n.op_type, types.get(n.input[0]) if n.input else None, tuple(n.input), tuple(n.output), i)
+        for i, n in enumerate(model.graph.node)
+    ]
+    return any(embeds_at(t, flat, at) for t in wanted for at in range(len(flat)))
 
 
 def known_bug(model: onnx.ModelProto, finding: Finding) -> KnownBug | None:
