@@ -24,6 +24,7 @@ import z3
 from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.graph import GNode, Graph
 from generator.ops.base import MAX_WORK, OpSpec
+from generator.solver import MeteredSolver
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 from generator.tape import Draw, TapeRandom
 
@@ -39,22 +40,6 @@ PROPOSALS = 4
 """Feedback proposals tried per attempt before falling back to an op drawn by `choose`."""
 NEEDS_SYMBOLS = (TypeError, AttributeError, ValueError, z3.Z3Exception)
 """What an op written for z3 terms raises when handed plain ints: back to the solver."""
-CHECK_RLIMIT = 1_000_000
-"""z3's resource count a check may spend (its `rlimit`): one z3 cannot settle within it
-(nonlinear shapes) counts as a rejected insertion. A count, not a clock, so the same seed
-gives the same case on a loaded runner; about 0.3 s of one core here."""
-MODEL_RLIMIT = 8 * CHECK_RLIMIT
-"""The resource count all of one model's checks may spend together: past it, insertions
-that need the solver are refused and the model grows from concrete draws alone, so no
-seed, whatever its shapes, holds a campaign up for more than a few seconds."""
-SOLVER_PARAMS: dict[str, bool] = {"arith.nl.nra": False}
-"""z3's nonlinear real-arithmetic fallback (nlsat) is turned off: its cell decomposition
-ticks the resource count about a thousand times slower than the rest of the solver, so a
-backward Conv over three spatial dims once spent 120 s inside one check that `rlimit`
-was meant to hold to 0.3 s. The linear core and the nonlinear lemmas (Groebner, Horner)
-still settle the shapes growth asks about: over 800 seeds of a narrow-support matrix,
-the same op pairs were covered with 38 checks more left undecided (of 2,556)."""
-
 Allowed = Callable[[type[OpSpec], Sequence[TType]], bool]
 """Whether an op may be inserted with these input types (dtype filters, support matrix)."""
 
@@ -457,29 +442,6 @@ class Grower:
 
     def _binned(self, spec: type[OpSpec], mark: int, sol: Solution) -> list[tuple[str, int]]:
         return [(var_key(spec.op_type, b.var), sol.eval(b.var)) for b in self.sc.binnable[mark:] if b.binned]
-
-
-class MeteredSolver(z3.Solver):  # type: ignore[misc]
-    """A simple solver whose checks draw on one resource budget for the whole model
-    (MODEL_RLIMIT), each check also held to CHECK_RLIMIT; once the budget is spent every
-    check answers `unknown` at once, which growth takes as a rejected insertion."""
-
-    def __init__(self, ctx: z3.Context) -> None:
-        super().__init__(solver=z3.Z3_mk_simple_solver(ctx.ref()), ctx=ctx)
-        for key, value in SOLVER_PARAMS.items():
-            self.set(key, value)
-        self.spent = 0
-        """Resource units spent by this solver's checks so far (its context's count)."""
-
-    def check(self, *assumptions: z3.ExprRef) -> z3.CheckSatResult:
-        left = MODEL_RLIMIT - self.spent
-        if left <= 0:
-            return z3.unknown
-        self.set("rlimit", min(CHECK_RLIMIT, left))
-        try:
-            return super().check(*assumptions)
-        finally:
-            self.spent = int(self.statistics().get_key_value("rlimit count"))
 
 
 def _too_much_work(op: OpSpec) -> bool:

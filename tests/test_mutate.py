@@ -19,8 +19,8 @@ from generator.api import GenConfig, generate, step_specs
 from generator.coverage import Coverage
 from generator.dtypes import DType
 from generator.focus import CaseFeatures, Focus
-from generator.grow import CHECK_RLIMIT, MODEL_RLIMIT, MeteredSolver
 from generator.mutate import Genome, MutationKind, mutate
+from generator.solver import CHECK_RLIMIT, MODEL_RLIMIT, MeteredSolver
 from generator.tape import TapeRandom
 
 CFG = GenConfig()

@@ -18,6 +18,9 @@ import onnx
 import pytest
 import yaml
 
+from bot.github.findings import load_report
+from bot.github.pr import exit_code
+from bot.github.render import pr_comment
 from tests.conftest import CliResult
 from tests.narrow_repo import BACKEND, leaky_case, narrow_compiler_config, shared_narrow_repo, softmax_case
 from tests.toy_repo import ToyRepo
@@ -81,6 +84,9 @@ def test_a_pr_that_adds_ops_is_fuzzed_where_it_acts_and_the_comment_says_so(
     assert sum(summary["support_changes"]["gained"].values()) == summary["counts"]["gained_support"] > 0
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "## Where the builds differed" in md and "Gained support" in md
+    comment = pr_comment(load_report(tmp_path / "out"))
+    assert "**0 new regression(s)**" in comment and "### Where the builds differed" in comment
+    assert "only base declines M" in comment and "Gained support: head runs right" in comment
 
 
 def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
@@ -91,6 +97,7 @@ def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
     config = _config(tmp_path / "report", narrow, cache, "head", "base")
     r, summary = _fuzz(cli, config, tmp_path / "report" / "out", 200)
     assert r.code == 0 and summary["counts"]["dropped_support"] > 0
+    assert exit_code(load_report(tmp_path / "report" / "out"), fail_on_regression=True) == 0
     dropped = summary["support_changes"]["dropped"]
     assert dropped and all((tmp_path / "report" / "out" / d["path"] / "support.json").is_file() for d in dropped)
     assert {d["key"] for d in dropped} <= {"only head declines Max", "only head declines Min"}
@@ -99,6 +106,8 @@ def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
     r, summary = _fuzz(cli, strict, tmp_path / "fail" / "out", 200)
     assert r.code == 2 and summary["support_changes"]["fails_check"]
     assert "Dropped support" in (tmp_path / "fail" / "out" / "summary.md").read_text()
+    report = load_report(tmp_path / "fail" / "out")
+    assert exit_code(report, fail_on_regression=True) == 2 and "**Dropped support: head declines" in pr_comment(report)
 
 
 def test_guidance_finds_both_pass_regressions_that_plain_generation_misses(

@@ -173,10 +173,16 @@ def _time_line(summary: Summary) -> str:
         f"reference {t.reference:.1f} s",
         *([f"corpus {t.corpus:.1f} s"] if t.corpus else []),
         f"inside the builds {sides}",
-        f"triage {t.triage:.1f} s",
-        f"reduction {t.reduction:.1f} s",
+        f"triage {t.triage:.1f} s" + (f" ({_share(t.triage, summary.wall_s)})" if t.triage else ""),
+        f"reduction {t.reduction:.1f} s ({t.reduction_during:.1f} s of it while fuzzing"
+        + (f", {_share(t.reduction_during, summary.wall_s)})" if t.reduction_during else ")"),
     ]
     return f"Time: {summary.wall_s:.1f} s of fuzzing; " + ", ".join(parts) + "."
+
+
+def _share(part: float, whole: float) -> str:
+    """`12% of the fuzzing`: what a slow compiler's budget went to besides testing; "" for none."""
+    return f"{100 * part / whole:.0f}% of the fuzzing" if whole and part else ""
 
 
 def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str], int, str]:
