@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from bot.campaign.hint import OpNames, git_changes, read_hint, source_changes, words
+from bot.campaign.hint import Changed, OpNames, git_changes, read_hint, source_changes, words
 from generator.ops import registry
 from tests.narrow_repo import shared_narrow_repo
 
@@ -70,3 +70,15 @@ def test_installed_python_sources_name_the_converters_that_changed(tmp_path: Pat
     summary, _ = read_hint(changes, OPS, "sources")
     assert next(iter(summary.ops)) == "Gemm" and summary.ops["Gemm"] == 1.0
     assert summary.ops.get("Transpose", 0.0) <= 0.5  # only a keyword in a changed line
+
+
+def test_a_diff_that_names_every_op_steers_nothing() -> None:
+    """Twenty converters rewritten at once (TVM 0.26 to 0.27 rewrote 91): no op is pointed at."""
+    ops = ["Gemm", "Softplus", "Tile", "Pad", "Slice", "Gather", "Expand", "Where", "Split", "Concat"]
+    ops += ["Reshape", "Squeeze", "Unsqueeze", "Transpose", "Cast", "Neg", "Abs", "Log", "Exp", "Sigmoid"]
+    changes = [Changed(f"frontend/{op.lower()}_converter.py", [], [op]) for op in ops]
+    summary, layer = read_hint(changes, OPS, "sources")
+    assert layer.empty and "too broad to steer by" in summary.note
+    assert len(summary.ops) == 10  # shown all the same
+    few, layer = read_hint(changes[:3], OPS, "sources")
+    assert not layer.empty and set(few.ops) == {"Gemm", "Softplus", "Tile"}

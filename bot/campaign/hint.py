@@ -44,6 +44,11 @@ NOT_OPS = frozenset(
 )
 """Words that are ordinary code (Python builtins, common names) as often as op names: read as
 an op only when spelled as one (`"Max"`, `Split(`), never from a lowercase word."""
+MAX_HINTED_OPS = 12
+"""A diff that names more op types than this (at half the top weight or more) points nowhere
+in particular: onnxruntime's Python package between two releases names 31 to 58 (its
+transformer and quantization tools), TVM 0.26 to 0.27's names 91 (its ONNX frontend was
+reworked). Such a hint is shown, not steered by; a PR's diff names a few."""
 LINE_WEIGHT = 0.5
 """What an op named in a changed line weighs, against one named by the file or the function
 or class the change is in (a `transpose=` argument says less than a `class Transpose`)."""
@@ -125,7 +130,9 @@ def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> t
                     pairs[f"{a}>{b}"] = max(pairs[f"{a}>{b}"], min(rare[a], rare[b]))
     layer = Layer()
     top = max(ops.values(), default=0.0)
-    if top:
+    strong = sum(1 for w in ops.values() if w >= top / 2)
+    broad = f"the diff names {strong} op types: too broad to steer by" if strong > MAX_HINTED_OPS else ""
+    if top and not broad:
         for op, w in ops.items():
             layer.ops[op] = w / top
         for pair, w in pairs.items():
@@ -137,7 +144,7 @@ def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> t
         ops={op: round(w / top, 3) for op, w in _most(ops)} if top else {},
         pairs=[p for p, _ in _most(pairs)],
         scopes=scopes[:TOP],
-        note="" if top else "the diff names no op type",
+        note=broad or ("" if top else "the diff names no op type"),
     )
     return summary, layer
 
