@@ -176,12 +176,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=300.0, help="seconds of fuzzing per campaign")
     parser.add_argument("--seeds", type=int, default=3, help="campaigns per pair and mode")
     parser.add_argument("--modes", default="off,on", help="comma-separated: off, on, nohint")
-    parser.add_argument("--flips", default="", help="comma-separated flip names (default: all)")
+    parser.add_argument("--flips", default="", help="comma-separated flip names (default: all; none: only --nightly)")
     parser.add_argument("--nightly", type=float, default=0.0, help="seconds per one-build campaign (0: none)")
     parser.add_argument("--work", type=Path, default=None, help="keep campaigns here (default: a temp folder)")
     args = parser.parse_args()
     modes = args.modes.split(",")
-    chosen = set(args.flips.split(",")) if args.flips else {f.name for f in FLIPS}
+    chosen = set(args.flips.split(",")) - {"none"} if args.flips else {f.name for f in FLIPS}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

@@ -100,6 +100,8 @@ class Case:
     """What the model holds, in coverage's vocabulary (a divergent case teaches the focus these)."""
     genome: Genome | None = None
     """How it grew, to grow mutants of it (generator.mutate)."""
+    solver_backstops: int = 0
+    """z3 checks the wall-clock backstop stopped while it grew (generator.solver)."""
 
 
 def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
@@ -227,7 +229,7 @@ def grow_case(
     if coverage is not None and edge is not None:
         coverage.edges[edge] += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return Case(seed, proto, inputs, outcome, edge, features(graph), grown), witness
+    return Case(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops), witness
 
 
 def _focus_draws(

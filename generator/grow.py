@@ -119,8 +119,11 @@ class Grower:
     def solver(self) -> z3.Solver:
         """Made on the first insertion that needs one (see SymCtx.ctx)."""
         if self._solver is None:
-            self._solver = MeteredSolver(self.sc.ctx)
+            self._solver = MeteredSolver(self.sc.ctx, self._backstopped)
         return self._solver
+
+    def _backstopped(self) -> None:
+        self.sc.solver_backstops += 1
 
     def _mark(self) -> int:
         """Where this insertion's draws start in the rng's record (0 when it keeps none)."""

@@ -7,6 +7,8 @@ shapes, holds a campaign up. Growth takes `unknown` as a refused insertion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import z3
 
 CHECK_RLIMIT = 1_000_000
@@ -26,15 +28,27 @@ still settle the shapes growth asks about: over 800 seeds of a narrow-support ma
 the same op pairs were covered with 38 checks more left undecided (of 2,556)."""
 
 
+BACKSTOP_MS = 5000
+"""A wall-clock limit behind the count, for the work z3 does without counting it: its term
+rewriter once spent 8 s and 4.7 billion allocations expanding the product of three padded
+dims (a Pad's element count), at 180,000 resource units. A check the count bounds takes at
+most about 0.3 s, so only such a check ever meets this limit, on any load; when one does,
+the model's solver is spent (it grows on from concrete draws) and the case says so
+(`Case.solver_backstops`, summary.json's `solver_backstops`): the one place where a seed's
+case could depend on the machine."""
+
+
 class MeteredSolver(z3.Solver):  # type: ignore[misc]
     """A simple solver whose checks draw on one resource budget for the whole model
     (MODEL_RLIMIT), each check also held to CHECK_RLIMIT; once the budget is spent every
     check answers `unknown` at once, which growth takes as a rejected insertion."""
 
-    def __init__(self, ctx: z3.Context) -> None:
+    def __init__(self, ctx: z3.Context, on_backstop: Callable[[], None] = lambda: None) -> None:
         super().__init__(solver=z3.Z3_mk_simple_solver(ctx.ref()), ctx=ctx)
         for key, value in SOLVER_PARAMS.items():
             self.set(key, value)
+        self.set("timeout", BACKSTOP_MS)
+        self.on_backstop = on_backstop
         self.spent = 0
         """Resource units spent by this solver's checks so far (its context's count)."""
 
@@ -42,8 +56,17 @@ class MeteredSolver(z3.Solver):  # type: ignore[misc]
         left = MODEL_RLIMIT - self.spent
         if left <= 0:
             return z3.unknown
-        self.set("rlimit", min(CHECK_RLIMIT, left))
-        try:
-            return super().check(*assumptions)
-        finally:
-            self.spent = int(self.statistics().get_key_value("rlimit count"))
+        limit = min(CHECK_RLIMIT, left)
+        self.set("rlimit", limit)
+        result = super().check(*assumptions)
+        before, self.spent = self.spent, int(self.statistics().get_key_value("rlimit count"))
+        if result == z3.unknown and self.spent - before < limit and _stopped(self.reason_unknown()):
+            self.spent = MODEL_RLIMIT
+            self.on_backstop()
+        return result
+
+
+def _stopped(reason: str) -> bool:
+    """z3 gave up because it was stopped (its timeout says `canceled`, as the resource limit
+    does), not because the problem is beyond it (`incomplete ...`)."""
+    return "canceled" in reason or "timeout" in reason

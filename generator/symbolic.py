@@ -83,6 +83,8 @@ class SymCtx:
     """(prefix, value) of every variable drawn concretely since the last reset."""
     contexts: ContextSupply | None = None
     """Where a fresh context comes from (made ahead, generator.z3_contexts); None: made here."""
+    solver_backstops: int = 0
+    """Checks the wall-clock backstop stopped (generator.solver.BACKSTOP_MS)."""
     _count: int = 0
     _ctx: z3.Context | None = None
 

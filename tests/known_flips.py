@@ -72,6 +72,16 @@ FLIPS: tuple[Flip, ...] = (
         "PadWindow~max_pool",
     ),
     Flip(
+        "clip_fp16_min_only_fixed",
+        ORT,
+        "1.19.2",
+        "1.20.1",
+        "fixed",
+        _chain("Clip", dtypes=("float16",)),
+        "clip_fp16_min_only",
+        "Clip, form min, at float16",
+    ),
+    Flip(
         "layernorm_single_element_axis",
         ORT,
         "1.20.1",

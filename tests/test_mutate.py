@@ -8,6 +8,7 @@ import itertools
 import random
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -170,3 +171,17 @@ def test_one_model_s_solver_checks_share_one_resource_budget() -> None:
         spent.append(solver.spent)
     assert spent[-1] >= MODEL_RLIMIT and all(b - a >= CHECK_RLIMIT // 2 for a, b in itertools.pairwise(spent))
     assert solver.check() == z3.unknown and solver.spent == spent[-1]  # nothing more spent
+
+
+def test_a_check_z3_does_not_count_is_stopped_by_the_backstop_and_spends_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real check from a campaign (a Pad's element count, a product of three padded dims)
+    that z3's rewriter spent 8 s on at 180,000 resource units: the backstop stops it, says
+    so, and the model's solver is spent, so no second such check follows."""
+    monkeypatch.setattr("generator.solver.BACKSTOP_MS", 500)
+    fired: list[int] = []
+    solver = MeteredSolver(z3.Context(), lambda: fired.append(1))
+    solver.from_file(str(Path(__file__).parent / "data" / "pad_numel_rewriter_stall.smt2"))
+    assert solver.check() == z3.unknown and fired == [1]
+    assert solver.spent >= MODEL_RLIMIT and solver.check() == z3.unknown and fired == [1]

@@ -474,6 +474,7 @@ class Campaign:
         self.summary.time_s.generation = self.source.times.generation
         self.summary.time_s.values = self.source.times.values
         self.summary.value_work = dict(sorted(self.source.value_work.items()))
+        self.summary.solver_backstops = self.source.solver_backstops
         self.summary.time_s.reference = self.source.times.reference
         self.summary.time_s.corpus = self.source.times.corpus
         if self.source.corpus is not None:

@@ -83,6 +83,8 @@ class Made:
     """Warnings onnx.reference raised computing the reference (counted, never printed)."""
     value_work: dict[str, int] = field(default_factory=dict)
     """Insertions whose values were repaired, and refused, while the model grew."""
+    solver_backstops: int = 0
+    """z3 checks the wall-clock backstop stopped (generator.solver.BACKSTOP_MS)."""
 
 
 def make_case(
@@ -108,7 +110,7 @@ def make_case(
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except RuntimeError:
         return Made(seed, None, "generation_failed", time.perf_counter() - t0)
-    made = Made(seed, None, generation_s=time.perf_counter() - t0)
+    made = Made(seed, None, generation_s=time.perf_counter() - t0, solver_backstops=case.solver_backstops)
     if case.values is not None:
         made.values_s = case.values.time_ms / 1000
         made.value_work = {

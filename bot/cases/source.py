@@ -71,6 +71,9 @@ class CaseSource:
         self.references: Counter[str] = Counter()
         self.reference_warnings = 0
         """Cases by the computation that gave their reference (oracles.references.Source)."""
+        self.solver_backstops = 0
+        """z3 checks stopped by the wall clock (generator.solver.BACKSTOP_MS): seeds whose
+        case another machine might grow otherwise."""
         self.reference_gaps: Counter[str] = Counter()
         """Cases the torch reference could not compute, by the op type it stopped at."""
         self.times = SourceTimes()
@@ -282,6 +285,7 @@ class CaseSource:
         self.times.values += made.values_s
         self.times.reference += made.reference_s
         self.value_work.update(made.value_work)
+        self.solver_backstops += made.solver_backstops
         self.reference_warnings += made.reference_warnings
         if made.case is None:
             self.dropped[made.dropped] += 1

@@ -262,6 +262,9 @@ class Summary(BaseModel):
     named then: a report job on a fresh runner rebuilds head from it to re-run repros."""
     counts: dict[str, int] = Field(default_factory=dict)
     dropped: dict[str, int] = Field(default_factory=dict)
+    solver_backstops: int = 0
+    """z3 checks the wall-clock backstop stopped while models grew (generator.solver): each
+    one's seed may grow another case on another machine, the only such place."""
     value_work: dict[str, int] = Field(default_factory=dict)
     """Insertions whose values were repaired, and insertions refused because no values kept
     them safe, while the models grew (generator.witness)."""

@@ -147,6 +147,11 @@ def _judging(summary: Summary) -> list[str]:
             f" {replay.passing} passing; {len(replay.added)} added."
             + (f" {len(replay.skipped)} bundle(s) skipped (unreadable)." if replay.skipped else "")
         )
+    if summary.solver_backstops:
+        lines.append(
+            f"z3 was stopped by its wall-clock backstop {summary.solver_backstops} time(s) while models grew:"
+            " those seeds may grow another case on another machine."
+        )
     if summary.steered:
         lines.append(
             f"Steered away from {len(summary.steered)} known bug(s): "
