@@ -30,6 +30,11 @@ EXAMPLE_SEEDS = 3
 DROPPED_BUNDLES = 3
 """Bundles kept per kind of dropped support (the rest are counted)."""
 SUPPORT_FOLDER = "support"
+BITS_WEIGHT = 0.25
+"""What a bits divergence teaches the focus, against 1 for the other kinds. A release that
+changes a math kernel changes the bits of every case that holds the op: onnxruntime 1.21
+did so for dozens of ops, and half of all cases diverged in bits from 1.20.1. Such a
+divergence is real and reported, but a weak lead; a rewrite only head performs is a strong one."""
 RARE = 3
 """The first sightings of a divergence that teach the focus and become parents for mutants;
 later ones are counted only (the focus fades unless something new diverges)."""
@@ -49,9 +54,11 @@ class Observed:
     weight: float = 0.0
     """How much its features weigh in the focus (0: nothing to learn)."""
     new: bool = False
-    """It showed a divergence no test showed before (a yield, bot.cases.mutation)."""
+    """It showed a divergence no test showed before, other than bits (a yield, bot.cases.mutation)."""
+    new_bits: bool = False
+    """It showed outputs of an op differing in bits where no test had before (a small yield)."""
     rare: bool = False
-    """It showed a divergence seen at most RARE times: a parent for mutants."""
+    """It showed a divergence other than bits seen at most RARE times: a parent for mutants."""
     rewrites: list[str] = field(default_factory=list)
     """Rewrite keys only one build performed."""
 
@@ -87,9 +94,11 @@ class DivergenceLog:
             if len(self.seeds[kk]) < EXAMPLE_SEEDS:
                 self.seeds[kk].append(case.seed)
             if d.kind.fed and self.keys[kk] <= RARE:
-                seen.weight += 1 / math.sqrt(self.keys[kk])
-                seen.new |= self.keys[kk] == 1
-                seen.rare = True
+                strong = d.kind is not DivergenceKind.bits
+                seen.weight += (1.0 if strong else BITS_WEIGHT) / math.sqrt(self.keys[kk])
+                seen.new |= strong and self.keys[kk] == 1
+                seen.new_bits |= not strong and self.keys[kk] == 1
+                seen.rare |= strong
         self.kinds.update({d.kind.value for d in found})
         self._support(case, results, cross, found)
         if seen.weight:

@@ -73,8 +73,9 @@ def default_processes(jobs: int) -> int:
 
 
 PAIR_GAIN = 0.1
-"""What a case that only covered a new op pair yields (a new finding or divergence: 1): new
-pairs come with half of all fresh cases, so counting them whole would crowd out the rest."""
+"""What a case that only covered a new op pair, or new bits, yields (a new finding or another
+new divergence: 1): new pairs come with half of all fresh cases, new bits with many cases
+of a release that changed a kernel, so counting them whole would crowd out the rest."""
 NEAR_MISS = 0.5
 """The share of its dtype's tolerance an output must reach to make its case a near miss."""
 
@@ -386,11 +387,12 @@ class Campaign:
                 times.backend_compute += spent
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
-            gain = 1.0 if self._diverged(case, results, cross) else PAIR_GAIN if case.new_coverage else 0.0
+            gain = max(self._diverged(case, results, cross), PAIR_GAIN if case.new_coverage else 0.0)
             if self._near_miss(cross, results[-1]):
                 self.source.add_parent(case, "near_miss")
             if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
-                gain = max(gain, self.source.found(case))
+                if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
+                    gain = max(gain, self.source.found(case))  # a PR check is after what changed
                 self.reduction.during(ref, self.deadline)
             elif cross.verdict is CrossVerdict.flaky or (
                 cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
@@ -406,17 +408,17 @@ class Campaign:
             self.check_perf(case, lane)
         return cross
 
-    def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> bool:
+    def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> float:
         """Count where the builds differed on this case, and teach generation its features;
-        whether it showed a divergence never seen before."""
+        what it yielded: 1 for a divergence never seen before, PAIR_GAIN for new bits."""
         if self.divergence is None:
-            return False
+            return 0.0
         seen = self.divergence.observe(case, results, cross)
         if seen.weight and self.cfg.guide.divergence and case.features is not None:
             self.source.note_divergence(case.features, seen.weight, seen.rewrites)
         if seen.rare:
             self.source.add_parent(case, "divergent")
-        return seen.new
+        return 1.0 if seen.new else PAIR_GAIN if seen.new_bits else 0.0
 
     def _near_miss(self, cross: CrossJudgement, head: RunResult) -> bool:
         """Head got it right, but a float output came within NEAR_MISS of its dtype's tolerance."""

@@ -252,7 +252,7 @@ class CaseSource:
     def mutation_summary(self) -> MutationSummary:
         m = self.mutation
         return MutationSummary(
-            parents=len(m.parents),
+            parents=dict(sorted(Counter(p.why for p in m.parents.values()).items())),
             fresh=m.fresh.cases,
             fresh_gains=round(m.fresh.gains, 1),
             mutants=m.mutants.cases,

@@ -119,8 +119,8 @@ class MutationSummary(BaseModel):
     """summary.json's `mutation`: how the seeds were split between fresh generation and
     mutants of interesting cases (bot.cases.mutation), and what each yielded."""
 
-    parents: int = 0
-    """Cases mutants were grown from: divergent ones, near misses and findings' originals."""
+    parents: dict[str, int] = Field(default_factory=dict)
+    """Cases mutants were grown from at the end, by kind: divergent, near_miss, finding."""
     fresh: int = 0
     fresh_gains: float = 0.0
     """What fresh cases yielded: 1 per new finding or divergence never seen, a tenth per new op pair."""
