@@ -59,6 +59,7 @@ def main() -> int:
         "ops": summary.ops,
         "pairs": summary.pairs,
         "ops_weighed": len(layer.ops),
+        "note": summary.note,
     }
     print(json.dumps(report, indent=2))
     return 0
