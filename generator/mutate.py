@@ -140,17 +140,23 @@ def _shape(
     return Mutant(edited, MutationKind.shape, f"first tensor {list(genome.shape)} -> {dims}")
 
 
-def _sibling(
-    genome: Genome, rng: random.Random, resolve: Resolve, names: list[str], dtypes: list[DType]
-) -> Mutant | None:
-    specs = {n: s for n in names if (s := resolve(n)) is not None and not issubclass(s, Pattern)}
+def _swap(genome: Genome, rng: random.Random, resolve: Resolve, names: list[str], templates: bool) -> Mutant | None:
+    """One step's op for another of its family: an op of the same module, or a template's
+    other variant (a near miss for the exact form, or back)."""
+    specs = {n: s for n in names if (s := resolve(n)) is not None and issubclass(s, Pattern) == templates}
     at = _pick(rng, genome, lambda s: s.op in specs and len(_siblings(specs, s.op)) > 0)
     if at is None:
         return None
     step = genome.steps[at]
     other = rng.choice(_siblings(specs, step.op))
-    edited = _with_step(genome, at, replace(step, op=other))
-    return Mutant(edited, MutationKind.sibling, f"{step.op} -> {other} at step {at}")
+    kind = MutationKind.pattern if templates else MutationKind.sibling
+    return Mutant(_with_step(genome, at, replace(step, op=other)), kind, f"{step.op} -> {other} at step {at}")
+
+
+def _sibling(
+    genome: Genome, rng: random.Random, resolve: Resolve, names: list[str], dtypes: list[DType]
+) -> Mutant | None:
+    return _swap(genome, rng, resolve, names, templates=False)
 
 
 def _siblings(specs: Mapping[str, type[OpSpec]], name: str) -> list[str]:
@@ -179,14 +185,7 @@ def _remove(
 def _pattern(
     genome: Genome, rng: random.Random, resolve: Resolve, names: list[str], dtypes: list[DType]
 ) -> Mutant | None:
-    variants = {n: s for n in names if (s := resolve(n)) is not None and issubclass(s, Pattern)}
-    at = _pick(rng, genome, lambda s: s.op in variants and len(_siblings(variants, s.op)) > 0)
-    if at is None:
-        return None
-    step = genome.steps[at]
-    other = rng.choice(_siblings(variants, step.op))
-    edited = _with_step(genome, at, replace(step, op=other))
-    return Mutant(edited, MutationKind.pattern, f"{step.op} -> {other} at step {at}")
+    return _swap(genome, rng, resolve, names, templates=True)
 
 
 _MUTATORS = {

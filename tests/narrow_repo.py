@@ -18,7 +18,6 @@ so the SHAs are the same on every run.
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 from pathlib import Path
 
@@ -27,8 +26,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from bot.sides.config import CompilerConfig
-from bot.sides.workspace import file_lock
-from tests.toy_repo import Builder, ToyRepo
+from tests.toy_repo import Builder, ToyRepo, shared_repo
 
 SOURCE = Path(__file__).resolve().parent / "narrowcompiler"
 BACKEND = "narrowcc.fuzzbot:NarrowAdapter:O1"
@@ -155,13 +153,7 @@ def build_narrow_repo(path: Path) -> ToyRepo:
 
 def shared_narrow_repo(root: Path) -> ToyRepo:
     """The history in `root`, built by the first caller; later callers read its SHAs back."""
-    shas = root / "shas.json"
-    with file_lock(root.with_name(root.name + ".lock")):
-        if not shas.exists():
-            shutil.rmtree(root, ignore_errors=True)
-            repo = build_narrow_repo(root / "repo")
-            shas.write_text(json.dumps(repo.commits))
-    return ToyRepo(root / "repo", json.loads(shas.read_text()))
+    return shared_repo(root, build_narrow_repo)
 
 
 def narrow_compiler_config(repo: ToyRepo, base: str = "base", head: str = "head") -> CompilerConfig:

@@ -155,15 +155,20 @@ def build_toy_repo(path: Path) -> ToyRepo:
     return ToyRepo(path, shas)
 
 
-def shared_toy_repo(root: Path) -> ToyRepo:
-    """The history in `root`, built by the first caller; later callers read its SHAs back."""
+def shared_repo(root: Path, build: Callable[[Path], ToyRepo]) -> ToyRepo:
+    """The history `build` makes, in `root`, built by the first caller; later callers read
+    its SHAs back."""
     shas = root / "shas.json"
     with file_lock(root.with_name(root.name + ".lock")):
         if not shas.exists():
             shutil.rmtree(root, ignore_errors=True)
-            repo = build_toy_repo(root / "repo")
+            repo = build(root / "repo")
             shas.write_text(json.dumps(repo.commits))
     return ToyRepo(root / "repo", json.loads(shas.read_text()))
+
+
+def shared_toy_repo(root: Path) -> ToyRepo:
+    return shared_repo(root, build_toy_repo)
 
 
 # Each test module that imports these fixtures gets its own instance of them, so both
