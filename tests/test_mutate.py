@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import random
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,9 @@ import onnxruntime as ort
 import pytest
 import z3
 
+from bot.campaign.sides import open_campaign
+from bot.config import FuzzConfig, ReduceSettings
+from bot.sides.config import CompilerConfig
 from generator.api import GenConfig, generate, step_specs
 from generator.coverage import Coverage
 from generator.dtypes import DType
@@ -185,3 +189,29 @@ def test_a_check_z3_does_not_count_is_stopped_by_the_backstop_and_spends_the_mod
     solver.from_file(str(Path(__file__).parent / "data" / "pad_numel_rewriter_stall.smt2"))
     assert solver.check() == z3.unknown and fired == [1]
     assert solver.spent >= MODEL_RLIMIT and solver.check() == z3.unknown and fired == [1]
+
+
+def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None) -> int:
+    cfg = FuzzConfig(
+        budget=120.0,
+        max_tests=300,
+        out=tmp / "out",
+        cache_dir=tmp / "cache",
+        compiler=compiler,
+        reduce=ReduceSettings(enabled=False),
+    )
+    summary = open_campaign(cfg).run()
+    assert summary.tests == 300 and summary.mutation is not None
+    return summary.mutation.parents.get("near_miss", 0)
+
+
+def test_near_misses_are_parents_only_where_two_builds_are_compared(tmp_path: Path) -> None:
+    """The same 300 seeds on onnxruntime: compared against itself as two builds, outputs close
+    to the tolerance become parents; fuzzed as one build (a nightly), none does, because there
+    their mutants yielded less than half of what fresh cases did."""
+    python = {"python": sys.executable}
+    two = CompilerConfig.model_validate({"base": python, "head": python})
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one").mkdir()
+    assert _near_miss_parents(tmp_path / "two", two) > 0
+    assert _near_miss_parents(tmp_path / "one", None) == 0

