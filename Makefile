@@ -31,6 +31,7 @@ WORKFLOWS := .github/workflows/*.yml examples/workflows/*.yml
 # check-jsonschema (no download), and the Dockerfile (hadolint).
 lint: $(BIN)/fuzzbot
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/actionlint -shellcheck= -pyflakes= $(WORKFLOWS)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-actions action.yml

@@ -321,6 +321,7 @@ class WorkerClient:
             outputs=arrays,
             backend=self.info,
             rewrites={str(k): int(v) for k, v in (header.get("rewrites") or {}).items()},
+            kernels={str(k): str(v) for k, v in (header.get("kernels") or {}).items()},
         )
 
     def _failure(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky")
+KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky", "corrupt")
 SLOW_S = 0.05
 """The delay a `slow` fault adds to the run stage: far above the noise of a small model."""
 OOM_CHUNK = 64 << 20
@@ -59,13 +59,17 @@ def before_run(fault: dict[str, Any] | None, model: bytes) -> None:
         return
     if fault["kind"] == "slow":
         time.sleep(SLOW_S)
+    elif fault["kind"] == "corrupt" and not _flaky_turn(fault):
+        raise RuntimeError("heap corruption detected (test fault)")
     elif fault["kind"] == "hang":
         while True:
             time.sleep(60)
 
 
 def _flaky_turn(fault: dict[str, Any]) -> bool:
-    """A `flaky` fault perturbs every other run it triggers on: a side that disagrees with itself.
+    """A `flaky` fault perturbs every other run it triggers on: a side that disagrees with
+    itself. A `corrupt` fault fails every run, by turns with wrong values and an error, as a
+    corrupted heap does: a side that fails every run, each time differently.
 
     The count lives in this worker's own copy of the fault settings, so it survives
     between requests but not a restart, like the state behind a real flaky kernel.
@@ -77,7 +81,7 @@ def _flaky_turn(fault: dict[str, Any]) -> bool:
 
 def after_run(fault: dict[str, Any] | None, model: bytes, outputs: dict[str, np.ndarray]) -> None:
     """Shift one element of the first float output well past any tolerance."""
-    if not triggered(fault, model) or fault is None or fault["kind"] not in ("perturb", "flaky"):
+    if not triggered(fault, model) or fault is None or fault["kind"] not in ("perturb", "flaky", "corrupt"):
         return
     if fault["kind"] == "flaky" and not _flaky_turn(fault):
         return

@@ -8,6 +8,11 @@ inputs and false-positive evidence are read), the same graph with float16 arithm
 kept in float32 (`widen_float16`, the other edge of the precision envelope backends may
 legitimately land in), and the graph with some nodes computed another way
 (`substitute`, how a rule shows that a tie or a NaN choice explains a difference).
+
+A node means what its op's version says: the version is the schema in force at the
+model's default-domain opset (Softmax-11 normalizes a flattened tail, Softmax-13 one axis),
+and a version or form the registry does not compute is refused (`refusals`), never read
+as the current one.
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ import torch
 from onnx import numpy_helper
 
 from generator.ops import registry
-from generator.ops.base import Attrs, OpSpec, node_attrs
+from generator.ops.base import OLDEST_OPSET, Attrs, OpSpec, node_attrs, op_version
 
 
 class ReferenceError(Exception):
     """The reference cannot compute this model (an unregistered op, a bad attribute)."""
+
+
+class RefusedForm(ReferenceError):
+    """The model holds an op version or form whose meaning the reference does not compute:
+    any reading of it would be another version's, so nothing may judge by it."""
 
 
 Substitute = Callable[[Attrs, list[torch.Tensor | None]], list[torch.Tensor]]
@@ -67,6 +77,7 @@ def trace_reference(
     ends the walk, recorded in the trace rather than raised (what came before it is
     still evidence). `substitute` maps node indices to another computation."""
     specs = registry()
+    opset = model_opset(model)
     trace = Trace(env={i.name: _tensor(numpy_helper.to_array(i)) for i in model.graph.initializer})
     for inp in model.graph.input:
         if inp.name in inputs:
@@ -77,18 +88,61 @@ def trace_reference(
     with torch.no_grad():
         for index, node in enumerate(model.graph.node):
             try:
-                _step(node, specs, trace, widen_float16, (substitute or {}).get(index))
+                _step(node, opset, specs, trace, widen_float16, (substitute or {}).get(index))
             except ReferenceError as e:
                 trace.error, trace.failed_node = e, index
                 return trace
     return trace
 
 
-def _step(
-    node: onnx.NodeProto, specs: dict[str, type[OpSpec]], trace: Trace, widen: bool, other: Substitute | None
-) -> None:
+def model_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset the model imports (the newest onnx knows, when it names none)."""
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    return versions[0] if versions else onnx.defs.onnx_opset_version()
+
+
+def _resolve(node: onnx.NodeProto, opset: int, specs: dict[str, type[OpSpec]]) -> tuple[type[OpSpec], int, Attrs]:
+    """The node's spec, op version and attributes; RefusedForm when its meaning at that
+    version is not the reference's to compute."""
     if node.domain not in ("", "ai.onnx") or node.op_type not in specs:
         raise ReferenceError(f"op {node.domain or 'ai.onnx'}::{node.op_type} has no reference")
+    if opset < OLDEST_OPSET:
+        raise RefusedForm(f"opset {opset} is older than the reference computes (opset {OLDEST_OPSET} on)")
+    try:
+        version = op_version(node.op_type, opset)
+    except onnx.defs.SchemaError as e:
+        raise RefusedForm(f"op {node.op_type} does not exist at opset {opset}") from e
+    spec, attrs = specs[node.op_type], node_attrs(node, version)
+    why = spec.refusal(version, attrs)
+    if why is not None:
+        raise RefusedForm(f"node {node.name!r}: {why}")
+    return spec, version, attrs
+
+
+def refusals(model: onnx.ModelProto) -> list[str]:
+    """Why the reference refuses each node it refuses, read from the graph alone (no
+    values): a model with any must not be judged by the reference, nor by another
+    reference standing in for it (that would hide a hole as a verdict)."""
+    specs, opset, out = registry(), model_opset(model), []
+    for node in model.graph.node:
+        try:
+            _resolve(node, opset, specs)
+        except RefusedForm as e:
+            out.append(str(e))
+        except ReferenceError:
+            continue  # an op without a reference: onnx.reference stands in, as it always has
+    return out
+
+
+def _step(
+    node: onnx.NodeProto,
+    opset: int,
+    specs: dict[str, type[OpSpec]],
+    trace: Trace,
+    widen: bool,
+    other: Substitute | None,
+) -> None:
+    spec, version, attrs = _resolve(node, opset, specs)
     try:
         args: list[torch.Tensor | None] = [trace.env[name] if name else None for name in node.input]
     except KeyError as e:
@@ -99,10 +153,10 @@ def _step(
     wide = widen and node.op_type not in ROUNDING_OPS and any(halves)
     if wide:
         args = [a.float() if a is not None and a.dtype == torch.float16 else a for a in args]
-    compute = other or cast(Substitute, specs[node.op_type].reference)
+    compute = other or cast(Substitute, spec.reference_at(version))
     try:
-        results = compute(node_attrs(node), args)
-    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError) as e:
+        results = compute(attrs, args)
+    except (RuntimeError, ValueError, TypeError, LookupError, NotImplementedError, ZeroDivisionError) as e:
         raise ReferenceError(f"{node.op_type} node {node.name!r}: {type(e).__name__}: {e}") from e
     missing = [name for name in node.output[len(results) :] if name]
     if missing:

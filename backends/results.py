@@ -54,6 +54,9 @@ class RunResult(BaseModel):
     wall_s: float = 0.0
     outputs: dict[str, NDArray] = Field(default_factory=dict)
     backend: BackendInfo | None = None
+    kernels: dict[str, str] = Field(default_factory=dict)
+    """Graph output -> `domain::Op` of the optimized graph's node that computed it (the
+    kernel that ran), where the adapter reads it back; empty elsewhere."""
     rewrites: dict[str, int] = Field(default_factory=dict)
     """What the system's optimizer did to the model, read off its optimized graph after a
     good compile (generator.coverage.Coverage.rewrites has the keys); empty where the

@@ -10,8 +10,8 @@ and the protocol version it speaks; the worker answers with the build it loaded
 protocol version, and where every module the adapter pulled in was imported from, so
 the bot can refuse a side that imports another side's code. Every later reply, stage
 events included, carries the id of the request it answers; a run's reply may carry
-`rewrites` (an optional key: a bot that does not read it loses nothing, so the protocol
-version stays).
+`rewrites` and `kernels` (optional keys: a bot that does not read them loses nothing, so
+the protocol version stays).
 """
 
 from __future__ import annotations
@@ -117,6 +117,20 @@ def read_rewrites(adapter: Any, compiled: Any) -> dict[str, int]:
         return {}
 
 
+def read_kernels(adapter: Any, compiled: Any) -> dict[str, str]:
+    """The adapter's optional `kernels(compiled)`: which of its nodes computes each graph
+    output. A failure reads as "nothing known", as for the rewrites."""
+    read = getattr(adapter, "kernels", None)
+    if read is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in dict(read(compiled)).items()}
+    except Exception:  # noqa: BLE001 - a naming aid never fails a run
+        print("fuzzbot: reading the kernels failed (the run goes on):", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return {}
+
+
 def handle_run(
     served: Served, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -142,6 +156,8 @@ def handle_run(
         times["compile_s"] = time.perf_counter() - t
         if rewrites := read_rewrites(adapter, compiled):
             seen["rewrites"] = rewrites
+        if kernels := read_kernels(adapter, compiled):
+            seen["kernels"] = kernels
         stage = "run"
         write_message(out, {"id": rid, "event": "stage", "stage": stage})
         t = time.perf_counter()

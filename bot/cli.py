@@ -59,7 +59,6 @@ app = typer.Typer(
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
 
 
-
 @app.command()
 def fuzz(
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml")] = None,
@@ -78,7 +77,11 @@ def fuzz(
     cache_dir: Annotated[Path | None, typer.Option(help="support-matrix cache [.fuzzbot-cache]")] = None,
     rules: Annotated[Path | None, typer.Option(help="your known-false-positive rules (YAML), besides ours")] = None,
     keep_filtered: Annotated[
-        bool | None, typer.Option("--keep-filtered/--no-keep-filtered", help="save bundles of filtered cases too")
+        bool | None,
+        typer.Option(
+            "--keep-filtered/--no-keep-filtered",
+            help="save bundles of every set-aside case too (filtered, unsupported, undefined input)",
+        ),
     ] = None,
     corpus: Annotated[
         Path | None, typer.Option(help="case corpus: replay its cases first, then add the fresh ones (gen --corpus)")
@@ -318,7 +321,6 @@ def _shard(text: str | None) -> Shard | None:
         return Shard.parse(text)
     except ValueError as e:
         raise UserError(f"--shard: {e}") from e
-
 
 
 def _inputs(model: Any, seed: int) -> dict[str, Any]:

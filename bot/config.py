@@ -48,7 +48,7 @@ class TestFault(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["segv", "abort", "hang", "perturb", "slow", "flaky"]
+    kind: Literal["segv", "abort", "hang", "perturb", "slow", "flaky", "corrupt"]
     every: int = Field(1, ge=1)
 
 

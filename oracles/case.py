@@ -23,7 +23,8 @@ import onnx
 
 from backends.reference import ReferenceError, run_reference
 from backends.results import RunResult, Status
-from oracles.compare import bad_mask, compare
+from oracles.compare import Comparison, bad_mask, compare
+from oracles.conditioning import SPREAD_FACTOR, rounding_spread
 from oracles.matchers import CaseView
 from oracles.provenance import rounding_widths
 from oracles.references import Source, distance, float64_reference, onnx_reference, read_reference
@@ -46,6 +47,13 @@ BEYOND_PRECISION = "beyond-precision"
 already moves the reference beyond the case's bounds."""
 
 
+UNCONFIRMED = "no second reading: torch stands"
+"""The confirmation path of a wrong result that neither onnx.reference nor the float64 re-run
+can compute: a missing reading is no evidence, so the finding stands on the torch reference
+alone (counted in summary.json's tiebreaks, so the share is visible). A weight-quantization
+regression in onnxruntime was set aside when a missing reading counted against it."""
+
+
 @dataclass(frozen=True)
 class Confirmation:
     """Whether a wrong result against the torch reference is believed, and what decided."""
@@ -54,7 +62,8 @@ class Confirmation:
     path: str
     """How it was decided, counted in summary.json: `onnx.reference agrees`, or which side
     the float64 re-run took (`float64 sides with torch`, `... with onnx.reference`, `... with
-    the backend`), or `no float64 reading`."""
+    the backend`), `no float64 reading` (onnx.reference disagrees and nothing breaks the tie)
+    or UNCONFIRMED (nothing but torch computes the case)."""
     detail: str = ""
     rule: str = DISAGREEMENT
     """The filter that sets an unbelieved case aside."""
@@ -149,7 +158,19 @@ class CaseEvidence:
                 message=f"values not compared on an undefined input ({self.undefined[0]})",
             )
         j.judged_by = Source.base.value if against is not None else self.source.value
+        if j.verdict is Verdict.wrong_result and j.comparison is not None:
+            j.kernel = self._kernel(result, j.comparison)
         return j
+
+    def _kernel(self, result: RunResult, comparison: Comparison) -> str:
+        """The node type that computed the first wrong output, in the graph that ran."""
+        wrong = sorted(o.name for o in comparison.outputs if o.mismatch)
+        if not wrong:
+            return ""
+        if wrong[0] in result.kernels:
+            return result.kernels[wrong[0]]
+        node = next((n for n in self.model.graph.node if wrong[0] in n.output), None)
+        return f"{node.domain or 'ai.onnx'}::{node.op_type}" if node is not None else ""
 
     def _failure(self, j: Judgement) -> Judgement:
         """A failure on an undefined input: an orderly error is an answer, a dead process or
@@ -183,7 +204,7 @@ class CaseEvidence:
         bounds = self.bounds(None)
         wide = self.float64
         if wide is not None:
-            found = self._against_float64(outputs, wide, bounds)
+            found = self._against_float64(outputs, wide, bounds) or self._within_rounding(outputs, wide, bounds)
             if found is not None:
                 return found
         second, why = self.onnx_reading
@@ -192,6 +213,8 @@ class CaseEvidence:
             if agreement.ok:
                 return Confirmation(True, "onnx.reference agrees")
             why = f"onnx.reference: {agreement.summary()}"
+        if wide is None and second is None:
+            return Confirmation(True, UNCONFIRMED, f"{why}; the float64 re-run cannot compute the case")
         if wide is None:
             return Confirmation(False, "no float64 reading", f"{why}; the float64 re-run cannot compute the case")
         rival, name = (second, "onnx.reference") if second is not None else (dict(outputs), "the backend")
@@ -216,6 +239,39 @@ class CaseEvidence:
             mine += distance(want, exact, where)
             theirs += distance(other, exact, where)
         return mine, theirs
+
+    def _within_rounding(
+        self, outputs: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray], bounds: Mapping[str, Tolerance]
+    ) -> Confirmation | None:
+        """Is the backend, where it is wrong, within what rounding every operand once moves
+        the float64 result (oracles.conditioning)? Then the case is too ill-conditioned for
+        its dtype to tell a bug from rounding. None: the backend is beyond that bound."""
+        assert self.reference is not None
+        spread: dict[str, np.ndarray] | None = None
+        checked = False
+        for out, want in self.reference.items():
+            got, exact = outputs.get(out), truth.get(out)
+            if got is None or exact is None or not got.shape == want.shape == exact.shape or want.dtype.kind != "f":
+                continue
+            wrong = bad_mask(want, got, bounds.get(out) or tolerance_for(want.dtype))
+            if not wrong.any():
+                continue
+            spread = spread if spread is not None else rounding_spread(self.model, self.inputs)
+            if spread is None or out not in spread:
+                return None
+            error = np.abs(got.astype(np.float64) - exact)[wrong]
+            with np.errstate(over="ignore"):
+                bound = SPREAD_FACTOR * spread[out][wrong]
+            if not bool(np.all((error <= bound) | np.isinf(bound))):
+                return None
+            checked = True
+        if not checked:
+            return None
+        detail = (
+            "where the backend is wrong, moving every operand by one rounding moves the float64 result"
+            f" as far (x{SPREAD_FACTOR:g})"
+        )
+        return Confirmation(False, "rounding alone moves the case that far", detail, BEYOND_PRECISION)
 
     def _against_float64(
         self, outputs: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray], bounds: Mapping[str, Tolerance]

@@ -18,7 +18,11 @@ class OracleConfig(BaseModel):
         True, description="confirm wrong results: onnx.reference agrees with torch, or a float64 rerun sides with it"
     )
     rules: Path | None = Field(None, description="your own known-false-positive rules, read after the shipped ones")
-    keep_filtered: bool = Field(False, description="also save bundles of filtered cases, under filtered/")
+    keep_filtered: bool = Field(
+        False,
+        description="also save bundles of every case set aside (filtered by a rule, unsupported, crashing "
+        "only on an undefined input), under filtered/",
+    )
     fail_on_dropped_support: bool = Field(
         False, description="fail the PR check when head declines (unsupported) a model base ran right"
     )

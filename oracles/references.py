@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from backends.reference import ReferenceError, run_reference, trace_reference
+from backends.reference import ReferenceError, RefusedForm, run_reference, trace_reference
 from oracles.provenance import tensor_dtypes
 
 
@@ -59,6 +59,8 @@ def read_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> 
         return Reading({o.name: trace.env[o.name].numpy() for o in model.graph.output}, Source.torch)
     index = trace.failed_node
     op = model.graph.node[index].op_type if index is not None else "graph input"
+    if isinstance(trace.error, RefusedForm):  # onnx.reference reads old versions by newer meanings
+        return Reading(None, Source.none, str(trace.error), op)
     warned: Counter[str] = Counter()
     second, why = onnx_reference(model, inputs, warned)
     if second is not None:
@@ -120,6 +122,9 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
                 attr.i = _WIDE.get(attr.i, attr.i)
             elif attr.type == onnx.AttributeProto.TENSOR:
                 _widen_tensor(attr.t)
+        if node.op_type in FLOAT32_OPS:
+            nodes.extend(_at_float32(node, narrow))
+            continue
         if target is None:
             nodes.append(node)
             continue
@@ -129,6 +134,32 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     del g.node[:]
     g.node.extend(nodes)
     return wide
+
+
+FLOAT32_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+"""Ops whose float side is float32 by definition (a scale, the data a scale divides): they
+have no float64 meaning, so the float64 re-run computes them at float32, as the model
+does, and widens what comes out. Without this the re-run could not compute a
+DequantizeLinear -> MatMul at all, and a missing reading once set a real regression aside."""
+
+
+def _at_float32(node: onnx.NodeProto, dtypes: Mapping[str, int]) -> list[onnx.NodeProto]:
+    """`node` computed at float32 in the widened graph: its float inputs cast down, its float
+    outputs cast back up under their own names."""
+    floats = {TensorProto.FLOAT, TensorProto.DOUBLE}
+    before: list[onnx.NodeProto] = []
+    after: list[onnx.NodeProto] = []
+    narrow = onnx.NodeProto()
+    narrow.CopyFrom(node)
+    for i, name in enumerate(node.input):
+        if name and dtypes.get(name) == TensorProto.FLOAT:
+            narrow.input[i] = f"{name}__float32_for_{node.output[0]}"
+            before.append(helper.make_node("Cast", [name], [narrow.input[i]], to=TensorProto.FLOAT))
+    for i, name in enumerate(node.output):
+        if name and dtypes.get(name) in floats:
+            narrow.output[i] = f"{name}__float32"
+            after.append(helper.make_node("Cast", [narrow.output[i]], [name], to=TensorProto.DOUBLE))
+    return [*before, narrow, *after]
 
 
 def _narrowing_target(node: onnx.NodeProto, dtypes: Mapping[str, int]) -> int | None:
@@ -170,3 +201,24 @@ def distance(a: np.ndarray, b: np.ndarray, where: np.ndarray | None = None) -> f
             d = np.where(both_nan, 0.0, np.abs(x - y))
         return float(np.nan_to_num(d, nan=np.inf).sum())
     return float((a[mask] != b[mask]).sum())
+
+
+def invalid_by_reference(model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> str | None:
+    """Why a model is not valid ONNX by an independent check, or None: the reference must
+    compute it, into outputs of the element types and static dims the graph declares. The
+    checker and strict shape inference pass models whose Slice has a step of 0, whose Resize
+    sizes hold a 0 or whose Tile repeats miss a dim; the reference refuses them."""
+    if reference is None:
+        return "the reference cannot compute it"
+    for out in model.graph.output:
+        value = reference.get(out.name)
+        if value is None:
+            return f"the reference gives no value for output {out.name!r}"
+        t = out.type.tensor_type
+        if t.elem_type and helper.tensor_dtype_to_np_dtype(t.elem_type) != value.dtype:
+            return f"output {out.name!r} is {value.dtype}, declared {helper.tensor_dtype_to_np_dtype(t.elem_type)}"
+        if t.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+            if len(dims) != value.ndim or any(d is not None and d != n for d, n in zip(dims, value.shape, strict=True)):
+                return f"output {out.name!r} has shape {list(value.shape)}, declared {dims}"
+    return None

@@ -9,7 +9,10 @@
 | declines it (unsupported) | bad | new in head (shown beside regressions; not a regression) |
 | ok | declines it | dropped support (its own line; fails the check if configured) |
 | declines it | ok | gained support (good news, counted) |
-| a side disagrees with itself | | flaky (never a regression) |
+| some runs of a side fail, others pass | | flaky (never a regression) |
+
+A side that fails every run is bad, however its runs fail (memory corruption shows another
+symptom each time); the note gives the mix and the most frequent failure speaks for it.
 
 "bad" is judged after the false-positive rules: a side whose failure a rule explains
 counts as ok, and a case where only explained failures remain is `filtered:<rule>`.
@@ -23,6 +26,7 @@ one both builds have is `crash_on_undefined_input`, counted but never reported.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from enum import StrEnum
 
@@ -127,12 +131,34 @@ class SideRuns(BaseModel):
 
     @property
     def first(self) -> Judgement:
-        return self.runs[0]
+        """The judgement that speaks for the side: the first run's, except on a side that
+        failed every run in more than one way (a corrupted heap shows wrong values on one
+        run, a SIGSEGV on the next), where it is the most frequent failure, the earliest
+        among equals, so that a reduction chases the symptom seen most."""
+        if len(self.runs) == 1 or not self.mixed:
+            return self.runs[0]
+        seen = Counter((j.verdict, j.signature) for j in self.runs)
+        most = max(seen.values())
+        return next(j for j in self.runs if seen[(j.verdict, j.signature)] == most)
 
     @property
-    def consistent(self) -> bool:
-        """Every run gave the same verdict with the same signature."""
-        return len({(j.verdict, j.signature) for j in self.runs}) == 1
+    def flaky(self) -> bool:
+        """Some runs fail and some do not (or, none failing, they differ in kind). A side
+        whose runs all fail, however differently, is failing, not flaky: memory corruption
+        fails every run with another symptom each time."""
+        failing = {j.verdict.is_bug for j in self.runs}
+        return len(failing) > 1 or (failing == {False} and len({j.verdict for j in self.runs}) > 1)
+
+    @property
+    def mixed(self) -> bool:
+        """Every run failed, not all alike."""
+        return all(j.verdict.is_bug for j in self.runs) and len({(j.verdict, j.signature) for j in self.runs}) > 1
+
+    @property
+    def symptoms(self) -> str:
+        """The mix of a side's failures, most frequent first: `crash (signal 11) x2, wrong_result x1`."""
+        seen = Counter(f"{j.verdict.value} ({j.symptom})" if j.symptom else j.verdict.value for j in self.runs)
+        return ", ".join(f"{name} x{n}" for name, n in seen.most_common())
 
     @property
     def bad(self) -> bool:
@@ -145,6 +171,11 @@ class CrossJudgement(BaseModel):
     base: SideRuns | None = None
     head: SideRuns
     note: str = ""
+    base_failure: str = ""
+    """Of a persistent case whose sides fail differently (another kind of failure, stage
+    or symptom): base's failure. The label is provisional until base is asked about the
+    reduced model (bot.campaign.reduction): a crash new in head once read as persistent
+    because base failed on the same case for another reason."""
 
     @property
     def key(self) -> str:
@@ -157,6 +188,18 @@ class CrossJudgement(BaseModel):
         if self.base is not None and self.base.bad and not self.head.bad:
             return self.base
         return self.head
+
+
+def fails_differently(a: Judgement, b: Judgement) -> bool:
+    """Two failures of one model that are not one bug: another verdict (a crash against a
+    wrong result), another stage (compile against run), another symptom (an exception
+    against a SIGSEGV, values against a shape) or wrong values in other outputs. A
+    reworded message is the same failure."""
+    return (a.verdict, a.stage, a.symptom, _wrong_outputs(a)) != (b.verdict, b.stage, b.symptom, _wrong_outputs(b))
+
+
+def _wrong_outputs(j: Judgement) -> frozenset[str]:
+    return frozenset(o.name for o in j.comparison.outputs if o.mismatch) if j.comparison else frozenset()
 
 
 def _filtered_rule(sides: list[SideRuns]) -> str | None:
@@ -176,9 +219,17 @@ def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
     """Apply the table. Flakiness is checked first: a side that cannot agree with
     itself says nothing about the other."""
     sides = [s for s in (base, head) if s is not None]
-    shaky = [s.side for s in sides if not s.consistent]
+    shaky = [s.side for s in sides if s.flaky]
     if shaky:
         return CrossJudgement(verdict=CrossVerdict.flaky, base=base, head=head, note=f"runs disagree on {shaky}")
+    cross = _combine_settled(head, base)
+    mixed = [f"{s.side} failed every run, not alike: {s.symptoms}" for s in sides if s.mixed]
+    return cross.model_copy(update={"note": _notes(cross.note, *mixed)}) if mixed else cross
+
+
+def _combine_settled(head: SideRuns, base: SideRuns | None) -> CrossJudgement:
+    """The table, for sides that each agree with themselves on passing or failing."""
+    sides = [s for s in (base, head) if s is not None]
     if head.first.verdict is Verdict.unsupported:
         if base is not None and base.first.verdict is Verdict.pass_:
             note = f"head declines a model base runs right: {head.first.message}"
@@ -195,10 +246,13 @@ def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
     if base is None or base.bad == head.bad:
         if undefined:
             return CrossJudgement(verdict=CrossVerdict.crash_on_undefined_input, base=base, head=head, note=undefined)
-        note = ""
-        if base is not None and base.first.signature != head.first.signature:
+        note, differs = "", ""
+        if base is not None and fails_differently(base.first, head.first):
+            differs = f"{base.first.verdict.value} ({base.first.symptom}) at {base.first.stage}: {base.first.message}"
+            note = f"base fails differently: {differs[:300]}"
+        elif base is not None and base.first.signature != head.first.signature:
             note = f"signature changed: {base.first.signature!r} -> {head.first.signature!r}"
-        return CrossJudgement(verdict=CrossVerdict.persistent, base=base, head=head, note=note)
+        return CrossJudgement(verdict=CrossVerdict.persistent, base=base, head=head, note=note, base_failure=differs)
     if head.bad and base.first.verdict is Verdict.unsupported:
         note = _notes("base declines the model (unsupported)", undefined)
         return CrossJudgement(verdict=CrossVerdict.new_in_head, base=base, head=head, note=note)

@@ -42,6 +42,10 @@ class Judgement(BaseModel):
     when no values were compared (a crash, a hang, a declined model, an undefined input)."""
     undefined: str = ""
     """Why the case's result is unspecified by ONNX (oracles.undefined), when it is."""
+    kernel: str = ""
+    """Of a wrong result: `domain::Op` of the node that computed the first wrong output in
+    the graph the backend ran (its optimized graph where the adapter reads it back, else
+    the model's), which names the bug across triggers (bot.reduce.finding)."""
 
 
 def judge(

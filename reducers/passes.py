@@ -98,14 +98,30 @@ def bypass_nodes(case: Case, ctx: Context) -> Case | None:
     return _first_of(ctx, case, _bypasses)
 
 
+SCALE_SLOTS = {
+    "QuantizeLinear": (1,),
+    "DequantizeLinear": (1,),
+    "QLinearMatMul": (1, 4, 6),
+    "QLinearConv": (1, 4, 6),
+}
+"""Inputs that are a quantization scale: a scale of 0 makes a reduced model no maintainer
+accepts (a QuantizeLinear dividing by it), so polish never zeroes one."""
+
+
+def _scales(model: onnx.ModelProto) -> set[str]:
+    return {n.input[i] for n in model.graph.node for i in SCALE_SLOTS.get(n.op_type, ()) if i < len(n.input)}
+
+
 def _initializer_edits(case: Case) -> Iterator[Case | None]:
+    scales = _scales(case.model)
     for t in case.model.graph.initializer:
         value = numpy_helper.to_array(t)
         if value.dtype.kind not in "biuf":
             continue
         if value.size and ((value == 0).all() or (value == 1).all()):
             continue  # a constant is as simple as it gets; moving it out would hide it
-        yield edit.replace_initializer(case, t.name, "zeros")
+        if t.name not in scales:
+            yield edit.replace_initializer(case, t.name, "zeros")
         yield edit.replace_initializer(case, t.name, "ones")
         yield edit.replace_initializer(case, t.name, "input")
 
@@ -202,6 +218,7 @@ def tidy(case: Case, ctx: Context) -> Case | None:
 STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes)
 """Passes that remove nodes. drop_nodes comes first: cutting nodes also drops the
 outputs they made, which on generated models is cheaper than ddmin over outputs first."""
+
 
 def _without_attributes(case: Case) -> Case:
     current = case

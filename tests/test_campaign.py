@@ -7,10 +7,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import onnx
+from onnx import TensorProto
+
 from backends.spec import parse_backend
 from bot.campaign.run import Campaign
 from bot.campaign.side_setup import SideSetup
+from bot.campaign.sides import open_campaign
+from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
+from bot.findings.bundle import Finding
+from bot.reduce.finding import kernel_fingerprint
 from tests.conftest import CliResult
 
 
@@ -70,3 +78,68 @@ def test_a_perturbed_head_against_a_clean_base_is_a_new_regression(tmp_path: Pat
     assert not Path(ref.path).is_absolute()  # relative to the output folder, which may move
     finding = json.loads((tmp_path / ref.path / "finding.json").read_text())
     assert finding["side"] == "head" and finding["base_backend"]["name"] == "onnxruntime"
+
+
+def test_keep_filtered_keeps_a_bundle_of_every_case_set_aside(tmp_path: Path) -> None:
+    """A hand audit of a campaign needs every reason a case was not reported: 22 unsupported
+    cases and an undefined-input crash once kept no bundle. onnxruntime 1.31 declines a
+    sixth of seeds 0..39 (an op at a dtype it has no kernel for)."""
+    cfg = FuzzConfig(out=tmp_path, probe=False, max_tests=40, budget=120, oracles={"keep_filtered": True})
+    summary = Campaign(cfg).run()
+    aside = {k: n for k, n in summary.counts.items() if k in ("unsupported", "crash_on_undefined_input")}
+    aside |= {k.split(":", 1)[1]: n for k, n in summary.counts.items() if k.startswith("filtered:")}
+    assert aside.get("unsupported", 0) >= 1, summary.counts
+    for reason, count in aside.items():
+        bundles = sorted((tmp_path / "filtered" / reason).iterdir())
+        assert len(bundles) == count, reason
+        assert all((b / "model.onnx").is_file() and (b / "finding.json").is_file() for b in bundles)
+
+
+def _one_node(op: str, dtype: int, shape: list[int]) -> onnx.ModelProto:
+    node = onnx.helper.make_node(op, ["x"], ["y"])
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", dtype, shape)],
+        [onnx.helper.make_tensor_value_info("y", dtype, shape)],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_reduced_wrong_result_is_named_by_its_kernel_symptom_and_label(tmp_path: Path) -> None:
+    """One integer-GEMM defect reached through MatMulInteger at three input forms was three
+    reports, named by the trigger. A reduced wrong result is named by the kernel that
+    computed the wrong output, its kind of mismatch and its label; its trigger stays the
+    name people read, and every trigger folded into it is listed."""
+    cases = []
+    for i, (op, dtype, shape) in enumerate([("Neg", TensorProto.FLOAT, [4]), ("Abs", TensorProto.INT32, [2, 3])]):
+        model = _one_node(op, dtype, shape)
+        onnx.save(model, str(tmp_path / f"m{i}.onnx"))
+        x = np.arange(-2, int(np.prod(shape)) - 2).reshape(shape)
+        np.savez(tmp_path / f"m{i}.npz", x=x.astype(onnx.helper.tensor_dtype_to_np_dtype(dtype)))
+        cases.append(load_user_case(str(tmp_path / f"m{i}.onnx"), tmp_path / f"m{i}.onnx"))
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:disable",
+        test_fault={"kind": "perturb"},
+        reduce={"generalize": False, "budget": 30},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases(list(cases), reduce=True)
+    named = {}
+    for ref in campaign.summary.findings:
+        assert ref.reduced_path is not None and ref.triggers == [ref.signature]
+        finding = Finding.model_validate_json((tmp_path / "out" / ref.reduced_path / "finding.json").read_text())
+        named[finding.kernel] = ref.fingerprint
+        assert ref.fingerprint == kernel_fingerprint(finding, ref.across or "")
+    assert set(named) == {"ai.onnx::Neg", "ai.onnx::Abs"}
+    neg = Finding.model_validate_json(
+        (tmp_path / "out" / campaign.summary.findings[0].reduced_path / "finding.json").read_text()  # type: ignore[operator]
+    )
+    other_trigger = neg.model_copy(update={"signature": "values in Neg[float16](in[float16])"})
+    assert kernel_fingerprint(other_trigger, "wrong_result") == kernel_fingerprint(neg, "wrong_result")
+    assert kernel_fingerprint(neg, "fixed") != kernel_fingerprint(neg, "persistent"), "a label splits"
+    assert (
+        kernel_fingerprint(neg.model_copy(update={"kernel": "ai.onnx::Abs"}), "wrong_result") != named["ai.onnx::Neg"]
+    )

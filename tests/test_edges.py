@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from generator.api import GenConfig, generate
 from generator.coverage import Coverage
@@ -15,6 +16,7 @@ from generator.dtypes import DType
 from generator.edges import KINDS, UNDEFINED, aim, edge_kind
 from oracles.undefined import undefined_inputs
 from tests.conftest import CliResult
+from tests.release_cases import reducel2_int32_overflow
 
 
 def _cases(count: int, share: float = 1.0) -> list:  # type: ignore[type-arg]
@@ -91,3 +93,41 @@ def test_an_undefined_edge_stays_on_a_graph_input_whatever_grows_after_it() -> N
     for case in cases:
         reads = {i for n in case.model.graph.node if n.op_type in ("Div", "Mod", "Cast") for i in n.input}
         assert reads & set(case.inputs), case.seed
+
+
+def test_an_integer_reduction_is_undefined_only_where_no_accumulator_holds_it() -> None:
+    """ReduceL2 of [30000, 40000] is 50000: its int32 sum of squares overflows, but the
+    result fits and onnxruntime 1.27.0 fixed the wrap (a real bug that must stay reported).
+    Squares past int64, or a ReduceLogSumExp whose exponentials pass int64, are undefined:
+    a hand triage found the first reported as a bug."""
+    model, inputs = reducel2_int32_overflow()
+    assert undefined_inputs(model, inputs) == []
+    big = {"x": np.array([[2**31 - 1, 2**31 - 1]], np.int32)}
+    assert any("ReduceL2" in r for r in undefined_inputs(model, big))
+    node = onnx.helper.make_node("ReduceLogSumExp", ["x"], ["y"], keepdims=0)
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.INT32, [1, 2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [])],
+    )
+    lse = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    assert undefined_inputs(lse, {"x": np.array([[3, 1]], np.int32)}) == []
+    assert any("ReduceLogSumExp" in r for r in undefined_inputs(lse, {"x": np.array([[50, 1]], np.int32)}))
+
+
+def test_an_integer_shrink_that_adds_a_fractional_bias_is_undefined() -> None:
+    """Shrink(-5, bias=0.326) on int64: onnxruntime and TVM give -5 (the bias cast first),
+    onnx.reference and the torch reference -4; the spec says neither. Both campaigns of a
+    hand triage reported it. A float Shrink, whose float64 onnxruntime computes in float32
+    (a real bug), stays defined."""
+
+    def shrink(elem: int) -> onnx.ModelProto:
+        node = onnx.helper.make_node("Shrink", ["x"], ["y"], bias=0.326)
+        value = [onnx.helper.make_tensor_value_info(n, elem, [3]) for n in ("x", "y")]
+        graph = onnx.helper.make_graph([node], "g", value[:1], value[1:])
+        return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+
+    assert undefined_inputs(shrink(onnx.TensorProto.INT64), {"x": np.array([-5, 0, 3])})
+    assert undefined_inputs(shrink(onnx.TensorProto.INT64), {"x": np.array([0, 0, 0])}) == []
+    assert undefined_inputs(shrink(onnx.TensorProto.DOUBLE), {"x": np.array([-5.0, 0.1, 3.0])}) == []

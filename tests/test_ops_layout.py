@@ -22,9 +22,7 @@ from generator.ops.base import OpSpec
 from generator.ops.selection import OneHot
 from generator.symbolic import SymCtx, TType
 
-FAMILY = tuple(
-    f"generator.ops.{m}" for m in ("shape", "joining", "padding", "resize", "indexing", "selection")
-)
+FAMILY = tuple(f"generator.ops.{m}" for m in ("shape", "joining", "padding", "resize", "indexing", "selection"))
 SPECS = {name: spec for name, spec in sorted(registry().items()) if spec.__module__ in FAMILY}
 OPSETS = (17, 13, 18, 15, 19, 21, 16, 14)
 CASES = 3

@@ -113,6 +113,24 @@ def test_initializers_become_zeros() -> None:
     assert not numpy_helper.to_array(init).any()
 
 
+def test_a_quantization_scale_is_never_polished_to_zero() -> None:
+    """A reduced QLinearMatMul trigger once carried y_scale = 0: the reference computes it,
+    but no maintainer takes a QuantizeLinear dividing by zero as a valid model."""
+    scale = numpy_helper.from_array(np.array(0.25, np.float32), "s")
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [3])],
+        [scale],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    out = passes.simplify_initializers(Case(model, {"x": _x(3)}), _ctx(_has("QuantizeLinear")))
+    assert out is not None, "ones (or an input) is still a simplification"
+    assert all(numpy_helper.to_array(t).all() for t in out.model.graph.initializer)
+
+
 def test_optional_attributes_go_back_to_their_defaults_required_ones_stay() -> None:
     nodes = [
         helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3),

@@ -7,12 +7,14 @@ is given to the config as a `python:` side, the way a CI job that built it earli
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 import yaml
 
 from tests import release_cases as rc
@@ -128,3 +130,45 @@ def test_an_overflow_inside_a_kernel_whose_result_fits_is_a_real_fix(cli: Cli, t
     wrong, right = rc.FIX_REDUCEL2_INT32
     code, found = _check(cli, tmp_path, rc.reducel2_int32_overflow(), wrong, right)
     assert code == 0 and found["verdict"] == "fixed", found
+
+
+LABEL_CASES = {
+    "new_regression": (rc.rms_norm_vector_epsilon, rc.REGRESSION, "all", (0, 1)),
+    "fixed": (rc.rms_norm_axis_not_last, rc.FIX, "all", (1, 0)),
+    "fixed on an undefined input": (
+        rc.div_int32_by_zero,
+        (rc.DIV_BY_ZERO_CRASHES[-1], rc.DIV_BY_ZERO_RAISES[0]),
+        "all",
+        (1, 0),
+    ),
+    "persistent": (rc.layernorm_pattern_sub_swapped, rc.REGRESSION_RAISES, "all", (1, 1)),
+}
+
+
+@pytest.mark.parametrize("label", sorted(LABEL_CASES))
+def test_every_labels_repro_exits_as_each_build_behaves(cli: Cli, tmp_path: Path, label: str) -> None:
+    """A repro exits 1 where the bug is and 0 where it is not, for every label, on both
+    builds of a real release pair. A fixed division by zero once printed BUG on the build
+    that fixed it: 1.25.1 raises "Integer division by zero", an answer on an undefined input."""
+    make, (base, head), level, codes = LABEL_CASES[label]
+    model, inputs = make()
+    onnx.save(model, str(tmp_path / "case.onnx"))
+    np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
+    sides = {"base": base, "head": head}
+    config = {
+        "backend": f"onnxruntime:{level}",
+        "cache_dir": str(tmp_path / "cache"),
+        "compiler": {side: {"python": str(rc.ort_python(v))} for side, v in sides.items()},
+    }
+    (tmp_path / "fuzzbot.yml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    r = cli("check", "--config", str(tmp_path / "fuzzbot.yml"), "--out", str(out), str(tmp_path / "case.onnx"))
+    assert r.code in (0, 2), r.err
+    (bundle,) = (out / "findings").iterdir()
+    assert bundle.name.startswith(label.split()[0]), bundle.name
+    for version, code in zip((base, head), codes, strict=True):
+        ran = subprocess.run(
+            [str(rc.ort_python(version)), "repro.py"], cwd=bundle, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == code, (version, ran.stdout, ran.stderr[-500:])
+        assert ran.stdout.startswith("BUG:" if code else "OK:"), ran.stdout

@@ -3,7 +3,8 @@ set), as the ONNX spec allows: onnxruntime's result then carries float32 roundin
 judging it at float64 bounds reported that rounding as a bug (found by a campaign between
 onnxruntime 1.30.0 and 1.31.1, on LayerNormalization over values whose mean dwarfs their
 spread). The bound follows the attribute, never the op's name: stash_type=double keeps
-float64's bounds."""
+float64's bounds. That campaign's case turned out to be the reference's epsilon, read as a
+double where ONNX float attributes are float32; the spec's allowance stays."""
 
 from __future__ import annotations
 
@@ -69,4 +70,7 @@ def test_float32_statistics_of_a_float64_layernorm_are_not_a_bug(cli: Cli, tmp_p
     [case] = json.loads(r.out)["cases"]
     head = case["sides"]["head"]
     assert case["verdict"] == "pass", case
-    assert head["max_abs"] > 1e-8, "the difference is beyond float64's bounds: only the stash type allows it"
+    # What the campaign saw was not the stash type: the reference read the absent epsilon as
+    # the double 1e-5, where the attribute is the float32 1e-5. Read as float32, onnxruntime
+    # agrees within float64's own bounds (5e-13), and the stash allowance is not needed here.
+    assert head["max_abs"] < 1e-8, head

@@ -21,6 +21,7 @@ from bot.campaign.perf import compare_perf
 from bot.campaign.triage import Side, Triage
 from bot.config import FuzzConfig, load_config
 from bot.findings.bundle import Finding
+from oracles.conditioning import rounding_spread
 from oracles.config import OracleConfig
 from oracles.perf import Metric, PerfConfig, judge_perf
 from oracles.references import Source
@@ -28,6 +29,7 @@ from oracles.rules import load_rules
 from oracles.sides import CrossVerdict, SideRuns, combine
 from oracles.tolerances import DEFAULTS, EXACT, Tolerance, ToleranceConfig
 from oracles.verdict import Judgement, Verdict
+from tests import release_cases as rc
 from tests.conftest import CliResult
 
 ORT = parse_backend("onnxruntime:all")
@@ -123,10 +125,30 @@ def test_a_flaky_side_is_never_a_regression_even_when_its_first_run_was_bad(
     assert cross.verdict is CrossVerdict.flaky and not cross.verdict.is_reported
 
 
+def test_a_side_that_fails_every_run_differently_is_failing_not_flaky(
+    triage: Triage, sides: Callable[..., Side]
+) -> None:
+    """Base TVM 0.26 corrupted its heap on negative scatter indices: wrong values on one run,
+    a crash or an internal error on the next. 12 such cases were set aside as flaky while
+    every run failed. The `corrupt` fault fails each run, by turns wrong and raising."""
+    case = _tanh_case(0.5)
+    base, head = sides("base", "corrupt"), sides("head")
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.base is not None
+    assert [j.verdict for j in cross.base.runs] == [Verdict.wrong_result, Verdict.crash, Verdict.wrong_result]
+    assert cross.verdict is CrossVerdict.fixed and cross.verdict.is_reported, cross.note
+    assert cross.base.first.verdict is Verdict.wrong_result, "the most frequent failure speaks for the side"
+    assert "base failed every run, not alike: wrong_result" in cross.note and "crash (exception) x1" in cross.note
+    # A side that passes some runs is still flaky, whatever the other side does.
+    flaky = sides("flaky", "flaky")
+    assert triage.triage(case, [base, flaky], _first(case, base, flaky)).verdict is CrossVerdict.flaky
+
+
 def test_localization_reruns_at_the_lowest_level_of_the_same_build(triage: Triage, sides: Callable[..., Side]) -> None:
     case = _tanh_case()
     head = sides("head", "perturb", "onnxruntime:extended")
     cross = triage.triage(case, [head], _first(case, head))
+
     assert cross.verdict is CrossVerdict.persistent
     local = cross.head.localization
     assert local is not None and local.level == "disable"
@@ -341,3 +363,114 @@ def test_a_case_whose_rounding_alone_exceeds_its_bounds_is_set_aside(sides: Call
     # A backend far worse than rounding explains is still a bug on the same case.
     broken = sides("broken", "perturb")
     assert triage.triage(case, [broken], _first(case, broken)).verdict is CrossVerdict.persistent
+
+
+def test_a_wrong_result_no_second_reference_reads_is_not_set_aside(triage: Triage, sides: Callable[..., Side]) -> None:
+    """onnx.reference cannot run DequantizeLinear at opset 17, and the float64 re-run once
+    could not either: a real weight-quantization regression in onnxruntime (Conv and Gemm
+    after a DequantizeLinear) sat in filtered/reference-disagreement, because a missing reading
+    counted against it. Now the float64 re-run computes Q/DQ at float32 and sides with torch."""
+    x = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
+    inits = [
+        helper.make_tensor("s", TensorProto.FLOAT, [4], [0.1, 0.2, 0.3, 0.4]),
+        helper.make_tensor("z", TensorProto.INT8, [4], [1, 0, -1, 2]),
+        helper.make_tensor("w", TensorProto.FLOAT, [4, 2], [0.5] * 8),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"], axis=1),
+        helper.make_node("MatMul", ["d", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])],
+        inits,
+    )
+    case = _Case(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), {"x": x})
+    base, head = sides("base"), sides("head", "perturb")
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.verdict is CrossVerdict.new_regression, cross.head.rule_detail
+    assert cross.head.rule_detail.startswith("float64 sides with torch"), cross.head.rule_detail
+    assert "onnx.reference failed" in cross.head.rule_detail
+
+
+def test_the_kernel_that_computed_a_wrong_output_is_read_from_the_optimized_graph(sides: Callable[..., Side]) -> None:
+    """At `all`, onnxruntime fuses Conv and Relu into an NCHWc Conv and appends a
+    ReorderOutput; the kernel of the output is the fused Conv, looked up through the
+    reorder. At `disable` the model's own node ran."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2, 1, 3, 3], [1.0] * 18)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [w],
+    )
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 1, 4, 4)
+    case = _Case(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), {"x": x})
+    triage = Triage(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules())
+    for spec, kernel in (("onnxruntime:all", "com.microsoft.nchwc::Conv"), ("onnxruntime:disable", "ai.onnx::Relu")):
+        head = sides("head", "perturb", spec)
+        cross = triage.triage(case, [head], _first(case, head))
+        assert cross.head.first.verdict is Verdict.wrong_result and cross.head.first.kernel == kernel, spec
+
+
+def test_an_ill_conditioned_chain_is_judged_by_how_far_rounding_moves_it(
+    triage: Triage, sides: Callable[..., Side]
+) -> None:
+    """tan(tan(tan(0.9964386))) in float32: onnxruntime (1.22 to 1.31) lands a few
+    thousandths from the reference, which is how far moving each operand by one float32
+    rounding moves the float64 result. Reported three times in one campaign as a wrong
+    result; a backend well outside that bound on the same case still is one."""
+    nodes = [helper.make_node("Tan", [a], [b]) for a, b in (("x", "t0"), ("t0", "t1"), ("t1", "y"))]
+    model = _model(nodes, {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [1])
+    case = _Case(model, {"x": np.array([0.9964386], np.float32)})
+    head = sides("head")
+    cross = triage.triage(case, [head], _first(case, head))
+    assert cross.verdict is CrossVerdict.filtered and cross.rule == "beyond-precision", cross.head.rule_detail
+    assert cross.head.rule_detail.startswith("rounding alone moves the case that far")
+    wrong = sides("wrong", "perturb")
+    assert triage.triage(case, [wrong], _first(case, wrong)).verdict is CrossVerdict.persistent
+
+
+def test_a_float_mod_next_to_its_jump_is_a_rounding_discontinuity(triage: Triage, sides: Callable[..., Side]) -> None:
+    """fmod(1.505863, elu(-0.02239394)): the quotient is 5e-5 from 68, and how a backend
+    rounds Elu's exp(x) - 1 decides the side of the jump (onnxruntime 1.23: 0, torch: 0.0221).
+    Reported as a wrong result in a 1.22-to-1.23 campaign."""
+    nodes = [helper.make_node("Elu", ["a"], ["e"]), helper.make_node("Mod", ["b", "e"], ["y"], fmod=1)]
+    model = _model(nodes, {"a": TensorProto.FLOAT, "b": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [1])
+    case = _Case(model, {"a": np.array([-0.02239394], np.float32), "b": np.array([1.505863], np.float32)})
+    head = sides("head", None, "onnxruntime:all", str(rc.ort_python("1.23.2")))
+    cross = triage.triage(case, [head], _first(case, head))
+    assert cross.head.first.verdict is Verdict.wrong_result, "1.23.2 lands on the other side of the jump"
+    assert cross.verdict is CrossVerdict.filtered and cross.rule == "rounding-discontinuity", cross.head.rule_detail
+    # A float Mod far from its jump, computed wrong, is still a bug.
+    far = _Case(model, {"a": np.array([-0.5], np.float32), "b": np.array([1.3], np.float32)})
+    wrong = sides("wrong", "perturb")
+    assert triage.triage(far, [wrong], _first(far, wrong)).verdict is CrossVerdict.persistent
+
+
+def test_rounding_that_leaves_an_ops_domain_makes_the_case_too_sensitive_to_judge() -> None:
+    """The log of the sum of a MeanVarianceNormalization's output: the sum cancels to about
+    0, and one rounding of the operands turns the log NaN. onnxruntime 1.22 and 1.23 gave
+    NaN where torch gave a number, reported as a persistent wrong result; the spread is
+    infinite there, and a case without the cancellation keeps a finite one."""
+    nodes = [
+        helper.make_node("MeanVarianceNormalization", ["x"], ["m"], axes=[0]),
+        helper.make_node("ReduceLogSum", ["m"], ["y"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(2).uniform(-2, -0.1, 64).astype(np.float32)
+    spread = rounding_spread(model, {"x": x})
+    assert spread is not None and np.isinf(spread["y"])
+    plain = _model([helper.make_node("Tan", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [3])
+    calm = rounding_spread(plain, {"x": np.array([0.1, 0.2, 0.3], np.float32)})
+    assert calm is not None and np.all(np.isfinite(calm["y"])) and np.all(calm["y"] < 1e-6)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from backends.adapters.base import Adapter, Unavailable
-from backends.adapters.rewrites import onnx_op_counts, rewrite_keys
+from backends.adapters.rewrites import onnx_op_counts, output_producers, rewrite_keys
 
 SAVING_PROVIDERS = frozenset({"CPUExecutionProvider"})
 """Providers whose sessions save the optimized graph. One that compiles nodes (TensorRT,
@@ -121,10 +121,19 @@ class OrtAdapter(Adapter):
     def rewrites(self, compiled: Any) -> dict[str, int]:
         """Node types the optimized graph has more (`+`) or fewer (`-`) of than the model;
         nothing at `disable`, where no graph is saved."""
-        saved, self._saved = self._saved, None
+        saved = self._saved
         if saved is None or saved[0]() is not compiled:
             return {}
         return rewrite_keys(onnx_op_counts(saved[1]), onnx_op_counts(saved[2]))
+
+    def kernels(self, compiled: Any) -> dict[str, str]:
+        """Graph output -> the optimized graph's node type that computes it (the kernel a
+        wrong output came from, which names the bug); nothing at `disable`, where the
+        model's own nodes ran."""
+        saved, self._saved = self._saved, None
+        if saved is None or saved[0]() is not compiled:
+            return {}
+        return output_producers(saved[2])
 
     def run(self, compiled: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in compiled.get_outputs()]

@@ -25,7 +25,8 @@ DEFAULT_DOMAIN = "ai.onnx"
 
 _MODEL_GRAPH = 7
 _GRAPH_NODE = 1
-_NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 4, 5, 7
+_NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 4, 5, 7
+_GRAPH_OUTPUT, _VALUE_NAME = 12, 1
 _ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS = 6, 11
 
 
@@ -81,7 +82,18 @@ def _graph_ops(graph: memoryview, counts: Counter[str]) -> None:
 def _node_ops(node: memoryview, counts: Counter[str]) -> None:
     """The node's own type, then the nodes of its subgraphs (If, Loop, Scan bodies), which
     optimizers rewrite too."""
+    key, _, _, subgraphs = _node_fields(node)
+    for graph in subgraphs:
+        _graph_ops(graph, counts)
+    counts[key] += 1
+
+
+def _node_fields(node: memoryview) -> tuple[str, list[str], list[str], list[memoryview]]:
+    """A node's `domain::Op`, inputs, outputs and subgraphs."""
     op_type, domain = "", ""
+    inputs: list[str] = []
+    made: list[str] = []
+    subgraphs: list[memoryview] = []
     for field, payload in _fields(node):
         if payload is None:
             continue
@@ -89,11 +101,15 @@ def _node_ops(node: memoryview, counts: Counter[str]) -> None:
             op_type = bytes(payload).decode()
         elif field == _NODE_DOMAIN:
             domain = bytes(payload).decode()
+        elif field == _NODE_INPUT:
+            inputs.append(bytes(payload).decode())
+        elif field == _NODE_OUTPUT:
+            made.append(bytes(payload).decode())
         elif field == _NODE_ATTRIBUTE:
-            for sub, graph in _fields(payload):
-                if sub in (_ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS) and graph is not None:
-                    _graph_ops(graph, counts)
-    counts[f"{domain or DEFAULT_DOMAIN}::{op_type}"] += 1
+            subgraphs += [
+                g for sub, g in _fields(payload) if sub in (_ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS) and g is not None
+            ]
+    return f"{domain or DEFAULT_DOMAIN}::{op_type}", inputs, made, subgraphs
 
 
 def onnx_op_counts(model: bytes) -> Counter[str]:
@@ -176,6 +192,45 @@ def _message_class() -> Any:
     if hasattr(message_factory, "GetMessageClass"):
         return message_factory.GetMessageClass(descriptor)
     return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+
+
+MOVEMENT = frozenset(
+    {"ReorderInput", "ReorderOutput", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Cast"}
+)
+"""Node types that move or retype data around a kernel (onnxruntime's NCHWc layout adds a
+ReorderOutput after every convolution it converts, and a Cast back to float16 after a
+kernel it runs in float32): the kernel is the node before them. One that is the first
+node of the graph is the kernel itself."""
+
+
+def output_producers(model: bytes) -> dict[str, str]:
+    """Graph output name -> `domain::Op` of the top-level node that computes it, looking
+    through nodes that only move data: the kernel that ran, in an optimized graph (a fused
+    node's type where a fusion took the output). Read by the wire walker alone: a small
+    graph's nodes cost tens of microseconds."""
+    made_by: dict[str, tuple[str, str]] = {}
+    outputs: list[str] = []
+    for field, graph in _fields(memoryview(model)):
+        if field != _MODEL_GRAPH or graph is None:
+            continue
+        for sub, payload in _fields(graph):
+            if payload is None:
+                continue
+            if sub == _GRAPH_NODE:
+                kernel, inputs, made, _ = _node_fields(payload)
+                made_by |= dict.fromkeys(made, (kernel, inputs[0] if inputs else ""))
+            elif sub == _GRAPH_OUTPUT:
+                outputs += [bytes(v).decode() for f, v in _fields(payload) if f == _VALUE_NAME and v is not None]
+    found: dict[str, str] = {}
+    for name in outputs:
+        tensor, hops = name, 0
+        while tensor in made_by and hops < len(made_by):
+            kernel, source = made_by[tensor]
+            if kernel.rsplit("::", 1)[-1] not in MOVEMENT or source not in made_by:
+                found[name] = kernel
+                break
+            tensor, hops = source, hops + 1
+    return found
 
 
 def rewrite_keys(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:

@@ -91,8 +91,15 @@ class FindingKeeper:
         return ref
 
     def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
-        """Flaky and (on request) filtered cases: saved apart, never listed as findings."""
-        where = "flaky" if cross.verdict is CrossVerdict.flaky else f"filtered/{cross.rule}"
+        """Flaky and (on request, `keep_filtered`) every other case set aside: filtered by a
+        rule, declined by the build (unsupported), or crashing only on an undefined input.
+        Saved apart, never listed as findings, so that each reason can be audited."""
+        if cross.verdict is CrossVerdict.flaky:
+            where = "flaky"
+        elif cross.verdict is CrossVerdict.filtered:
+            where = f"filtered/{cross.rule}"
+        else:
+            where = f"filtered/{cross.verdict.value}"
         finding = self._finding(case, results, cross)
         self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
 
@@ -131,4 +138,5 @@ class FindingKeeper:
             rule_detail=side.rule_detail,
             localization=side.localization,
             note=cross.note,
+            base_failure=cross.base_failure,
         )

@@ -30,6 +30,7 @@ from bot.reduce.finding import (
     rename_finding,
 )
 from generator.avoid import Avoid
+from oracles.judging import Judging
 from oracles.sides import CrossVerdict
 
 MIN_DURING_S = 5.0
@@ -47,7 +48,9 @@ class CampaignReduction:
         self.summary = summary
         self.store = store
         self.out = Path(cfg.out)
-        self.pools = SidePools(runs)
+        self.pools = SidePools(runs, Judging(cfg.oracles, cfg.tolerances))
+        """Candidates are judged as the campaign judges (its rules and tolerances), with
+        counts of their own: the summary's tie-breaks are the campaign's cases only."""
         self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
         self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
         self._kinds: set[tuple[str, str]] = set()
@@ -96,14 +99,20 @@ class CampaignReduction:
         finding = Finding.model_validate_json((bundle / "finding.json").read_text())
         others = [s for s in self.sides if s != finding.side]
         guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
+        both = others and ref.across == CrossVerdict.persistent and not finding.base_failure
         settings = self.cfg.reduce.model_copy(update={"budget": budget_s})
-        reduced = reduce_one(bundle, finding.side, guard, self.pools, settings)
+        reduced = reduce_one(bundle, finding.side, guard, self.pools, settings, others[0] if both else None)
         if reduced is None:
             return
-        if ref.across == CrossVerdict.new_in_head and others:
-            ref.across = across_after_reduction(reduced, others[0], self.pools)
+        provisional = ref.across == CrossVerdict.new_in_head or (
+            ref.across == CrossVerdict.persistent and bool(finding.base_failure)
+        )
+        if provisional and others:
+            was = ref.across
+            assert was is not None
+            ref.across = across_after_reduction(reduced, others[0], self.pools, otherwise=was)
             guard = others[0] if ref.across == CrossVerdict.new_regression else None
-            bundle, reduced = self._relabelled(ref, bundle, reduced)
+            bundle, reduced = self._relabelled(ref, bundle, reduced, was)
         evidence = generalize(reduced, finding.side, guard, self.pools) if settings.generalize else None
         first_seen = ref.fingerprint
         named = rename_finding(ref, bundle, reduced, self.summary, self.store, evidence)
@@ -113,6 +122,7 @@ class CampaignReduction:
             return
         first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
         first.seen = seen_union(first.seen, ref.seen)
+        first.triggers = seen_union(first.triggers, ref.triggers)
         self.summary.findings.remove(ref)
         move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
@@ -131,11 +141,11 @@ class CampaignReduction:
             self.avoid.add(bug.trigger())
             self.on_known()
 
-    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path) -> tuple[Path, Path]:
+    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path, was: CrossVerdict) -> tuple[Path, Path]:
         """The bundle folder renamed for the label its reduction earned (its name starts
         with the label, which people read), and ref and finding.json following it."""
-        prefix = f"{CrossVerdict.new_in_head.value}-"
-        if ref.across == CrossVerdict.new_in_head or not bundle.name.startswith(prefix):
+        prefix = f"{was.value}-"
+        if ref.across == was or not bundle.name.startswith(prefix):
             return bundle, reduced
         moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
         ref.path = relative_to_root(moved, self.out)

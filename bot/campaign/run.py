@@ -72,6 +72,9 @@ def default_processes(jobs: int) -> int:
     return jobs if (os.cpu_count() or 1) >= 2 * jobs + 1 else 0
 
 
+SET_ASIDE = frozenset({CrossVerdict.filtered, CrossVerdict.unsupported, CrossVerdict.crash_on_undefined_input})
+"""What `oracles.keep_filtered` keeps a bundle of under filtered/<rule or verdict>/: every
+bad-looking case that is not reported, so that none of the reasons goes unaudited."""
 PAIR_GAIN = 0.1
 """What a case that only covered a new op pair, or new bits, yields (a new finding or another
 new divergence: 1): new pairs come with half of all fresh cases, new bits with many cases
@@ -394,9 +397,7 @@ class Campaign:
                 if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
                     gain = max(gain, self.source.found(case))  # a PR check is after what changed
                 self.reduction.during(ref, self.deadline)
-            elif cross.verdict is CrossVerdict.flaky or (
-                cross.verdict is CrossVerdict.filtered and self.cfg.oracles.keep_filtered
-            ):
+            elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
                 self.keeping.keep_aside(case, results, cross)
             self.source.credit(case, gain)
             self.summary.tests += 1

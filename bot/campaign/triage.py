@@ -3,18 +3,19 @@
 A candidate finding goes through, in order: the known-false-positive rules (cheap, and
 a filtered case needs nothing more), the confirmation of a wrong result (onnx.reference
 must agree with the torch reference, or a float64 re-run must side with torch), k runs
-on every side (a side that disagrees with itself is flaky), the verdict table across
-sides, and localization at the lowest level of each bad side's build. Only a case that
-survives all of it is reported. Nothing here asks the system under test to judge
-itself: every reference and tie-break is an independent computation (oracles.case).
+on every side (a side that passes some runs and fails others is flaky; one that fails
+every run is failing, however differently), the verdict table across sides, and
+localization at the lowest level of each bad side's build. Only a case that survives all
+of it is reported. Nothing here asks the system under test to judge itself: every
+reference and tie-break is an independent computation (oracles.case).
 
-The same pipeline judges a campaign's generated cases, `fuzzbot check`'s and `fuzzbot
-run`'s given ones, and the reducer's candidates.
+Judging one run (the rules and the confirmation) is oracles.judging's, the one pipeline
+that a campaign's generated cases, `fuzzbot check`'s and `fuzzbot run`'s given ones and
+the reducer's candidates share; this module adds the re-runs, the table and localization.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -27,11 +28,12 @@ from backends.client import WorkerClient
 from backends.results import RunResult, Status
 from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
+from oracles.judging import Judging
 from oracles.references import Source
 from oracles.rules import RuleSet
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
 from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Verdict
+from oracles.verdict import Judgement
 
 
 class Case(Protocol):
@@ -72,18 +74,27 @@ class Side:
 
 
 class Triage:
-    def __init__(self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet) -> None:
+    """Re-runs, the table across sides and localization around the one judging pipeline
+    (oracles.judging), which every other caller shares."""
+
+    def __init__(
+        self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet, judging: Judging | None = None
+    ) -> None:
         self.cfg = cfg
-        self.tolerances = tolerances
-        self.rules = rules
-        self.tiebreaks: Counter[str] = Counter()
+        self.judging = judging or Judging(cfg, tolerances, rules)
+
+    @property
+    def tiebreaks(self) -> Counter[str]:
         """How each wrong result against torch was confirmed or set aside (summary.json)."""
-        self.reference_warnings = 0
+        return self.judging.tiebreaks
+
+    @property
+    def reference_warnings(self) -> int:
         """Warnings onnx.reference raised while confirming wrong results (summary.json)."""
-        self._lock = threading.Lock()
+        return self.judging.reference_warnings
 
     def evidence(self, case: Case) -> CaseEvidence:
-        return CaseEvidence(case.model, case.inputs, case.reference, self.tolerances, case.source, case.gap)
+        return self.judging.evidence(case.model, case.inputs, case.reference, case.source, case.gap)
 
     def prepare(self, case: Case, sides: Sequence[Side]) -> CaseEvidence:
         """The case's evidence with what judging needs before any result (each side's bounds,
@@ -102,18 +113,18 @@ class Triage:
         case's evidence when `prepare` made it already."""
         ev = ev if ev is not None else self.evidence(case)
         against = self._base_as_reference(ev, first)
-        runs = [
-            SideRuns(side=s.name, runs=[self._judge(ev, r, against, s.name)]) for s, r in zip(sides, first, strict=True)
-        ]
+        judge = self.judging.judge
+        runs = [SideRuns(side=s.name, runs=[judge(ev, r, against, s.name)]) for s, r in zip(sides, first, strict=True)]
         if not any(r.first.verdict.is_bug for r in runs):
             return self._combine(runs)
-        self._apply_rules(ev, runs, first)
+        for side_runs, result in zip(runs, first, strict=True):
+            self.judging.explain(ev, side_runs, result)
         if not any(r.bad for r in runs):
             return self._combine(runs)
         for side, side_runs in zip(sides, runs, strict=True):
             for _ in range(self.cfg.reruns - 1):
                 again = side.client.run(case.model_bytes, case.inputs)
-                side_runs.runs.append(self._judge(ev, again, against, side.name))
+                side_runs.runs.append(judge(ev, again, against, side.name))
         verdict = self._combine(runs)
         if self.cfg.localize and verdict.verdict.is_reported:
             for side, side_runs in zip(sides, runs, strict=True):
@@ -129,44 +140,13 @@ class Triage:
             return None
         return dict(first[0].outputs)
 
-    @staticmethod
-    def _judge(ev: CaseEvidence, result: RunResult, against: dict[str, np.ndarray] | None, side: str) -> Judgement:
-        if against is None:
-            return ev.judge(result)
-        if side == "base":
-            return Judgement(verdict=Verdict.pass_, judged_by=Source.base.value, message="the reference for head")
-        return ev.judge(result, against=against)
-
-    def _apply_rules(self, ev: CaseEvidence, runs: list[SideRuns], first: Sequence[RunResult]) -> None:
-        for side_runs, result in zip(runs, first, strict=True):
-            j = side_runs.first
-            if not j.verdict.is_bug:
-                continue
-            backend = result.backend.name if result.backend else ""
-            hit = self.rules.match(ev.view(backend, j, result.outputs))
-            if hit is not None:
-                side_runs.rule, side_runs.rule_detail = hit.rule_id, hit.explanation
-            elif j.verdict is Verdict.wrong_result and j.judged_by == Source.torch.value and self.cfg.second_reference:
-                self._confirm(ev, side_runs, result)
-
-    def _confirm(self, ev: CaseEvidence, side_runs: SideRuns, result: RunResult) -> None:
-        """A wrong result against torch stands only with an independent second reading."""
-        found = ev.confirm(side_runs.first, result.outputs)
-        with self._lock:
-            self.tiebreaks[found.path] += 1
-            self.reference_warnings += ev.warned.total()
-            ev.warned.clear()
-        side_runs.rule_detail = f"{found.path}: {found.detail}" if found.detail else found.path
-        if not found.believed:
-            side_runs.rule = found.rule
-
     def localize(
         self, ev: CaseEvidence, side: Side, bad: Judgement, against: dict[str, np.ndarray] | None = None
     ) -> Localization | None:
         client = side.lowest_client()
         if client is None:
             return None
-        low = self._judge(ev, client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
+        low = self.judging.judge(ev, client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
         return Localization(
             level=client.level,
             verdict=low.verdict,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from backends.reference import refusals
 from bot.cases.making import Prepared
 from bot.config import FuzzConfig, load_config
 from bot.errors import UserError
@@ -83,6 +84,11 @@ def load_user_case(given: str, path: Path, seed: int = 0) -> UserCase:
     """The case at `path`; its reference is computed afresh (torch, else onnx.reference)."""
     bundle = load_bundle(path)
     model = bundle.model
+    refused = refusals(model)
+    if refused:
+        # Not judged at all: onnx.reference standing in would hide the hole behind a verdict.
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise UserError(f"{given}: the torch reference cannot judge this model: {refused[0]}{more}")
     if bundle.inputs:
         inputs, origin = bundle.inputs, "bundle"
         missing = _missing_inputs(model, inputs)

@@ -54,8 +54,6 @@ def reduce_progress(console: Console, budget_s: float) -> Iterator[Callable[[Red
         yield update
 
 
-
-
 def reduce_command(
     target: Annotated[Path, typer.Argument(help="a finding bundle folder, or an .onnx file with --config or --check")],
     jobs: Annotated[int, typer.Option(min=1, max=64, help="candidates tested at once")] = 1,

@@ -73,6 +73,9 @@ class Finding(Judgement):
     rule_detail: str = ""
     localization: Localization | None = None
     note: str = ""
+    base_failure: str = ""
+    """Of a persistent finding whose base failed the original differently: base's failure
+    (oracles.sides.CrossJudgement.base_failure), until the reduced model settles the label."""
     dtypes: DtypeEvidence | None = None
     """Of a reduced finding: the types its trigger fails and passes at (bot.reduce.generalize)."""
     kept: dict[str, str] = Field(default_factory=dict)

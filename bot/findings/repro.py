@@ -48,7 +48,8 @@ has no schema for): the model cannot be judged there, which is not a bug."""
 
 _EXITS = """\
 # Exit status, with one line on stdout saying which and why:
-#   0  "OK: ..."           not reproduced: the backend ran and its outputs match the reference
+#   0  "OK: ..."           not reproduced: the backend ran and its outputs match the reference,
+#                          or, on an input ONNX leaves undefined, it refused the input with an error
 #   1  "BUG: ..."          reproduced: {bug}
 #   3  "CANNOT TELL: ..."  a package is missing or cannot be imported, the backend cannot run
 #                          here, it declines the model as unsupported or cannot load its
@@ -162,6 +163,8 @@ def failed(e):
         return 3, f"CANNOT TELL: the backend declines the model as unsupported ({line})"
     if any(re.search(p, text) for p in CANNOT_LOAD):
         return 3, f"CANNOT TELL: this build cannot load the model's format ({line})"
+    if UNDEFINED:
+        return 0, f"OK: the backend refuses an input ONNX leaves undefined ({UNDEFINED}), an answer: {line}"
     return crashed("raises", line)
 
 
@@ -249,6 +252,7 @@ def render_repro(
         _PRELUDE,
         _model_text(model),
         f"VERDICT = {verdict!r}\n",
+        f"UNDEFINED = {(finding.undefined if finding else '')!r}\n",
         f"UNSUPPORTED = {_patterns_literal(_patterns(spec))}\n",
         f"CANNOT_LOAD = {_patterns_literal(cannot_load)}\n",
         f"MODEL = {_blob(model.SerializeToString())}\n",

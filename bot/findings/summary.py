@@ -71,6 +71,10 @@ class FindingRef(BaseModel):
     seen: list[str] = Field(default_factory=list)
     """The first input's type and shape (`uint8[3,4]`) of each kept sighting, those folded
     into this finding by reduction included: what a report says it was seen with."""
+    triggers: list[str] = Field(default_factory=list)
+    """The reduced triggers (their names) of every finding folded into this one because its
+    wrong output came from the same kernel with the same symptom and label: one report
+    per bug, listing each way it was reached."""
     found_s: float | None = None
     """Seconds into the fuzzing when this sighting was kept (the first, for a finding's first bundle)."""
     mutation: str = ""

@@ -156,6 +156,8 @@ def _facts(item: Item, report: Report) -> list[str]:
         rows.append(("reduced keeping", ", ".join(f"{side} {what}" for side, what in f.kept.items())))
     if item.ref.seen:
         rows.append(("seen with", ", ".join(f"`{form}`" for form in item.ref.seen[:20])))
+    if len(item.ref.triggers) > 1:
+        rows.append(("triggers", "; ".join(f"`{t}`" for t in item.ref.triggers[:10])))
     culprit = _culprit(item)
     if culprit:
         rows.append(("first bad commit", culprit))

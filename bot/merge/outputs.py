@@ -293,8 +293,10 @@ def _copy_findings(
     """Copy each row's chosen bundle to tmp/findings/; rows and refs point at the copies."""
     known = {Path(r.path).name: r for o in outputs for r in o.summary.findings}
     seen: dict[str, list[str]] = {}
+    triggers: dict[str, list[str]] = {}
     for ref in (r for o in outputs for r in o.summary.findings):
         seen[ref.fingerprint] = seen_union(seen.get(ref.fingerprint, []), ref.seen)
+        triggers[ref.fingerprint] = seen_union(triggers.get(ref.fingerprint, []), ref.triggers)
     new_rows: list[StoredFinding] = []
     refs: list[FindingRef] = []
     for row in sorted(rows, key=lambda r: (r.first_seen, r.fingerprint)):
@@ -307,7 +309,8 @@ def _copy_findings(
         shutil.copytree(src, tmp / "findings" / src.name, ignore=_SKIP_TEMPORARY)
         new_rows.append(row.model_copy(update={"bundle": f"findings/{src.name}"}))
         ref = _ref(known.get(src.name), src, f"findings/{src.name}", row)
-        refs.append(ref.model_copy(update={"seen": seen.get(ref.fingerprint, ref.seen)}))
+        update = {"seen": seen.get(ref.fingerprint, ref.seen), "triggers": triggers.get(ref.fingerprint, ref.triggers)}
+        refs.append(ref.model_copy(update=update))
     return new_rows, refs
 
 

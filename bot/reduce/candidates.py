@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,9 +46,8 @@ from backends.reference import ReferenceError, run_reference
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
 from bot.findings.repro import render_repro
-from oracles.case import CaseEvidence
-from oracles.references import read_reference
-from oracles.rules import RuleSet, load_rules
+from oracles.judging import Judging
+from oracles.references import invalid_by_reference, read_reference
 from oracles.signature import normalize
 from oracles.verdict import Judgement, Verdict
 from reducers.case import Case, onnx_reference_values, with_all_outputs
@@ -109,33 +108,40 @@ def similar_messages(a: str, b: str) -> bool:
 
 
 class CandidateJudge:
-    """A candidate judged as a campaign judges a case: the reference with its fallback,
-    the bounds of where its arithmetic rounds, undefined inputs, and the false-positive
-    rules with their evidence, so a reduction step never turns a case into a known false
-    positive (an epsilon polished to 0, a divisor left at rounding noise)."""
+    """A candidate judged as a campaign judges a case, by the same pipeline
+    (oracles.judging: the config's tolerances and rules, the second reference, the float16
+    envelope, undefined inputs), so a reduction step never turns a case into one the
+    campaign would set aside (an epsilon polished to 0, a divisor left at rounding noise).
 
-    def __init__(self, pool: ClientPool, rules: RuleSet | None = None) -> None:
+    With `needs_reference`, a candidate the reference cannot compute, or computes into
+    outputs of other shapes or types than the graph declares, is no candidate: it is not
+    valid ONNX, whatever the checker says (a Slice step of 0, a Tile whose repeats miss a
+    dim, a Gemm whose C does not broadcast), and a crash on it is not the original's bug."""
+
+    def __init__(self, pool: ClientPool, judging: Judging | None = None, needs_reference: bool = False) -> None:
         self.pool = pool
-        self.rules = rules or load_rules()
+        self.judging = judging or Judging()
+        self.needs_reference = needs_reference
 
     def judge(self, case: Case) -> Judgement | None:
-        """The candidate's judgement after the rules (None: a rule explains its failure)."""
-        ev = CaseEvidence.compute(case.model, case.inputs)
+        """The candidate's judgement after the rules and the confirmation (None: they set it
+        aside, or it is invalid)."""
+        ev = self.judging.compute(case.model, case.inputs)
+        if self.needs_reference and invalid_by_reference(case.model, ev.reference) is not None:
+            return None
         with self.pool.lend() as client:
             result = client.run(case.model.SerializeToString(), case.inputs)
-        j = ev.judge(result)
-        backend = result.backend.name if result.backend else ""
-        if j.verdict.is_bug and self.rules.match(ev.view(backend, j, result.outputs)):
-            return None
-        return j
+        runs = self.judging.run(ev, result)
+        return None if runs.rule is not None else runs.first
 
 
 class StillPasses:
-    """The other side of a regression: the candidate must still pass there, or the
-    reduction could drift onto a bug both builds share."""
+    """The other side of a regression (or the culprit's own lowest level, for a bug that
+    needs the optimizer): the candidate must still pass there, or the reduction could drift
+    onto a bug both builds share, or onto one the optimizer has no part in."""
 
-    def __init__(self, pool: ClientPool, side: str = "base") -> None:
-        self.judge = CandidateJudge(pool)
+    def __init__(self, pool: ClientPool, side: str = "base", judging: Judging | None = None) -> None:
+        self.judge = CandidateJudge(pool, judging)
         self.side = side
 
     def holds(self, case: Case) -> bool:
@@ -143,12 +149,37 @@ class StillPasses:
         return j is not None and j.verdict is Verdict.pass_
 
 
+class StillFails:
+    """The other side of a persistent bug: the candidate must still fail there the same
+    way, or the reduction drifts onto what only the culprit build gets wrong, and the
+    reduced repro passes on a build the label says fails (one of a 1.22-to-1.23 campaign's
+    persistent RMSNorm findings did)."""
+
+    def __init__(self, original: Judgement, pool: ClientPool, side: str, judging: Judging | None = None) -> None:
+        self.judge = CandidateJudge(pool, judging)
+        self.original = original
+        self.side = side
+        self.verdict = original.verdict
+
+    def holds(self, case: Case) -> bool:
+        """The same kind of failure (verdict, stage, symptom): the other build's message is
+        its own release's wording, which a reworded release must not turn into "passes"."""
+        j = self.judge.judge(case)
+        if j is None or j.verdict is not self.original.verdict:
+            return False
+        if j.verdict is Verdict.wrong_result:
+            return True
+        return (j.stage, j.symptom) == (self.original.stage, self.original.symptom)
+
+
 class SameBug:
     """One-sided identity: the candidate fails on `pool`'s backend the way `original` did."""
 
-    def __init__(self, original: Judgement, pool: ClientPool) -> None:
+    def __init__(
+        self, original: Judgement, pool: ClientPool, judging: Judging | None = None, needs_reference: bool = False
+    ) -> None:
         self.original = original
-        self.candidates = CandidateJudge(pool)
+        self.candidates = CandidateJudge(pool, judging, needs_reference)
 
     def judge(self, case: Case) -> Judgement | None:
         """The candidate's judgement, or None when a false-positive rule explains it."""
@@ -195,14 +226,18 @@ def reduce_bundle(
     timeout_s: float = 10.0,
     fault: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    also: ShowsBug | None = None,
+    also: Sequence[ShowsBug] = (),
     pool: ClientPool | None = None,
+    judging: Judging | None = None,
 ) -> Path:
     """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`
-    unless `out` says otherwise). `fault` is the test-only fault injection. `also` must
-    hold too: for a regression, the other build still gets the candidate right. A `pool`
-    given is the culprit build's workers, lent and left running (a campaign reduces many
-    findings on one pool: a TVM worker takes seconds to start)."""
+    unless `out` says otherwise). `fault` is the test-only fault injection. Each of `also`
+    must hold too: for a regression, the other build still gets the candidate right; for a
+    bug that needs the optimizer, the lowest level does. A `pool` given is the culprit
+    build's workers, lent and left running (a campaign reduces many findings on one pool: a
+    TVM worker takes seconds to start). `judging`: the campaign's pipeline (its config's
+    rules and tolerances); the shipped defaults without one. When the reference computes
+    the original, every candidate must be computed by it too (CandidateJudge)."""
     bundle = load_bundle(path)
     if bundle.finding is None or not bundle.inputs:
         raise BundleError(f"{path} is not a finding bundle (needs finding.json and inputs.npz)")
@@ -211,10 +246,11 @@ def reduce_bundle(
     if pool is None:
         pool = ClientPool(lambda: WorkerClient(spec, python, timeout_s, fault=fault), jobs)
     try:
-        identity = SameBug(bundle.finding, pool)
+        computed = invalid_by_reference(bundle.model, read_reference(bundle.model, bundle.inputs).outputs) is None
+        identity = SameBug(bundle.finding, pool, judging, needs_reference=computed)
 
         def holds(case: Case) -> bool:
-            return identity.holds(case) and (also is None or also.holds(case))
+            return identity.holds(case) and all(other.holds(case) for other in also)
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         start = Case(bundle.model, bundle.inputs)
@@ -229,8 +265,8 @@ def reduce_bundle(
         if owned:
             pool.close()
     kept = {bundle.finding.side: bundle.finding.verdict.value}
-    if isinstance(also, StillPasses):
-        kept[also.side] = Verdict.pass_.value
+    kept |= {other.side: Verdict.pass_.value for other in also if isinstance(other, StillPasses)}
+    kept |= {other.side: other.verdict.value for other in also if isinstance(other, StillFails)}
     return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result, kept)
 
 

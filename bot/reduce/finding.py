@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import onnx
@@ -24,10 +24,21 @@ from backends.spec import parse_backend
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import FindingRef, Summary
-from bot.reduce.candidates import CandidateJudge, ClientPool, SameBug, StillPasses, reduce_bundle
+from bot.findings.summary import FindingRef, Summary, seen_union
+from bot.reduce.candidates import (
+    CandidateJudge,
+    ClientPool,
+    SameBug,
+    ShowsBug,
+    StillFails,
+    StillPasses,
+    reduce_bundle,
+)
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
+from oracles.judging import Judging
+from oracles.references import invalid_by_reference
 from oracles.sides import CrossVerdict, label_rank
+from oracles.signature import fingerprint
 from oracles.verdict import Verdict
 from reducers.case import Case
 
@@ -43,19 +54,25 @@ class SideRun:
 
 
 class SidePools:
-    """One long-lived worker per side for the whole reduction phase, started on first use:
-    a TVM worker takes seconds to import, and a campaign reduces dozens of findings."""
+    """One long-lived worker per side (and per level asked for) for the whole reduction
+    phase, started on first use: a TVM worker takes seconds to import, and a campaign
+    reduces dozens of findings. `judging` is the campaign's pipeline, which judges every
+    candidate as the campaign judged the finding."""
 
-    def __init__(self, runs: dict[str, SideRun]) -> None:
+    def __init__(self, runs: dict[str, SideRun], judging: Judging | None = None) -> None:
         self.runs = runs
-        self._pools: dict[str, ClientPool] = {}
+        self.judging = judging or Judging()
+        self._pools: dict[tuple[str, str | None], ClientPool] = {}
 
-    def pool(self, side: str) -> ClientPool:
-        if side not in self._pools:
+    def pool(self, side: str, level: str | None = None) -> ClientPool:
+        """`side`'s workers, at `level` when given (else the side's own)."""
+        if (side, level) not in self._pools:
             run = self.runs[side]
             spec, fault = parse_backend(run.spec), dict(run.fault) if run.fault else None
-            self._pools[side] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
-        return self._pools[side]
+            if level is not None:
+                spec = replace(spec, level=level)
+            self._pools[side, level] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
+        return self._pools[side, level]
 
     def close(self) -> None:
         for pool in self._pools.values():
@@ -89,47 +106,85 @@ def reduction_order(refs: Iterable[FindingRef]) -> list[FindingRef]:
     return first + rest
 
 
-def reduce_one(bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings) -> Path | None:
+def reduce_one(
+    bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings, shared: str | None = None
+) -> Path | None:
     """The reduced bundle of the finding at `bundle`, or None when it did not reproduce (a
     flaky bug slips through k runs now and then; it stays unreduced rather than misnamed).
-    `guard`, for a regression, is the side that must keep getting each candidate right."""
+    `guard`, for a regression, is the side that must keep getting each candidate right;
+    `shared`, for a persistent bug, the side that must keep failing it the same way."""
     run = pools.runs[culprit]
+    also: list[ShowsBug] = [StillPasses(pools.pool(guard), guard, pools.judging)] if guard else []
     try:
+        finding = _finding(bundle)
+        if shared:
+            also.append(StillFails(finding, pools.pool(shared), shared, pools.judging))
+        local = finding.localization
+        if local is not None and local.depends_on_optimization:
+            also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
         return reduce_bundle(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
             backend=run.spec,
-            also=StillPasses(pools.pool(guard), guard) if guard else None,
+            also=also,
             pool=pools.pool(culprit),
+            judging=pools.judging,
         )
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
 
 
+def _finding(bundle: Path) -> Finding:
+    """The finding.json of a bundle a campaign wrote (BundleError when it is unreadable)."""
+    finding = load_bundle(bundle).finding
+    if finding is None:
+        raise BundleError(f"{bundle}: no finding.json")
+    return finding
+
+
 def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
     """The dtypes the reduced trigger fails and passes at, judged on the same builds."""
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
-    same = SameBug(bundle.finding, pools.pool(culprit))
-    outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard)) if guard else None)
+    computed = invalid_by_reference(bundle.model, bundle.reference) is None
+    same = SameBug(bundle.finding, pools.pool(culprit), pools.judging, needs_reference=computed)
+    outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard), pools.judging) if guard else None)
     return dtype_evidence(Case(bundle.model, bundle.inputs), outcome)
 
 
-def across_after_reduction(reduced: Path, base: str, pools: SidePools) -> CrossVerdict:
-    """What a finding that base declined is, once reduced: when base now runs the trigger,
-    the op it lacked was not part of the bug, and base's own answer decides: right is a
-    regression hidden behind a new op, the same failure is a bug both builds share."""
+def across_after_reduction(
+    reduced: Path, base: str, pools: SidePools, otherwise: CrossVerdict = CrossVerdict.new_in_head
+) -> CrossVerdict:
+    """What a finding with a provisional label is, once reduced on head's failure: base is
+    asked about the trigger. Right is a regression (hidden behind an op base lacked, or
+    behind another failure of base's on the original); the same failure is a bug both builds
+    share; declining it leaves head's bug new in head; failing it differently again keeps
+    `otherwise`, the provisional label."""
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
-    same = SameBug(bundle.finding, pools.pool(base))
+    same = SameBug(bundle.finding, pools.pool(base), pools.judging)
     j = same.judge(Case(bundle.model, bundle.inputs))
     if j is None or j.undefined or j.verdict is Verdict.unsupported:
         return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
         return CrossVerdict.new_regression
-    return CrossVerdict.persistent if same.matches(j) else CrossVerdict.new_in_head
+    return CrossVerdict.persistent if same.matches(j) else otherwise
+
+
+def kernel_fingerprint(finding: Finding, label: str) -> str:
+    """A reduced wrong result's identity: the kernel that computed the wrong output, the kind
+    of mismatch, the label, and whether the optimizer is needed. One integer-GEMM defect
+    reached through MatMulInteger at three input forms was three reports under trigger-based
+    names; a kernel names the bug as syzbot names a crash by the function that crashed.
+    Evidence of two bugs splits them: another label (fixed here, persistent there), or one
+    trigger that needs the optimizer (a fusion's LayerNormalization, wrong on every element)
+    beside one that does not (the kernel's own variance, wrong on two)."""
+    local = finding.localization
+    needs = "" if local is None else f" optimizer:{local.depends_on_optimization}"
+    name = f"{finding.symptom} at {finding.kernel} {label}{needs}"
+    return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
 
 
 def rename_finding(
@@ -140,6 +195,9 @@ def rename_finding(
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
     model = onnx.load(str(reduced / "model.onnx"))
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
+    if finding.verdict is Verdict.wrong_result and finding.kernel:
+        fp = kernel_fingerprint(finding, ref.across or "")
+    ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
     update = {"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across or ""}

@@ -13,7 +13,7 @@ import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeAlias, cast
 
 import numpy as np
 import onnx
@@ -25,6 +25,16 @@ from generator.dtypes import FLOATS, DType
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 Attrs = dict[str, Any]
+Reference: TypeAlias = Callable[[Attrs, list[torch.Tensor]], list[torch.Tensor]]
+"""One node's computation: attributes and inputs in, outputs out."""
+
+OLDEST_OPSET = 7
+"""The oldest default-domain opset the reference computes: older nodes carried legacy forms
+(consumed_inputs, is_test) and defaults (Concat-1's axis) that no spec reads."""
+CURRENT_OPSET = 21
+"""The opset whose attributes every `reference` reads. An attribute a node's version has and
+this one lacks was either removed since (an old form: a spec lists those it reads in
+`old_attrs`) or added later; either is refused, never silently ignored."""
 
 MAX_WORK = 1 << 20
 """Cap on one op's work, in multiply-accumulates or window cells visited (`OpSpec.work`),
@@ -124,6 +134,31 @@ class OpSpec(ABC):
     @classmethod
     def exists_at(cls, opset: int) -> bool:
         return cls.since_opset <= opset <= cls.until_opset
+
+    reference_since: ClassVar[int] = 1
+    """The oldest version of the op (a schema since_version) whose meaning `reference_at` gives:
+    older versions meant something the reference does not compute, and are refused."""
+    old_attrs: ClassVar[frozenset[str]] = frozenset()
+    """Attributes of older versions, since removed (Squeeze-11's axes), that the reference reads."""
+
+    @classmethod
+    def refusal(cls, version: int, attrs: Attrs) -> str | None:
+        """Why the reference cannot compute a node of this version with these attributes, or
+        None. Read from the node alone, so that a user's model is refused before it is judged
+        rather than judged by a reading of the wrong version."""
+        if version < cls.reference_since:
+            oldest = f"{cls.op_type}-{cls.reference_since}"
+            return f"{cls.op_type}-{version} is older than the reference computes ({oldest} on)"
+        unread = sorted(set(attrs) - {OUTPUTS} - current_attrs(cls.op_type) - cls.old_attrs)
+        if unread:
+            return f"{cls.op_type}-{version} attribute {', '.join(unread)} is not computed by the reference"
+        return None
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """The computation of the op at `version` (a schema since_version): `reference`, which
+        reads the current meaning, unless an older version meant something else."""
+        return cast(Reference, cls.reference)
 
     @classmethod
     def key_slot(cls, ins: Sequence[TType]) -> int:
@@ -226,15 +261,47 @@ alone (Split before opset 18 makes one part per output), and a reference functio
 attributes and inputs only, so every interpreter passes it as an attribute."""
 
 
-def node_attrs(node: onnx.NodeProto) -> Attrs:
+def node_attrs(node: onnx.NodeProto, version: int | None = None) -> Attrs:
     """A node's attributes as the `reference` functions read them (strings decoded, the
     output count under OUTPUTS), so that every interpreter of the registry passes them the
-    same way."""
+    same way. Absent float attributes get the schema's default of the op's `version` (the
+    newest without one): ONNX float attributes are float32, and a reference's own fallback
+    (`attrs.get("epsilon", 1e-5)`) would be the double, which a float64 re-run then shows."""
     out: Attrs = {OUTPUTS: len(node.output)}
+    if node.domain in ("", "ai.onnx"):
+        out.update(float_defaults(node.op_type, version))
     for a in node.attribute:
         v = onnx.helper.get_attribute_value(a)
         out[a.name] = v.decode() if isinstance(v, bytes) else v
     return out
+
+
+@functools.cache
+def op_version(op_type: str, opset: int) -> int:
+    """The version (schema since_version) of a default-domain op in a model importing
+    `opset`; onnx.defs.SchemaError when the op does not exist there."""
+    return int(onnx.defs.get_schema(op_type, opset, "").since_version)
+
+
+@functools.cache
+def float_defaults(op_type: str, version: int | None = None) -> dict[str, float]:
+    """The FLOAT attributes of an op's schema with their defaults (float32 values, exact as
+    Python floats); none for an op onnx.defs does not know."""
+    try:
+        schema = onnx.defs.get_schema(op_type, version or onnx.defs.onnx_opset_version(), "")
+    except onnx.defs.SchemaError:
+        return {}
+    return {
+        name: float(a.default_value.f)
+        for name, a in schema.attributes.items()
+        if a.type == onnx.defs.OpSchema.AttrType.FLOAT and a.default_value.HasField("f")
+    }
+
+
+@functools.cache
+def current_attrs(op_type: str) -> frozenset[str]:
+    """The attribute names of the op at CURRENT_OPSET."""
+    return frozenset(onnx.defs.get_schema(op_type, CURRENT_OPSET, "").attributes)
 
 
 _REGISTRY: dict[str, type[OpSpec]] = {}

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from generator.dtypes import ALL, FLOAT_TYPES, NUMERIC, DType
-from generator.ops.base import Attrs, Emitter, SameShapeOp, register
+from generator.ops.base import Attrs, Emitter, Reference, SameShapeOp, register
 from generator.ops.elementwise import BroadcastOp
 from generator.ops.unary import TORCH_DTYPE
 from generator.symbolic import AbsTensor, SymCtx, TType
@@ -127,6 +127,18 @@ class Clip(SameShapeOp):
         if hi is not None:
             x = torch.minimum(x, hi.to(x.dtype))
         return [x]
+
+    old_attrs = frozenset({"min", "max"})
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """Clip-6 spells the bounds as float attributes (defaults: float32's extremes)."""
+        return cls.reference if version >= 11 else _clip_6
+
+
+def _clip_6(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    bounds = [torch.tensor(float(attrs[k]), dtype=torch.float64) for k in ("min", "max")]
+    return Clip.reference(attrs, [inputs[0], *bounds])
 
 
 class CastOp(SameShapeOp):

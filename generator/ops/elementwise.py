@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, DType
@@ -254,7 +255,16 @@ class Mod(BinaryOp):
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         a, b = inputs
         if attrs.get("fmod", 0):
-            if a.dtype == torch.float16:
-                return [torch.fmod(a.float(), b.float()).half()]
+            if a.is_floating_point():
+                # C's fmod is exact; torch's vectorized float fmod is not (float32
+                # fmod(3.4e38, 1e-45) gives NaN, not 0, and large ratios lose digits).
+                with np.errstate(invalid="ignore"):
+                    exact = torch.from_numpy(np.asarray(np.fmod(a.detach().numpy(), b.detach().numpy())))
+                if not (a.requires_grad or b.requires_grad):
+                    return [exact]
+                # The value search differentiates through the reference: torch's fmod carries
+                # the gradient, the exact value rides on it.
+                approx = torch.fmod(a, b)
+                return [approx + (exact - approx.detach())]
             return [torch.fmod(a, b)]
         return [torch.remainder(a, b)]

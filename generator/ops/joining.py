@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, register
+from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, Reference, register
 from generator.ops.shape import ANY, INDEX_TYPES, _given, _huge, _ints, _spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv
 
@@ -168,6 +168,19 @@ class Slice(OpSpec):
             x = x.index_select(a, torch.tensor(list(idx), dtype=torch.long))
         return [x]
 
+    old_attrs = frozenset({"starts", "ends", "axes"})
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """Slice-1 spells starts, ends and axes as attributes, and has no steps."""
+        return cls.reference if version >= 10 else _slice_1
+
+
+def _slice_1(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    operands = [torch.tensor([int(v) for v in attrs[k]], dtype=torch.int64) for k in ("starts", "ends")]
+    axes = [torch.tensor([int(v) for v in attrs["axes"]], dtype=torch.int64)] if "axes" in attrs else []
+    return Slice.reference(attrs, [inputs[0], *operands, *axes])
+
 
 @register
 class Expand(OpSpec):
@@ -317,8 +330,12 @@ class Split(OpSpec):
         sizes_t = _given(inputs, 1)
         if sizes_t is not None:
             sizes = _ints(sizes_t)
+        elif "split" in attrs:  # before opset 13 the sizes are an attribute
+            sizes = [int(s) for s in attrs["split"]]
         else:  # num_outputs (opset 18), or before it one part per output of the node
             n, d = int(attrs["num_outputs"] if "num_outputs" in attrs else attrs[OUTPUTS]), x.shape[axis]
             chunk = -(-d // n)
             sizes = [chunk] * (n - 1) + [d - chunk * (n - 1)]
         return list(torch.split(x, sizes, dim=axis))
+
+    old_attrs = frozenset({"split"})

@@ -7,8 +7,11 @@ data-flow graph only holds the activations the generator grew.
 
 from __future__ import annotations
 
+import functools
+import math
 import random
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -16,7 +19,17 @@ import torch.nn.functional as F
 import z3
 
 from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, axis_of, full_and_lower_rank, register
+from generator.ops.base import (
+    OUTPUTS,
+    Attrs,
+    Emitter,
+    OpSpec,
+    Reference,
+    SameShapeOp,
+    axis_of,
+    full_and_lower_rank,
+    register,
+)
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 QUANT: tuple[DType, ...] = (DType.uint8, DType.int8)
@@ -210,6 +223,19 @@ class AxisOp(SameShapeOp):
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node(self.op_type, ins, outs, **({"axis": self.axis} if self.explicit else {}))
 
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """Before opset 13 these ops normalized the input flattened to 2-D at `axis` (default
+        1) over everything after it, not along one axis."""
+        return cast(Reference, cls.reference) if version >= 13 else functools.partial(_coerced, cls.reference)
+
+
+def _coerced(current: Reference, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    x = inputs[0]
+    axis = axis_of(attrs, "axis", 1, x.dim())
+    flat = x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+    return [y.reshape(x.shape) for y in current({**attrs, "axis": 1}, [flat])]
+
 
 @register
 class Softmax(AxisOp):
@@ -275,6 +301,17 @@ class Dropout(SameShapeOp):
             raise NotImplementedError("Dropout in training mode is random")
         # The optional mask output: nothing is dropped.
         return [inputs[0].clone(), torch.ones(inputs[0].shape, dtype=torch.bool)]
+
+    old_attrs = frozenset({"ratio"})
+    """Dropout-7 and -10 spell the ratio as an attribute: inference ignores it either way."""
+
+    @classmethod
+    def refusal(cls, version: int, attrs: Attrs) -> str | None:
+        """Before opset 12 the spec leaves the mask of an inference run open (onnxruntime
+        gives all False, onnx.reference all True); from 12 on nothing is dropped."""
+        if version < 12 and attrs[OUTPUTS] > 1:
+            return f"Dropout-{version} mask output is unspecified in inference"
+        return super().refusal(version, attrs)
 
 
 @register

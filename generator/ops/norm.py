@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from generator.dtypes import FLOATS_32_FIRST, DType
-from generator.ops.base import Attrs, Emitter, SameShapeOp, axis_of, register
+from generator.ops.base import OUTPUTS, Attrs, Emitter, SameShapeOp, axis_of, register
 from generator.ops.nn import widen
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType, numel
 
@@ -89,8 +89,10 @@ class BatchNormalization(NormOp):
         r = x.dim()
         eps = float(attrs.get("epsilon", 1e-5))
         if not attrs.get("training_mode", 0):
-            y = (widen(x) - _per_channel(mean, r)) / torch.sqrt(_per_channel(var, r) + eps)
-            return [(y * _per_channel(scale, r) + _per_channel(bias, r)).to(x.dtype)]
+            # BatchNormalization-7 with spatial=0: one parameter per element of [C, D1, ...].
+            param = _per_channel if attrs.get("spatial", 1) else (lambda t, _: widen(t).unsqueeze(0))
+            y = (widen(x) - param(mean, r)) / torch.sqrt(param(var, r) + eps)
+            return [(y * param(scale, r) + param(bias, r)).to(x.dtype)]
         # Training mode (opset 14+) is deterministic: the batch's own statistics normalise, and
         # the optional outputs are the running statistics moved toward them by 1 - momentum.
         batch_mean, batch_var = _moments(widen(x), [0, *range(2, r)])
@@ -100,6 +102,16 @@ class BatchNormalization(NormOp):
         running_mean = widen(mean) * momentum + batch_mean.reshape(-1) * (1 - momentum)
         running_var = widen(var) * momentum + batch_var.reshape(-1) * (1 - momentum)
         return [y.to(x.dtype), running_mean.to(mean.dtype), running_var.to(var.dtype)]
+
+    old_attrs = frozenset({"spatial"})
+
+    @classmethod
+    def refusal(cls, version: int, attrs: Attrs) -> str | None:
+        """Before opset 14 a node with more than one output is in training mode, and its
+        outputs (mean, var, saved_mean, saved_var) are not those the reference computes."""
+        if version < 14 and attrs[OUTPUTS] > 1:
+            return f"BatchNormalization-{version} training outputs (more than Y) are not computed"
+        return super().refusal(version, attrs)
 
 
 @register

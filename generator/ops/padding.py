@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import Attrs, Emitter, OpSpec, Reference, register
 from generator.ops.shape import ANY, _given, _ints, _spell_axis, scalar_at
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv
 
@@ -171,6 +171,20 @@ class Pad(OpSpec):
         for i, a in enumerate(axes):
             x = _pad_axis(x, a, pads[i], pads[i + n], str(attrs.get("mode", "constant")), value)
         return [x]
+
+    old_attrs = frozenset({"pads", "value"})
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """Pad-2 spells the pads and the constant as attributes."""
+        return cls.reference if version >= 11 else _pad_2
+
+
+def _pad_2(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    x = inputs[0]
+    pads = torch.tensor([int(p) for p in attrs["pads"]], dtype=torch.int64)
+    value = torch.tensor(float(attrs.get("value", 0.0)), dtype=torch.float64).to(x.dtype)
+    return Pad.reference(attrs, [x, pads, value])
 
 
 class BlockOp(OpSpec):

@@ -65,6 +65,12 @@ class QuantOp(Converting):
     def attrs(self) -> dict[str, int]:
         return {"axis": self.axis} if self.per_axis else {}
 
+    @classmethod
+    def refusal(cls, version: int, attrs: Attrs) -> str | None:
+        if int(attrs.get("block_size", 0)):
+            return f"{cls.op_type}-{version} blocked quantization (block_size) is not computed"
+        return super().refusal(version, attrs)
+
 
 @register
 class QuantizeLinear(QuantOp):
@@ -87,8 +93,14 @@ class QuantizeLinear(QuantOp):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
-        zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=torch.uint8)
+        zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=_output_dtype(attrs))
         return [quantize(x, per_axis(scale, attrs, x.dim()), per_axis(zero, attrs, x.dim()), zero.dtype)]
+
+
+def _output_dtype(attrs: Attrs) -> torch.dtype:
+    """QuantizeLinear's type without a zero point: output_dtype (opset 21), else uint8."""
+    to = int(attrs.get("output_dtype", 0))
+    return torch.from_numpy(np.zeros(0, DType.from_onnx(to).numpy)).dtype if to else torch.uint8
 
 
 @register

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 
 from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
-from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, register
+from generator.ops.base import Attrs, Emitter, OpSpec, Reference, axis_of, register
 from generator.ops.nn import exact, widen
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
@@ -39,6 +39,7 @@ class ReduceOp(OpSpec):
     """First opset in which `axes` moved from an attribute to an input."""
     bool_since: ClassVar[int] = 99
     """First opset whose schema takes bool (ReduceMax/ReduceMin from 20)."""
+    old_attrs = frozenset({"axes"})
     max_reduced: ClassVar[dict[DType, int]] = {}
     """Per dtype, the most elements one output may reduce: keeps integer products of the
     generator's small values (|v| <= 8) inside the type, where overflow is undefined, and
@@ -299,3 +300,14 @@ class TopK(OpSpec):
         order = torch.sort(widen(x), dim=axis, descending=bool(attrs.get("largest", 1)), stable=True).indices
         indices = order.narrow(axis, 0, k)
         return [torch.gather(x, axis, indices), indices]
+
+    old_attrs = frozenset({"k"})
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """TopK-1 spells k as an attribute, and has no largest or sorted (both 1)."""
+        return cls.reference if version >= 10 else _topk_1
+
+
+def _topk_1(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return TopK.reference(attrs, [inputs[0], torch.tensor([int(attrs["k"])])])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import Attrs, Emitter, OpSpec, Reference, register
 from generator.ops.shape import ANY, SCALES, _given, _ints, _spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv
 
@@ -134,6 +134,25 @@ class Resize(OpSpec):
                 y = _resize_axis(y, a, n, s, attrs, box)
         return [y]
 
+    @classmethod
+    def refusal(cls, version: int, attrs: Attrs) -> str | None:
+        """Resize-10 maps coordinates asymmetrically, but leaves how nearest rounds them open
+        (onnxruntime floors when upsampling and ceils when downsampling)."""
+        if version < 11 and attrs.get("mode", "nearest") != "linear":
+            return f"Resize-{version} mode {attrs.get('mode', 'nearest')} has no defined rounding"
+        return super().refusal(version, attrs)
+
+    @classmethod
+    def reference_at(cls, version: int) -> Reference:
+        """Resize-10 takes (X, scales) and maps coordinates asymmetrically."""
+        return cls.reference if version >= 11 else _resize_10
+
+
+def _resize_10(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return Resize.reference(
+        {**attrs, "coordinate_transformation_mode": "asymmetric"}, [inputs[0], torch.zeros(0), inputs[1]]
+    )
+
 
 def _source_coords(
     mode: str, out_len: int, in_len: int, scale: float, box: tuple[float, float] | None = None
@@ -153,6 +172,8 @@ def _source_coords(
         return (y + 0.5) / scale - 0.5
     if mode == "asymmetric":
         return y / scale
+    if mode == "tf_half_pixel_for_nn":  # Resize-11 only
+        return (y + 0.5) / scale
     if mode == "pytorch_half_pixel":
         return (y + 0.5) / scale - 0.5 if out_len > 1 else torch.zeros(out_len, dtype=torch.float64)
     if mode == "align_corners":

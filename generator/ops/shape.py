@@ -252,6 +252,9 @@ class Unsqueeze(OpSpec):
             x = x.unsqueeze(a)
         return [x]
 
+    old_attrs = frozenset({"axes"})
+    """Before opset 13 the axes are an attribute."""
+
 
 @register
 class Squeeze(OpSpec):
@@ -312,6 +315,9 @@ class Squeeze(OpSpec):
             axes = list(attrs.get("axes", [i for i, d in enumerate(x.shape) if d == 1]))
         keep = [d for i, d in enumerate(x.shape) if i not in norm_axes(axes, x.dim())]
         return [x.reshape(keep)]
+
+    old_attrs = frozenset({"axes"})
+    """Before opset 13 the axes are an attribute."""
 
 
 @register

@@ -119,7 +119,12 @@ _unary("Abs", lambda x, a: torch.abs(x), NUMERIC)
 _unary("Neg", lambda x, a: torch.neg(x), SIGNED)
 
 
-_unary("Sign", upcast(lambda x, a: torch.sign(x)), NUMERIC)
+def _sign(x: torch.Tensor, a: Attrs) -> torch.Tensor:
+    # torch.sign(NaN) is 0; ONNX (onnx.reference, onnxruntime) propagates the NaN.
+    return torch.where(torch.isnan(x), x, torch.sign(x)) if x.is_floating_point() else torch.sign(x)
+
+
+_unary("Sign", upcast(_sign), NUMERIC)
 
 
 _unary("Ceil", upcast(lambda x, a: torch.ceil(x)))
@@ -182,7 +187,12 @@ _unary("Atanh", upcast(lambda x, a: torch.atanh(x)))
 _unary("IsNaN", lambda x, a: torch.isnan(x), (DType.float32, DType.float64), out_dtype=DType.bool)
 
 
-_unary("IsInf", lambda x, a: torch.isinf(x), (DType.float32, DType.float64), out_dtype=DType.bool)
+def _isinf(x: torch.Tensor, a: Attrs) -> torch.Tensor:
+    positive = torch.isposinf(x) if a.get("detect_positive", 1) else torch.zeros_like(x, dtype=torch.bool)
+    return (positive | torch.isneginf(x)) if a.get("detect_negative", 1) else positive
+
+
+_unary("IsInf", _isinf, (DType.float32, DType.float64), out_dtype=DType.bool)
 
 
 _unary("Not", lambda x, a: torch.logical_not(x), (DType.bool,))

@@ -29,6 +29,15 @@ def _trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     return -_abs_nz(x - r) / _periodic_unit(x)
 
 
+def _mod_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of x / divisor to the nearest nonzero integer, where a
+    float Mod (C's fmod) jumps by the divisor: fmod(1.505863, elu(-0.0223939)) is 0.0221 or
+    0 depending on how the backend rounds Elu's exp(x) - 1, a quotient 5e-5 from 68."""
+    x, d = _x(ops, 0), _x(ops, 1)
+    q = x / torch.where(d == 0, torch.ones_like(d), d)
+    return _trunc_gap([q], attrs)
+
+
 def _threshold_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to alpha, where ThresholdedRelu jumps from 0 to x."""
     x = _x(ops)

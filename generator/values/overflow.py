@@ -5,6 +5,7 @@ shrinks the values behind the result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -49,6 +50,39 @@ def _sum_square_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     sq = x.double() ** 2
     total = sq if axes is None or x.dim() == 0 else sq.sum(dim=axes, keepdim=True)
     return _overflow(torch.log2(total.clamp_min(1.0)), total == 0, x.dtype)
+
+
+WIDEST_INT_BITS = 63
+"""The magnitude bits of int64, the widest accumulator any backend has for an integer op."""
+
+
+def _l2_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Integer ReduceL2: undefined where its result leaves the type, or where its sum of
+    squares leaves int64, so that no backend could compute it. Inside those bounds it is
+    defined: onnxruntime up to 1.26.0 summed int32 squares in int32 and returned INT32_MIN
+    for sqrt(30000**2 + 40000**2) = 50000; 1.27.0 fixed it (a real bug, kept reported)."""
+    x = _x(ops)
+    axes = _reduce_axes(ops, attrs, x.dim())
+    sq = x.double() ** 2
+    total = sq if axes is None or x.dim() == 0 else sq.sum(dim=axes, keepdim=True)
+    limit = min(2 * (torch.iinfo(x.dtype).bits - 1), WIDEST_INT_BITS)
+    return torch.where(total == 0, torch.full_like(total, -1.0), torch.log2(total.clamp_min(1.0)) - limit + 0.5)
+
+
+def _log_sum_exp_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Integer ReduceLogSumExp: its result (about the largest element) always fits, but the
+    exponentials it is defined through leave int64 from x = 44 on. ONNX names no
+    intermediate type, so past that a backend that computes exp(x) in the input's type and
+    one that computes it in float64 are both right: undefined."""
+    x = _x(ops)
+    axes = _reduce_axes(ops, attrs, x.dim())
+    log2e = x.double() * math.log2(math.e)
+    biggest = (
+        log2e
+        if axes is None or x.dim() == 0
+        else torch.logsumexp(log2e * math.log(2), dim=axes, keepdim=True) / math.log(2)
+    )
+    return biggest - WIDEST_INT_BITS + 0.5
 
 
 def _small_ints(dtype: torch.dtype) -> list[int]:

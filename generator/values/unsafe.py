@@ -38,6 +38,7 @@ from generator.values.jumps import (
     _dynamic_zero_gap,
     _half_gap,
     _int_gap,
+    _mod_gap,
     _nonempty_float,
     _quant_gap,
     _shrink_gap,
@@ -51,6 +52,8 @@ from generator.values.jumps import (
 from generator.values.overflow import (
     INT_OVERFLOW,
     _exact_overflow,
+    _l2_overflow,
+    _log_sum_exp_overflow,
     _mul_overflow,
     _overflow_check,
     _prod_overflow,
@@ -85,6 +88,15 @@ from generator.values.predicate import (
     _trig_bound,
     _x,
 )
+
+
+def _int_shrink_biased(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Positive where an integer Shrink adds its float bias: the spec does not say whether
+    the bias is cast to the integer type first (onnxruntime and TVM: -5 + 0.326 is -5) or
+    the sum is (onnx.reference: -4), so both are right."""
+    x = _x(ops)
+    lambd = float(attrs.get("lambd", 0.5))
+    return torch.where(x.double().abs() > lambd, 1.0, -1.0)
 
 
 def _jump(name: str, f: Violation, slots: tuple[int, ...] = (0,), **kw: Any) -> Predicate:
@@ -145,7 +157,11 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Reciprocal": (Predicate("x != 0", (0,), lambda ops, a: -_abs_nz(_x(ops)), strict=True),),
     "Div": (_float_divisor("divisor"), _int_divisor("divisor")),
     "Mul": (_overflow_check(_mul_overflow),),
-    "Mod": (_float_divisor("divisor"), _int_divisor("divisor")),
+    "Mod": (
+        _float_divisor("divisor"),
+        _int_divisor("divisor"),
+        _jump("x / divisor not near a nonzero integer", _mod_gap, (0, 1), applies=lambda ops, a: _is_float(ops[0])),
+    ),
     "Pow": (
         Predicate("base > 0, or != 0 under an integer exponent", (0,), _pow_base, strict=True),
         Predicate("exponent * ln(base) <= limit", (0, 1), _pow_growth, applies=lambda ops, a: _is_float(ops[0])),
@@ -191,11 +207,27 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     ),
     "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -_x(ops, 4)),),
     "ReduceLogSum": (Predicate("sum > 0", (0,), _log_sum, strict=True),),
-    "ReduceLogSumExp": (Predicate("x <= growth limit", (0,), _exp_growth),),
+    "ReduceLogSumExp": (
+        Predicate("x <= growth limit", (0,), _exp_growth),
+        _overflow_check(_log_sum_exp_overflow),
+    ),
+    "ReduceL2": (_overflow_check(_l2_overflow),),
     "ReduceProd": (_overflow_check(_prod_overflow),),
     "Floor": (_jump("x not near an integer", _int_gap),),
     "ThresholdedRelu": (_jump("x not near alpha", _threshold_gap),),
-    "Shrink": (_jump("x not near ±lambd", _shrink_gap, applies=_shrink_jumps),),
+    "Shrink": (
+        _jump("x not near ±lambd", _shrink_gap, applies=_shrink_jumps),
+        Predicate(
+            "integer x within ±lambd under a fractional bias",
+            (0,),
+            _int_shrink_biased,
+            integer=True,
+            repair=0,
+            safe_values=lambda dtype: [0],
+            applies=lambda ops, a: float(a.get("bias", 0.0)) != round(float(a.get("bias", 0.0))),
+            undefined=True,
+        ),
+    ),
     "OneHot": (_jump("float index not near an integer", _int_gap, applies=lambda ops, a: _is_float(ops[0])),),
     "Ceil": (_jump("x not near an integer", _int_gap),),
     "Round": (_jump("x not near a half-integer", _half_gap),),

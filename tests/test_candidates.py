@@ -1,0 +1,122 @@
+"""The reducer's candidates judged by the campaign's own pipeline (oracles.judging), on the
+real onnxruntime worker: the user's rules, and validity by the reference."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from backends.client import WorkerClient
+from backends.reference import run_reference
+from backends.spec import parse_backend
+from bot.campaign.triage import Side, Triage
+from bot.reduce.candidates import CandidateJudge, ClientPool
+from oracles.config import OracleConfig
+from oracles.judging import Judging
+from oracles.references import Source, invalid_by_reference, read_reference
+from oracles.sides import CrossVerdict
+from oracles.tolerances import ToleranceConfig
+from oracles.verdict import Verdict
+from reducers.case import Case
+
+ORT = parse_backend("onnxruntime:all")
+USER_RULE = """\
+rules:
+  - id: known-tanh-drift
+    description: this team's own Tanh kernel drifts; tracked elsewhere
+    reason: a known, tracked inaccuracy
+    scope:
+      backends: ["onnxruntime"]
+      verdicts: [wrong_result]
+      ops: [Tanh]
+    match:
+      message: ["beyond"]
+"""
+
+
+def _model(
+    node: onnx.NodeProto,
+    inputs: list[onnx.ValueInfoProto],
+    out: onnx.ValueInfoProto,
+    inits: Sequence[onnx.TensorProto] = (),
+) -> onnx.ModelProto:
+    graph = helper.make_graph([node], "g", inputs, [out], list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@dataclass
+class _Given:
+    """A case as triage takes it (bot.campaign.triage.Case)."""
+
+    model: onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    model_bytes: bytes = b""
+    reference: dict[str, np.ndarray] | None = None
+    source: Source = Source.torch
+    gap: str = ""
+
+    def __post_init__(self) -> None:
+        self.model_bytes = self.model.SerializeToString()
+        self.reference = run_reference(self.model, self.inputs)
+
+
+@pytest.fixture
+def perturbing() -> Iterator[ClientPool]:
+    pool = ClientPool(lambda: WorkerClient(ORT, sys.executable, 30, fault={"kind": "perturb", "every": 1}), 1)
+    yield pool
+    pool.close()
+
+
+def test_a_user_rule_that_filters_a_case_in_a_campaign_filters_it_in_a_reduction(
+    tmp_path: Path, perturbing: ClientPool
+) -> None:
+    """CandidateJudge once judged with the shipped rules only: a reduction kept candidates that
+    the user's own rules set aside in the campaign."""
+    rules_file = tmp_path / "rules.yml"
+    rules_file.write_text(USER_RULE)
+    cfg = OracleConfig(rules=rules_file)
+    judging = Judging(cfg, ToleranceConfig())
+    x = np.linspace(-2, 2, 8, dtype=np.float32)
+    f32 = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])]
+    model = _model(
+        helper.make_node("Tanh", ["x"], ["y"]), f32, helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])
+    )
+
+    given = _Given(model, {"x": x})
+    with WorkerClient(ORT, sys.executable, 30, fault={"kind": "perturb", "every": 1}) as client:
+        result = client.run(given.model_bytes, given.inputs)
+        cross = Triage(cfg, ToleranceConfig(), judging.rules, judging).triage(given, [Side("head", client)], [result])
+    assert cross.verdict is CrossVerdict.filtered and cross.rule == "known-tanh-drift"
+    assert CandidateJudge(perturbing, judging).judge(Case(model, {"x": x})) is None
+    shipped = CandidateJudge(perturbing).judge(Case(model, {"x": x}))
+    assert shipped is not None and shipped.verdict is Verdict.wrong_result, "the shipped rules alone keep it"
+
+
+def test_a_candidate_the_reference_cannot_compute_is_no_candidate(perturbing: ClientPool) -> None:
+    """A Slice with a computed step of 0 passes the checker and strict shape inference, and onnxruntime
+    raises on it: a reduction chasing a crash once landed on such invalid models (TVM: 8 of
+    31 reduced bundles). The reference refuses it, and so does the candidate judge."""
+    ints = [
+        helper.make_tensor(name, TensorProto.INT64, [1], [v]) for name, v in (("starts", 0), ("ends", 4), ("axes", 0))
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    steps = helper.make_tensor_value_info("steps", TensorProto.INT64, [1])
+    model = _model(
+        helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"]),
+        [x, steps],
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]),
+        ints,
+    )
+    onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
+    case = Case(model, {"x": np.arange(4, dtype=np.float32), "steps": np.zeros(1, np.int64)})
+    assert invalid_by_reference(model, read_reference(model, case.inputs).outputs) is not None
+    assert CandidateJudge(perturbing, needs_reference=True).judge(case) is None
+    judged = CandidateJudge(perturbing).judge(case)
+    assert judged is not None and judged.verdict is Verdict.crash, "onnxruntime itself raises on it"
