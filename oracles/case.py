@@ -256,7 +256,7 @@ class CaseEvidence:
             wrong = bad_mask(want, got, bounds.get(out) or tolerance_for(want.dtype))
             if not wrong.any():
                 continue
-            spread = spread if spread is not None else rounding_spread(self.model, self.inputs)
+            spread = spread if spread is not None else rounding_spread(self.model, self.inputs, truth)
             if spread is None or out not in spread:
                 return None
             error = np.abs(got.astype(np.float64) - exact)[wrong]

@@ -37,13 +37,16 @@ operands once does not show (a float32 ReduceLogSum of 2,760 values that nearly 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
 
 
-def rounding_spread(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
-    """Per output, the largest distance from the float64 result that moving every float
-    operand by one rounding of its model dtype gives; None when the re-run cannot compute."""
+def rounding_spread(
+    model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray] | None:
+    """Per output, the largest distance from the float64 result (`truth`, the float64
+    re-run's, computed here when not given) that moving every float operand by one rounding
+    of its model dtype gives; None when the re-run cannot compute."""
     wide_model = as_float64(model)
     wide_inputs = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
     try:
-        truth = run_reference(wide_model, wide_inputs)
+        truth = truth if truth is not None else run_reference(wide_model, wide_inputs)
         dtypes = tensor_dtypes(model)
         trials = [
             run_reference(wide_model, wide_inputs, substitute=_jittered(wide_model, dtypes, seed))

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from bot.findings.bundle import load_bundle
+from bot.findings.bundle import Bundle, load_bundle
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
@@ -30,16 +30,22 @@ def _with_decoy(case: rc.Case) -> rc.Case:
     return model, inputs
 
 
-def test_a_real_regression_is_reduced_across_both_releases(cli: Cli, tmp_path: Path) -> None:
-    right, wrong = rc.REGRESSION
-    model, inputs = _with_decoy(rc.rms_norm_vector_epsilon())
+def _reduce_across(cli: Cli, tmp_path: Path, case: rc.Case, base: str, head: str) -> tuple[Path, Bundle, CliResult]:
+    """`fuzzbot reduce case.onnx --config` between two releases: the reduced bundle, loaded."""
+    model, inputs = case
     onnx.save(model, str(tmp_path / "case.onnx"))
     np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    config = rc.pair_config(tmp_path, right, wrong)
+    config = rc.pair_config(tmp_path, base, head)
     r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(config), "--budget", "3m")
     assert r.code == 0, r.err
     [bundle] = [p for p in (tmp_path / "case.reduced" / "findings").glob("*/reduced") if (p / "finding.json").is_file()]
-    done = load_bundle(bundle)
+    return bundle, load_bundle(bundle), r
+
+
+def test_a_real_regression_is_reduced_across_both_releases(cli: Cli, tmp_path: Path) -> None:
+    right, wrong = rc.REGRESSION
+    model, inputs = _with_decoy(rc.rms_norm_vector_epsilon())
+    bundle, done, r = _reduce_across(cli, tmp_path, (model, inputs), right, wrong)
     assert done.finding is not None
     assert done.finding.across == "new_regression", done.finding.across
     # The fusion is at `all`: every step also kept head right at its lowest level.
@@ -89,17 +95,11 @@ def test_a_regression_beside_a_different_base_failure_is_a_regression_once_reduc
     outputs: once labelled persistent, it is a new regression once head's failure is
     reduced and base runs the reduced model right. The finding says base failed differently."""
     base, head = rc.FIX_CLIP_FP16[0], rc.REGRESSION_PAD_FUSION[1]
-    model, inputs = _side_by_side(rc.clip_fp16_min_only(), rc.maxpool_after_zero_pad())
-    onnx.save(model, str(tmp_path / "case.onnx"))
-    np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    config = rc.pair_config(tmp_path, base, head)
-    checked = cli("check", "--config", str(config), "--json", str(tmp_path / "case.onnx"))
+    case = _side_by_side(rc.clip_fp16_min_only(), rc.maxpool_after_zero_pad())
+    bundle, done, _ = _reduce_across(cli, tmp_path, case, base, head)
+    checked = cli("check", "--config", str(tmp_path / "fuzzbot.yml"), "--json", str(tmp_path / "case.onnx"))
     (found,) = json.loads(checked.out)["cases"]
     assert found["verdict"] == "persistent" and found["note"].startswith("base fails differently"), found
-    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(config), "--budget", "3m")
-    assert r.code == 0, r.err
-    [bundle] = [p for p in (tmp_path / "case.reduced" / "findings").glob("*/reduced") if (p / "finding.json").is_file()]
-    done = load_bundle(bundle)
     assert done.finding is not None and done.finding.across == "new_regression", done.finding
     assert bundle.parent.name.startswith("new_regression-") and "base fails differently" in done.finding.note
     assert [n.op_type for n in done.model.graph.node] == ["Pad", "MaxPool"]
@@ -112,14 +112,7 @@ def test_a_persistent_bug_is_reduced_with_both_builds_failing_it(cli: Cli, tmp_p
     """A persistent finding once reduced onto a trigger only head got wrong: its repro passed
     on base, whose label says it fails. Every step now keeps base failing the same way."""
     base, head = rc.NORM_POW_MISCOMPILE[1], rc.REGRESSION_RAISES[1]
-    model, inputs = _with_decoy(rc.layernorm_pattern_sub_swapped())
-    onnx.save(model, str(tmp_path / "case.onnx"))
-    np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    config = rc.pair_config(tmp_path, base, head)
-    r = cli("reduce", str(tmp_path / "case.onnx"), "--config", str(config), "--budget", "3m")
-    assert r.code == 0, r.err
-    [bundle] = [p for p in (tmp_path / "case.reduced" / "findings").glob("*/reduced") if (p / "finding.json").is_file()]
-    done = load_bundle(bundle)
+    bundle, done, _ = _reduce_across(cli, tmp_path, _with_decoy(rc.layernorm_pattern_sub_swapped()), base, head)
     assert done.finding is not None and done.finding.across == "persistent", done.finding
     assert done.finding.kept["base"] == "wrong_result" and done.finding.kept["head"] == "wrong_result"
     repro = str(bundle / "repro.py")

@@ -130,7 +130,7 @@ class OrtAdapter(Adapter):
         """Graph output -> the optimized graph's node type that computes it (the kernel a
         wrong output came from, which names the bug); nothing at `disable`, where the
         model's own nodes ran."""
-        saved, self._saved = self._saved, None
+        saved = self._saved
         if saved is None or saved[0]() is not compiled:
             return {}
         return output_producers(saved[2])

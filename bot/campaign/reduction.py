@@ -99,9 +99,9 @@ class CampaignReduction:
         finding = Finding.model_validate_json((bundle / "finding.json").read_text())
         others = [s for s in self.sides if s != finding.side]
         guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
-        both = others and ref.across == CrossVerdict.persistent and not finding.base_failure
+        both = bool(others) and ref.across == CrossVerdict.persistent and not finding.base_failure
         settings = self.cfg.reduce.model_copy(update={"budget": budget_s})
-        reduced = reduce_one(bundle, finding.side, guard, self.pools, settings, others[0] if both else None)
+        reduced = reduce_one(bundle, finding, guard, self.pools, settings, others[0] if both else None)
         if reduced is None:
             return
         provisional = ref.across == CrossVerdict.new_in_head or (

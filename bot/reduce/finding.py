@@ -107,26 +107,26 @@ def reduction_order(refs: Iterable[FindingRef]) -> list[FindingRef]:
 
 
 def reduce_one(
-    bundle: Path, culprit: str, guard: str | None, pools: SidePools, cfg: ReduceSettings, shared: str | None = None
+    bundle: Path, finding: Finding, guard: str | None, pools: SidePools, cfg: ReduceSettings, shared: str | None = None
 ) -> Path | None:
-    """The reduced bundle of the finding at `bundle`, or None when it did not reproduce (a
-    flaky bug slips through k runs now and then; it stays unreduced rather than misnamed).
-    `guard`, for a regression, is the side that must keep getting each candidate right;
-    `shared`, for a persistent bug, the side that must keep failing it the same way."""
-    run = pools.runs[culprit]
+    """The reduced bundle of `finding`, kept at `bundle`, or None when it did not reproduce
+    (a flaky bug slips through k runs now and then; it stays unreduced rather than
+    misnamed). `guard`, for a regression, is the side that must keep getting each candidate
+    right; `shared`, for a persistent bug, the side that must keep failing it the same way;
+    a bug that needs the optimizer keeps the culprit's lowest level right."""
+    culprit = finding.side
     also: list[ShowsBug] = [StillPasses(pools.pool(guard), guard, pools.judging)] if guard else []
+    if shared:
+        also.append(StillFails(finding, pools.pool(shared), shared, pools.judging))
+    local = finding.localization
+    if local is not None and local.depends_on_optimization:
+        also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
     try:
-        finding = _finding(bundle)
-        if shared:
-            also.append(StillFails(finding, pools.pool(shared), shared, pools.judging))
-        local = finding.localization
-        if local is not None and local.depends_on_optimization:
-            also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
         return reduce_bundle(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
-            backend=run.spec,
+            backend=pools.runs[culprit].spec,
             also=also,
             pool=pools.pool(culprit),
             judging=pools.judging,
@@ -134,14 +134,6 @@ def reduce_one(
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
-
-
-def _finding(bundle: Path) -> Finding:
-    """The finding.json of a bundle a campaign wrote (BundleError when it is unreadable)."""
-    finding = load_bundle(bundle).finding
-    if finding is None:
-        raise BundleError(f"{bundle}: no finding.json")
-    return finding
 
 
 def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
