@@ -17,9 +17,10 @@ $(BIN)/fuzzbot: requirements.txt pyproject.toml
 	touch $@
 
 # A regression campaign between two onnxruntime releases (examples/ort-regression.yml).
-# Exit 2 means new regressions were found: a result, not a failure of `make`.
+# Exit 2 means new regressions were found: a result, not a failure of `make`. Each run
+# replaces the last one's results in fuzzbot-out/ (--force); keep a copy to compare.
 fuzz: $(BIN)/fuzzbot
-	$(BIN)/fuzzbot fuzz --config examples/ort-regression.yml --budget $(BUDGET) --out fuzzbot-out; \
+	$(BIN)/fuzzbot fuzz --config examples/ort-regression.yml --budget $(BUDGET) --out fuzzbot-out --force; \
 	status=$$?; [ $$status -eq 0 ] || [ $$status -eq 2 ]
 
 test: $(BIN)/fuzzbot lint typecheck unit

@@ -80,12 +80,15 @@ class WorkerClient:
         self.handshake: dict[str, Any] = {}
         self.restarts = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._answered = 0
+        """Requests the current process was sent before the one in flight: a failure after
+        earlier cases may be state they left behind (RunResult.earlier_requests)."""
         self._dir = Path(tempfile.mkdtemp(prefix="fuzzbot-worker-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         self._log = self._dir / "stderr-0.log"
         self._spawned = 0
         self._spare: tuple[subprocess.Popen[bytes], Path] | None = None
-        self._pending: tuple[float, int, int] | None = None
+        self._pending: tuple[float, int, int, int] | None = None
         self._held: RunResult | None = None
         """The answer to a request sent ahead, collected early because `run` needed the worker."""
         self._next_id = 0
@@ -138,6 +141,7 @@ class WorkerClient:
             _end(spare[0])
             spare = None
         self._proc, self._log = spare or self._spawn()
+        self._answered = 0
         try:
             reply, _ = self._receive(time.monotonic() + self.startup_timeout_s)
         except (EOFError, TimeoutError, OSError, ProtocolError) as e:
@@ -239,7 +243,8 @@ class WorkerClient:
             self.start()
         self._next_id += 1
         offset = self._log.stat().st_size if self._log.exists() else 0
-        self._pending = (time.monotonic(), self._next_id, offset)
+        self._pending = (time.monotonic(), self._next_id, offset, self._answered)
+        self._answered += 1
         frame = encode({**header, "id": self._next_id}, arrays, blobs)
         with contextlib.suppress(OSError):  # the worker died; collect() reports how
             self._send(frame)
@@ -253,8 +258,13 @@ class WorkerClient:
     def _collect(self) -> RunResult:
         if self._pending is None:
             raise RuntimeError("nothing was submitted")
-        started, rid, offset = self._pending
+        started, rid, offset, earlier = self._pending
         self._pending = None
+        result = self._await(started, rid, offset)
+        result.earlier_requests = earlier
+        return result
+
+    def _await(self, started: float, rid: int, offset: int) -> RunResult:
         stage: Stage | None = None
         deadline = started + self.compile_timeout_s
         try:
@@ -295,6 +305,16 @@ class WorkerClient:
             self._held = self._collect()
         self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
         return self._collect()
+
+    def restart(self) -> None:
+        """A fresh process, for a failure that must be seen in a worker no earlier case ran
+        in (a TVM case once left its worker failing "Check not null: ptr" on every case
+        after it). The answer to a case sent ahead is collected first and kept."""
+        if self._pending is not None:
+            self._held = self._collect()
+        self._kill()
+        self.restarts += 1
+        self.start()
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

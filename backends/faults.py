@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky", "corrupt")
+KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky", "corrupt", "poison")
 SLOW_S = 0.05
 """The delay a `slow` fault adds to the run stage: far above the noise of a small model."""
 OOM_CHUNK = 64 << 20
@@ -54,9 +54,16 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
 
 def before_run(fault: dict[str, Any] | None, model: bytes) -> None:
     """A `slow` fault: a real performance regression in the run stage; a `hang`: a kernel that
-    never returns (in the run stage, whose limit is the per-test timeout)."""
+    never returns (in the run stage, whose limit is the per-test timeout); a `poison`: the
+    case it triggers on runs right but leaves the process failing every case after it, as a
+    TVM case once left its worker raising "Check not null: ptr" until it was restarted.
+    The state lives in this worker's copy of the settings, so a restart clears it."""
+    if fault is not None and fault.get("poisoned"):
+        raise RuntimeError("Check not null: ptr (test fault: an earlier case broke this worker)")
     if not triggered(fault, model) or fault is None:
         return
+    if fault["kind"] == "poison":
+        fault["poisoned"] = True
     if fault["kind"] == "slow":
         time.sleep(SLOW_S)
     elif fault["kind"] == "corrupt" and not _flaky_turn(fault):

@@ -40,6 +40,9 @@ class BackendInfo(BaseModel):
     executable: str = ""
     """The worker interpreter's path, so two venvs of one release stay apart."""
     protocol: int = 0
+    highest_opset: int | None = None
+    """The highest default-domain opset the build loads, as a campaign's probe found it
+    (bot.sides.opset_probe); None where it was not asked."""
 
 
 class RunResult(BaseModel):
@@ -57,6 +60,9 @@ class RunResult(BaseModel):
     kernels: dict[str, str] = Field(default_factory=dict)
     """Graph output -> `domain::Op` of the optimized graph's node that computed it (the
     kernel that ran), where the adapter reads it back; empty elsewhere."""
+    earlier_requests: int = 0
+    """Requests the worker process was sent before this one (0: a fresh process). A failure
+    seen only after earlier ones may be state a case before it left behind."""
     rewrites: dict[str, int] = Field(default_factory=dict)
     """What the system's optimizer did to the model, read off its optimized graph after a
     good compile (generator.coverage.Coverage.rewrites has the keys); empty where the

@@ -122,6 +122,9 @@ def _builtin(name: str, level: str, options: tuple[tuple[str, str], ...]) -> Bac
     if unknown:
         valid = ", ".join(cls.options) or "none"
         raise BackendSpecError(f"unknown option {unknown[0]!r} for {name}; valid options: {valid}")
+    for key, value in options:
+        if key in cls.count_options and not value.isdigit():
+            raise BackendSpecError(f"option {key}={value!r} for {name} is not a whole number ({cls.options[key]})")
     return BackendSpec(name, level, ADAPTERS[name], options, tuple(cls.worker_packages))
 
 

@@ -1,15 +1,21 @@
 """The `fuzzbot` command line.
 
-Exit codes: 0 no finding, 2 findings, 1 usage or internal error. Every error a
-user can cause is one line on stderr, never a traceback.
+Exit codes: 0 no finding, 2 findings (bot.findings.outcome), 1 usage or internal error,
+130 and 143 interrupted by SIGINT and SIGTERM (a campaign's summary.json then says
+`stopped_by`). Every error a user can cause is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -35,10 +41,12 @@ from bot.commands.merge import config_schema_command, merge_command
 from bot.commands.reduce import reduce_command
 from bot.commands.report import report_command
 from bot.config import FuzzConfig, load_config, parse_duration, parse_test_fault
-from bot.errors import UserError
+from bot.errors import Interrupted, UserError, signal_of
 from bot.findings.bundle import write_bundle
+from bot.findings.out_folder import claim_out
+from bot.findings.outcome import findings_exit
 from bot.findings.summary import SideRecord, Summary, rewrites_fired
-from generator.api import GenConfig, Support, generate, inputs_for_model, op_specs
+from generator.api import GenConfig, Support, generate, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
@@ -57,6 +65,8 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
+EXIT_SIGNALLED = {"SIGINT": 130, "SIGTERM": 143}
+"""128 + the signal's number, as a shell reports a process the signal ended."""
 
 
 @app.command()
@@ -93,6 +103,7 @@ def fuzz(
     as_json: Annotated[
         bool, typer.Option("--json", help="print summary.json on stdout at the end (coverage and rewrites included)")
     ] = False,
+    force: Annotated[bool, typer.Option("--force", help="clear an earlier run's results from --out first")] = False,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Fuzz a backend against the reference and keep every finding as a bundle."""
@@ -116,13 +127,17 @@ def fuzz(
         "oracles": oracles or None,
     }
     cfg = load_config(config, overrides)
-    summary = _campaign(cfg, _shard(shard), Console(stderr=True))
+    parts = _shard(shard)
+    claim_out(Path(cfg.out), force)
     written = Path(cfg.out) / "summary.json"
+    try:
+        summary = _campaign(cfg, parts, Console(stderr=True))
+    except Interrupted as e:
+        e.note = f"the results so far are in {written}" if written.is_file() else ""
+        raise
     if as_json and written.is_file():
         print(written.read_text(), end="")
-    if cfg.compiler is not None:  # a PR check fails on what head broke, not on old bugs
-        raise typer.Exit(EXIT_FINDINGS if summary.fails_a_change else EXIT_OK)
-    raise typer.Exit(EXIT_FINDINGS if summary.finding_count else EXIT_OK)
+    raise typer.Exit(findings_exit(summary))  # a PR check fails on what head broke, not on old bugs
 
 
 def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary:
@@ -169,6 +184,7 @@ def gen(
         str | None, typer.Option(help="draw only what this backend runs (its support probe), e.g. onnxruntime")
     ] = None,
     cache_dir: Annotated[Path, typer.Option(help="where the probe's result is cached")] = Path(".fuzzbot-cache"),
+    force: Annotated[bool, typer.Option("--force", help="clear earlier bundles from --out first")] = False,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
     try:
@@ -185,6 +201,8 @@ def gen(
         raise UserError(f"gen: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from e
     except ValueError as e:
         raise UserError(f"gen: {str(e).splitlines()[0]}") from e
+    if bundles and corpus is None:
+        claim_out(out, force)
     coverage = Coverage()
     support = probed_support(backend, cfg.opset, cache_dir) if backend else None
     if corpus is not None:
@@ -264,9 +282,13 @@ def run(
         typer.echo(json.dumps({"target": str(target), "inputs": case.inputs_from, "results": rows}, indent=2))
     else:
         _print_runs(rows)
+    unavailable = [r for r in rows if r["status"] == "unavailable"]
+    for r in unavailable:  # one line each on stderr, as every error is, beside the table's row
+        ran = f"{len(rows) - len(unavailable)} of {len(rows)} backends ran"
+        typer.echo(f"error: backend {r['backend']} is unavailable ({ran}): {' '.join(r['message'].split())}", err=True)
     if any(r["verdict"] and Verdict(r["verdict"]).is_bug and not r["rule"] for r in rows):
         raise typer.Exit(EXIT_FINDINGS)
-    raise typer.Exit(EXIT_ERROR if any(r["status"] == "unavailable" for r in rows) else EXIT_OK)
+    raise typer.Exit(EXIT_ERROR if unavailable else EXIT_OK)
 
 
 def _pythons(python: list[str] | None, n: int) -> list[str]:
@@ -323,13 +345,6 @@ def _shard(text: str | None) -> Shard | None:
         raise UserError(f"--shard: {e}") from e
 
 
-def _inputs(model: Any, seed: int) -> dict[str, Any]:
-    try:
-        return inputs_for_model(model, seed)
-    except ValueError as e:
-        raise UserError(str(e)) from e
-
-
 RUN_COLUMNS = ("backend", "version", "status", "stage", "verdict", "rule", "seconds", "max_abs", "max_rel")
 
 
@@ -366,19 +381,44 @@ and the families of the packages below the bot, which may not import it."""
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
+        with _signals_interrupt():
+            code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
         return code if isinstance(code, int) else EXIT_OK
     except typer.TyperException as e:  # usage errors and bad parameters
         err.print(f"error: {e.format_message()}", markup=False)
-    except typer.Abort:
-        err.print("error: interrupted", markup=False)
     except _USER_ERRORS as e:
         err.print(f"error: {e}", markup=False)
-    except KeyboardInterrupt:
-        err.print("error: interrupted", markup=False)
+    except (Interrupted, KeyboardInterrupt, typer.Abort) as e:
+        sig = signal_of(e)
+        note = f"; {e.note}" if isinstance(e, Interrupted) and e.note else ""
+        err.print(f"error: interrupted by {sig}{note}", markup=False)
+        return EXIT_SIGNALLED[sig]
     except Exception as e:  # noqa: BLE001 - the last line of defence keeps it to one line
         err.print(f"internal error: {type(e).__name__}: {e}", markup=False)
     return EXIT_ERROR
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `Interrupted` for the command's length, so its `finally`
+    blocks run (a campaign writes its summary); a signal the caller set to be ignored
+    (a background job's SIGINT) stays ignored. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, interrupt)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 if __name__ == "__main__":

@@ -189,22 +189,39 @@ def _first_error(e: ValidationError) -> str:
     return f"key '{key}': {err['msg']}"
 
 
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a YAML text file (byte {e.start} is not UTF-8)") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        raise ConfigError(f"{path}: {line}not valid YAML ({getattr(e, 'problem', None) or e})") from e
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    return loaded or {}
+
+
+def _check_text(path: Path | None, key: str) -> None:
+    """A file the campaign reads later, refused now when it is not text (a binary picked by
+    mistake), before any build or probe; a missing one is said where it is read."""
+    if path is None or not path.is_file():
+        return
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{key}: {path}: not a text file (byte {e.start} is not UTF-8)") from e
+    except OSError as e:
+        raise ConfigError(f"{key}: {path}: cannot read: {e.strerror or e}") from e
+
+
 def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
     """Read `path` (if any), apply command-line overrides, validate everything at once."""
-    data: dict[str, Any] = {}
     where = str(path) if path else "command line"
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f"line {mark.line + 1}: " if mark else ""
-            raise ConfigError(f"{path}: {line}not valid YAML ({getattr(e, 'problem', None) or e})") from e
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of keys")
-        data = loaded or {}
+    data = _read_yaml(path) if path is not None else {}
     gen = dict(data.get("generator") or {})
     for key, value in overrides.items():
         if value is None:
@@ -218,6 +235,10 @@ def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
     if gen:
         data["generator"] = gen
     try:
-        return FuzzConfig.model_validate(data)
+        cfg = FuzzConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{where}: {_first_error(e)}") from e
+    _check_text(cfg.oracles.rules, "oracles.rules")
+    for known in cfg.known_bugs.files:
+        _check_text(known, "known_bugs.files")
+    return cfg

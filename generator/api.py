@@ -10,14 +10,14 @@ from typing import Literal
 
 import numpy as np
 import onnx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from generator.avoid import Avoid
 from generator.binning import BinChooser, bin_of
 from generator.coverage import INPUT, Coverage, Feedback, pair_key
 from generator.dtypes import DType
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
-from generator.emit import IR_VERSION, draw_values, emit_model, is_runtime_constant
+from generator.emit import IR_VERSION, NEWEST_OPSET, draw_values, emit_model, is_runtime_constant
 from generator.focus import CaseFeatures, Focus, FocusDraws
 from generator.graph import Graph
 from generator.grow import Allowed, Grower, Template, step_name
@@ -35,7 +35,9 @@ from generator.witness import Witness, WitnessStats
 from generator.z3_contexts import ContextSupply
 
 DEFAULT_OPSET = 17
-"""Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike."""
+"""Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike: what a model
+is written at unless a campaign draws its opset (GenConfig.opset_min, opset_max)."""
+OLDEST_GENERATED = min(IR_VERSION)
 
 
 ALL_DTYPES = list(DType)
@@ -45,7 +47,23 @@ class GenConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     nodes: int = Field(10, ge=1, le=200, description="operators per model")
-    opset: int = Field(DEFAULT_OPSET, ge=min(IR_VERSION), le=max(IR_VERSION))
+    opset: int | None = Field(
+        None,
+        ge=OLDEST_GENERATED,
+        le=NEWEST_OPSET,
+        description="the default-domain opset every model imports (a pin); null: a campaign draws each case's"
+        " between opset_min and opset_max, and a single model is written at opset_min",
+    )
+    opset_min: int = Field(
+        DEFAULT_OPSET, ge=OLDEST_GENERATED, le=NEWEST_OPSET, description="the lowest opset a campaign draws"
+    )
+    opset_max: int | None = Field(
+        None,
+        ge=OLDEST_GENERATED,
+        le=NEWEST_OPSET,
+        description=f"the highest opset a campaign draws; unset: the highest every side loads (its probe), at most"
+        f" {NEWEST_OPSET}; a side that loads less lowers it",
+    )
     max_elements: int = Field(4096, ge=16, description="cap on elements in any tensor or weight")
     weight_prob: float = Field(0.3, ge=0.0, le=1.0, description="chance a placeholder becomes an initializer")
     bins: int = Field(7, ge=1, le=16, description="k of the exponential attribute bins")
@@ -82,6 +100,18 @@ class GenConfig(BaseModel):
         " (generator.patterns); 0: op-by-op growth alone",
     )
 
+    @model_validator(mode="after")
+    def _ordered(self) -> GenConfig:
+        if self.opset_max is not None and self.opset_max < self.opset_min:
+            raise ValueError(f"opset_max {self.opset_max} is below opset_min {self.opset_min}")
+        return self
+
+    @property
+    def written_opset(self) -> int:
+        """The opset one model is written at: the pin, else the lowest a campaign draws (a
+        campaign writes each case at its own, bot.cases.opsets)."""
+        return self.opset if self.opset is not None else self.opset_min
+
 
 Support = dict[str, set[DType]]
 """op type -> the key dtypes a backend runs it with (from support probing)."""
@@ -104,8 +134,10 @@ class Case:
     """z3 checks the wall-clock backstop stopped while it grew (generator.solver)."""
 
 
-def op_specs(only: list[str] | None = None, opset: int = DEFAULT_OPSET) -> list[type[OpSpec]]:
-    """The specs to draw from: all registered ops that exist at `opset`, or exactly `only`."""
+def op_specs(only: list[str] | None = None, opset: int | None = None) -> list[type[OpSpec]]:
+    """The specs to draw from: all registered ops that exist at `opset` (None: the default
+    opset, what GenConfig writes unless told otherwise), or exactly `only`."""
+    opset = DEFAULT_OPSET if opset is None else opset
     specs = registry()
     if only is not None:
         unknown = sorted(set(only) - set(specs))
@@ -122,7 +154,7 @@ def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
 
     def allowed(spec: type[OpSpec], sig: Sequence[TType]) -> bool:
         key = spec.key_dtype(sig)
-        if key not in dtypes or not spec.schema_allows(cfg.opset, sig):
+        if key not in dtypes or not spec.schema_allows(cfg.written_opset, sig):
             return False
         return support is None or all(dt in support.get(op, ()) for op, dt in spec.support_keys(key))
 
@@ -138,7 +170,7 @@ def pattern_variants(cfg: GenConfig, support: Support | None) -> list[type[Patte
     return [
         v
         for v in all_variants()
-        if v.exists_at(cfg.opset)
+        if v.exists_at(cfg.written_opset)
         and (only is None or only.issuperset(v.support_ops()))
         and (support is None or all(support.get(op) for op in v.support_ops()))
     ]
@@ -147,7 +179,7 @@ def pattern_variants(cfg: GenConfig, support: Support | None) -> list[type[Patte
 def step_specs(cfg: GenConfig, support: Support | None) -> dict[str, type[OpSpec]]:
     """The ops and template variants a model may hold, by the name its steps carry
     (generator.grow.Step.op): what a mutant's edits may draw from."""
-    specs = [s for s in op_specs(cfg.ops, cfg.opset) if support is None or support.get(s.op_type)]
+    specs = [s for s in op_specs(cfg.ops, cfg.written_opset) if support is None or support.get(s.op_type)]
     return {step_name(s): s for s in [*specs, *pattern_variants(cfg, support)]}
 
 
@@ -189,8 +221,8 @@ def grow_case(
     """`generate`, with the witness that kept the values (what they cost, fresh draws);
     with a `genome` (generator.mutate), the mutant it grows into."""
     rng = TapeRandom(seed)
-    sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.opset, contexts=contexts)
-    specs = op_specs(cfg.ops, cfg.opset)
+    sc = SymCtx(rng, max_elements=cfg.max_elements, opset=cfg.written_opset, contexts=contexts)
+    specs = op_specs(cfg.ops, cfg.written_opset)
     if support is not None:
         specs = [s for s in specs if support.get(s.op_type)]
     if not specs:
@@ -221,8 +253,9 @@ def grow_case(
     on_node = None
     if coverage is not None:
         coverage.models += 1
+        coverage.opsets[str(cfg.written_opset)] += 1
         on_node = partial(coverage.record_node, graph)
-    proto, inputs = emit_model(graph, cfg.opset, witness.em.values, as_weight, on_node, leaves=witness.leaves)
+    proto, inputs = emit_model(graph, cfg.written_opset, witness.em.values, as_weight, on_node, leaves=witness.leaves)
     if edge in UNDEFINED:
         aimed = aim(edge, proto, inputs, seed)
         edge, inputs = aimed if aimed is not None else (None, inputs)
@@ -283,7 +316,7 @@ def _grow(
     method: Method | None = None if cfg.values == "none" else cfg.values
     for attempt in range(GROW_TRIES):
         bins = BinChooser(cfg.bins, rng, feedback.bin_weight if feedback else None, unit_dims)
-        witness = Witness(cfg.opset, seed, method, cfg.value_steps, cfg.runtime_shapes)
+        witness = Witness(cfg.written_opset, seed, method, cfg.value_steps, cfg.runtime_shapes)
         first = AbsTensor(genome.first.dtype, list(genome.shape)) if genome is not None else None
         grower = Grower(sc, seeds, allowed, bins, witness=witness, avoid=avoid, first=first)
         grower.keep_inputs_of = target
@@ -304,7 +337,8 @@ def _grow(
                 template=_first(target, patterns.draw if patterns is not None and patterns.variants else None),
             )
             start = graph.tensors[0]
-            grown = Genome(start.ttype, tuple(int(d) for d in start.shape), tuple(grower.steps), unit_dims > 0)
+            shape = tuple(int(d) for d in start.shape)
+            grown = Genome(start.ttype, shape, tuple(grower.steps), unit_dims > 0, cfg.written_opset)
             return graph, witness, grown
         except RuntimeError:
             if attempt == GROW_TRIES - 1:

@@ -72,6 +72,8 @@ class CoverageStats(BaseModel):
     """Rewrite templates and near misses placed in models (Coverage.patterns)."""
     edges: dict[str, int] = Field(default_factory=dict)
     """Cases aimed at each kind of edge input (generator.edges)."""
+    opsets: dict[str, int] = Field(default_factory=dict)
+    """Generated models by the default-domain opset they import (a campaign draws one per case)."""
 
 
 class Coverage(BaseModel):
@@ -91,6 +93,8 @@ class Coverage(BaseModel):
     """Rewrite templates placed in models, `Template` or `Template~near_miss` (generator.patterns)."""
     edges: Counter[str] = Field(default_factory=Counter)
     """Cases aimed at each kind of edge input (generator.edges)."""
+    opsets: Counter[str] = Field(default_factory=Counter)
+    """Models by the opset they import."""
     _fed: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_total: int = PrivateAttr(default=-1)
@@ -114,6 +118,7 @@ class Coverage(BaseModel):
             rewrites=dict(self.rewrites.most_common()),
             patterns=dict(self.patterns.most_common()),
             edges=dict(sorted(self.edges.items())),
+            opsets=dict(sorted(self.opsets.items(), key=lambda kv: int(kv[0]))),
         )
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:

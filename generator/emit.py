@@ -22,8 +22,13 @@ from generator.symbolic import Dim
 NodeHook = Callable[[GNode, list[onnx.NodeProto]], None]
 
 PRODUCER = "fuzzbot"
-IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
-"""Lowest IR version per opset, so that older runtimes (onnxruntime 1.15) load the model."""
+IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13}
+"""Lowest IR version per opset (onnx.helper.VERSION_TABLE), so that older runtimes load the
+model: a runtime refuses an IR version newer than it knows even where it knows the opset."""
+NEWEST_OPSET = max(IR_VERSION)
+"""The newest default-domain opset the generator writes: every op spec was audited up to it
+(checker, strict shape inference, the torch reference and onnxruntime 1.31.1, which loads
+nothing newer; tests/test_opset_range.py)."""
 
 
 def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> np.ndarray:

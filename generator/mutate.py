@@ -53,6 +53,9 @@ class Genome:
     steps: tuple[Step, ...]
     unit_dims: bool = False
     """Grown as a unit-dims edge case (generator.edges): its mutants are too."""
+    opset: int | None = None
+    """The opset it grew at: its mutants grow at it too, where its steps' forms exist (a
+    mutant drawn at another opset would lose the forms that made its parent worth keeping)."""
 
 
 @dataclass(frozen=True)

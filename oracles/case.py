@@ -5,8 +5,9 @@ false-positive rules and the tie-breaks.
 Judging one run (`CaseEvidence.judge`) needs no reference for a crash, a hang or a compile
 error. Values are compared with the reference (torch, else onnx.reference), at bounds
 derived from where inexact arithmetic happens (oracles.tolerances), and where float16
-arithmetic happens, within the envelope between rounding each float16 intermediate and
-keeping it in float32, as backends legitimately do. On an input ONNX leaves undefined
+arithmetic happens, within the envelope spanned by rounding each float16 intermediate,
+keeping it in float32 and rounding every partial sum of a float16 accumulation
+(oracles.accumulation), as backends legitimately do. On an input ONNX leaves undefined
 (oracles.undefined) no value is wrong and an orderly error is an answer; only a dead
 process or a hang still counts.
 """
@@ -23,6 +24,7 @@ import onnx
 
 from backends.reference import ReferenceError, run_reference
 from backends.results import RunResult, Status
+from oracles.accumulation import stepwise_reading
 from oracles.compare import Comparison, bad_mask, compare
 from oracles.conditioning import SPREAD_FACTOR, rounding_spread
 from oracles.matchers import CaseView
@@ -124,6 +126,22 @@ class CaseEvidence:
             return None
 
     @cached_property
+    def stepwise(self) -> dict[str, np.ndarray] | None:
+        """The reference with every float16 sum rounded step by step (oracles.accumulation)."""
+        if self.source is not Source.torch:
+            return None
+        return stepwise_reading(self.model, self.inputs)
+
+    @property
+    def envelope(self) -> dict[str, list[np.ndarray]] | None:
+        """Per output, the readings besides the reference that a backend may legitimately
+        land between: float16 kept wider, float16 sums rounded at every step."""
+        readings = [r for r in (self.widened, self.stepwise) if r is not None]
+        if not readings:
+            return None
+        return {name: [r[name] for r in readings if name in r] for name in readings[0].keys() | readings[-1].keys()}
+
+    @cached_property
     def onnx_reading(self) -> tuple[dict[str, np.ndarray] | None, str]:
         return onnx_reference(self.model, self.inputs, self.warned)
 
@@ -149,8 +167,10 @@ class CaseEvidence:
             return Judgement(verdict=Verdict.pass_, message="values not judged: no reference computes this case")
         bounds = self.bounds(backend)
         j = judge(result, expected, self.signature, per_output=bounds)
-        if j.verdict is Verdict.wrong_result and against is None and self.widened is not None:
-            j = judge(result, expected, self.signature, per_output=bounds, envelope=self.widened)
+        if j.verdict is Verdict.wrong_result and against is None and self.rounds_in_float16:
+            envelope = self.envelope
+            if envelope is not None:
+                j = judge(result, expected, self.signature, per_output=bounds, envelope=envelope)
         if j.verdict is Verdict.wrong_result and self.undefined:
             return Judgement(
                 verdict=Verdict.pass_,
@@ -192,7 +212,7 @@ class CaseEvidence:
             outputs=outputs,
             reference=self.reference,
             bounds=self.bounds(backend),
-            envelope=self.widened if judgement.verdict is Verdict.wrong_result else None,
+            envelope=self.envelope if judgement.verdict is Verdict.wrong_result and self.rounds_in_float16 else None,
         )
 
     def confirm(self, judgement: Judgement, outputs: Mapping[str, np.ndarray]) -> Confirmation:

@@ -1,19 +1,23 @@
 """Elementwise comparison of a backend's outputs with the reference's.
 
-An element fails only beyond both bounds (Polygraphy's rule). Where a second reference
-marks the far edge of what a backend may legitimately compute (float16 intermediates kept
-in float32), an element anywhere between the two references is within bounds: `envelope`.
+An element fails only beyond both bounds (Polygraphy's rule). Where other readings mark
+the edges of what a backend may legitimately compute (float16 intermediates kept in
+float32, float16 sums rounded at every step), an element anywhere between the reference
+and those readings is within bounds: `envelope`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
 from pydantic import BaseModel
 
 from oracles.tolerances import Tolerance, tolerance_for
+
+Edges = Sequence[np.ndarray]
+"""Other readings of one output, each of its shape: the envelope spans them and the reference."""
 
 
 class Mismatch(StrEnum):
@@ -122,17 +126,19 @@ def nonfinite_mask(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     return mask
 
 
-def beyond(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None) -> np.ndarray:
-    """Elements of a float output beyond both bounds. With `edge` (another reading of the
-    same output), the distance is to the nearer point of the interval between the two."""
+def beyond(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: Edges | None = None) -> np.ndarray:
+    """Elements of a float output beyond both bounds. With `edge` (other readings of the
+    same output), the distance is to the nearest point of the interval they span with it."""
     e, a = expected.astype(np.float64), actual.astype(np.float64)
-    lo, hi = (e, e) if edge is None else (np.fmin(e, edge.astype(np.float64)), np.fmax(e, edge.astype(np.float64)))
+    lo, hi = e, e
+    for other in edge or ():
+        lo, hi = np.fmin(lo, other.astype(np.float64)), np.fmax(hi, other.astype(np.float64))
     with np.errstate(invalid="ignore"):
         dist = np.maximum(np.maximum(lo - a, a - hi), 0.0)
         return np.nan_to_num((dist > tol.atol) & (dist > tol.rtol * np.abs(e))).astype(bool)
 
 
-def bad_mask(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None) -> np.ndarray:
+def bad_mask(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: Edges | None = None) -> np.ndarray:
     """Which elements of one output mismatch (same shape and dtype assumed)."""
     if expected.dtype.kind not in "fc":
         differ: np.ndarray = np.asarray(expected != actual)
@@ -142,7 +148,7 @@ def bad_mask(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.
 
 
 def compare_output(
-    name: str, expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: np.ndarray | None = None
+    name: str, expected: np.ndarray, actual: np.ndarray, tol: Tolerance, edge: Edges | None = None
 ) -> OutputDiff:
     if expected.shape != actual.shape:
         return OutputDiff(name=name, mismatch=Mismatch.shape, detail=f"expected {expected.shape}, got {actual.shape}")
@@ -188,17 +194,16 @@ def compare(
     actual: Mapping[str, np.ndarray],
     overrides: dict[str, Tolerance] | None = None,
     per_output: Mapping[str, Tolerance] | None = None,
-    envelope: Mapping[str, np.ndarray] | None = None,
+    envelope: Mapping[str, Edges] | None = None,
 ) -> Comparison:
     """`per_output` (by output name, from `ToleranceConfig.for_outputs`) beats `overrides` (by
-    dtype); `envelope` gives, per output, the other edge of the legitimate interval."""
+    dtype); `envelope` gives, per output, the other edges of the legitimate interval."""
     diffs = []
     for name, exp in expected.items():
         if name not in actual:
             diffs.append(OutputDiff(name=name, mismatch=Mismatch.missing, detail="output not produced"))
             continue
         tol = (per_output or {}).get(name) or tolerance_for(exp.dtype, overrides)
-        edge = (envelope or {}).get(name)
-        usable = edge is not None and edge.shape == exp.shape and exp.dtype.kind == "f"
-        diffs.append(compare_output(name, exp, actual[name], tol, edge if usable else None))
+        edges = [e for e in (envelope or {}).get(name, ()) if e.shape == exp.shape] if exp.dtype.kind == "f" else []
+        diffs.append(compare_output(name, exp, actual[name], tol, edges or None))
     return Comparison(outputs=diffs)

@@ -93,6 +93,18 @@ def _spec(op_type: str) -> Substitute:
     return cast(Substitute, registry()[op_type].reference)
 
 
+def tie_floor(dtype: torch.dtype) -> float:
+    """Absolute tie width: the dtype's epsilon, one rounding of a value of magnitude 1 (see
+    oracles.intermediates): computed values closer than that tie whatever their ratio."""
+    return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
+
+
+def within_tie(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where two computed values (as float64) are a tie or a near-tie at `dtype`."""
+    rel = TIE_WIDTH.get(dtype, 0.0)
+    return (a - b).abs() <= torch.clamp(rel * torch.maximum(a.abs(), b.abs()), min=tie_floor(dtype))
+
+
 def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, int, int]]:
     """(slice, i, j): positions along `axis` of two of the `count` deciding elements of a
     slice that are within TIE_WIDTH of each other (the best two, or the best k + 1)."""
@@ -102,9 +114,7 @@ def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tu
         return []
     order = torch.argsort(-rows if largest else rows, dim=1, stable=True)[:, :count]
     best = torch.gather(rows, 1, order)
-    rel = TIE_WIDTH.get(x.dtype, 0.0)
-    hi, lo = best[:, :-1], best[:, 1:]
-    tied = (hi - lo).abs() <= rel * torch.maximum(hi.abs(), lo.abs())
+    tied = within_tie(best[:, :-1], best[:, 1:], x.dtype)
     return [(int(r), int(order[r, c]), int(order[r, c + 1])) for r, c in tied.nonzero().tolist()]
 
 
@@ -128,8 +138,7 @@ def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int,
     index order, for the slices where more than one is."""
     rows = torch.movedim(x, axis, -1).reshape(-1, x.shape[axis]).double()
     best = rows.amax(dim=1, keepdim=True) if largest else rows.amin(dim=1, keepdim=True)
-    rel = TIE_WIDTH.get(x.dtype, 0.0)
-    close = (rows - best).abs() <= rel * torch.maximum(rows.abs(), best.abs())
+    close = within_tie(rows, best, x.dtype)
     return [(r, close[r].nonzero().flatten().tolist()) for r in range(rows.shape[0]) if int(close[r].sum()) > 1]
 
 
@@ -162,6 +171,34 @@ def break_ties(op_type: str, pick: int) -> Substitute:
                 best = values.max() if largest else values.min()
                 at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
                 rows[r, candidates[at]] = torch.nextafter(best, ahead)
+        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
+        return reference(attrs, [changed, *args[1:]])
+
+    return run
+
+
+def collapse_ties(op_type: str) -> Substitute:
+    """The op computed on its first input with every run of values that tie (in sorted
+    order, each within the tie width of the next) made equal, so that ONNX's own tie-break
+    (the first index) decides among them: what a backend does whose rounding computed them
+    equal, as onnxruntime's Sigmoid gives 0 for each of 2e-22, 9e-27 and 4e-31."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        x = args[0]
+        assert x is not None
+        if x.dim() == 0 or not x.is_floating_point():
+            return reference(attrs, args)
+        axis, _, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
+        moved = torch.movedim(x, axis, -1).clone()
+        rows = moved.reshape(-1, x.shape[axis])
+        order = torch.argsort(-rows if largest else rows, dim=1, stable=True)
+        for r in range(rows.shape[0]):
+            sorted_row = rows[r, order[r]].double()
+            joined = within_tie(sorted_row[:-1], sorted_row[1:], x.dtype)
+            for c in range(1, rows.shape[1]):
+                if joined[c - 1]:
+                    rows[r, order[r, c]] = rows[r, order[r, c - 1]]
         changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
         return reference(attrs, [changed, *args[1:]])
 

@@ -27,6 +27,21 @@ TIE_WIDTH = {np.dtype(str(t).removeprefix("torch.")): rel for t, rel in MARGIN.i
 wins depends on the backend's rounding, not on its semantics."""
 
 
+def _tie_floor(dtype: np.dtype) -> float:
+    """Absolute tie width: the dtype's epsilon, one rounding of a value of magnitude 1.
+    Computed values smaller apart than that are a tie whatever their ratio: onnxruntime's
+    Sigmoid gives 0 at -50 and at -70, where torch gives 2e-22 and 4e-31, both right to far
+    better than any tolerance, so a TopK over them picks another winner on each."""
+    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+
+
+def _close(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Where two computed values are a tie or near-tie at `dtype`."""
+    rel = TIE_WIDTH.get(dtype, 0.0)
+    close: np.ndarray = np.abs(x - y) <= np.maximum(rel * np.maximum(np.abs(x), np.abs(y)), _tie_floor(dtype))
+    return close
+
+
 @dataclass(frozen=True)
 class MarginFailure:
     """One unsafe op of the case (see oracles.margin), identified by node index, with what
@@ -97,8 +112,7 @@ def near(ref: NodeRef, values: CaseValues) -> str | None:
     if a is None or b is None or a.dtype.kind != "f":
         return None
     x, y = np.broadcast_arrays(a.astype(np.float64), b.astype(np.float64))
-    rel = TIE_WIDTH.get(a.dtype, 0.0)
-    close = np.argwhere(np.abs(x - y) <= rel * np.maximum(np.abs(x), np.abs(y)))
+    close = np.argwhere(_close(x, y, a.dtype))
     if close.size == 0:
         return None
     at = tuple(int(i) for i in close[0])
@@ -111,7 +125,8 @@ def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str
     output), a tied slice among them is the one described.
 
     A tie: two of the deciding elements (the best two for ArgMax/ArgMin/Hardmax, the best
-    k + 1 for TopK) are equal, or within the relative width of TIE_WIDTH."""
+    k + 1 for TopK) are equal, or within the relative width of TIE_WIDTH, or both closer
+    than the dtype's absolute floor."""
     op = ref.node.op_type
     x = values.value(ref.node.input[0]) if ref.node.input else None
     if op not in TIE_OPS or x is None or x.ndim == 0:
@@ -132,9 +147,7 @@ def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str
         return None
     order = np.argsort(-rows if largest else rows, axis=1, kind="stable")[:, :count]
     best = np.take_along_axis(rows, order, axis=1)
-    rel = TIE_WIDTH.get(x.dtype, 0.0)
-    hi, lo = best[:, :-1], best[:, 1:]
-    tied = np.abs(hi - lo) <= rel * np.maximum(np.abs(hi), np.abs(lo))
+    tied = _close(best[:, :-1], best[:, 1:], x.dtype)
     hits = np.argwhere(tied)
     if hits.size == 0:
         return None

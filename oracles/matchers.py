@@ -22,11 +22,12 @@ from pydantic import BaseModel, ConfigDict
 
 from backends.reference import ReferenceError, run_reference
 from generator.ops.base import node_attrs
-from oracles.compare import bad_mask
+from oracles.compare import Edges, bad_mask
 from oracles.evidence import (
     TIE_PICKS,
     Alternative,
     break_ties,
+    collapse_ties,
     explained,
     explains,
     finite,
@@ -55,7 +56,7 @@ class CaseView:
     outputs: Mapping[str, np.ndarray] | None = None
     reference: Mapping[str, np.ndarray] | None = None
     bounds: Mapping[str, Tolerance] | None = None
-    envelope: Mapping[str, np.ndarray] | None = None
+    envelope: Mapping[str, Edges] | None = None
 
 
 class RuleHit(BaseModel):
@@ -254,6 +255,8 @@ def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFai
     ties = [a.ref for p, a in valued if p.values == "ties"]
     for pick in [*range(TIE_PICKS), *range(-TIE_PICKS, 0)] if ties else ():
         alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, pick) for t in ties}))
+    if ties:
+        alts.append(Alternative("ties computed equal", {t.index: collapse_ties(t.node.op_type) for t in ties}))
     nans = [(a.ref.index, a.ref.node.op_type) for p, a in valued if p.values == "nan"]
     if nans:
         alts.extend(nan_alternatives(nans))

@@ -222,3 +222,32 @@ def invalid_by_reference(model: onnx.ModelProto, reference: Mapping[str, np.ndar
             if len(dims) != value.ndim or any(d is not None and d != n for d, n in zip(dims, value.shape, strict=True)):
                 return f"output {out.name!r} has shape {list(value.shape)}, declared {dims}"
     return None
+
+
+@dataclass(frozen=True)
+class Validity:
+    """What a reduction candidate must keep of the original's validity (bot.reduce): when the
+    reference computed the original, the reference must compute the candidate
+    (`invalid_by_reference`); when the original had no empty output, neither may the
+    candidate. A reduction once shrank a Resize's input dim to 1 under a scale of 0.75, so
+    that TVM's bug (a channel scale ignored) showed on an output of 0 elements, a model no
+    maintainer takes for the one the campaign found."""
+
+    computed: bool = False
+    empty_ok: bool = True
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> Validity:
+        computed = invalid_by_reference(model, reference) is None
+        empty = reference is not None and any(v.size == 0 for v in reference.values())
+        return cls(computed=computed, empty_ok=not computed or empty)
+
+    def refuses(self, model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> str | None:
+        """Why a candidate is no candidate, or None."""
+        if not self.computed:
+            return None
+        why = invalid_by_reference(model, reference)
+        if why is None and not self.empty_ok and reference is not None:
+            empty = next((name for name, v in reference.items() if v.size == 0), None)
+            why = f"output {empty!r} is empty, and the original's outputs were not" if empty else None
+        return why

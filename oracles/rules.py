@@ -86,6 +86,8 @@ def read_rules_file(path: Path) -> list[Rule]:
         data: Any = yaml.safe_load(path.read_text())
     except OSError as e:
         raise RulesError(f"{path}: cannot read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise RulesError(f"{path}: not a text file (byte {e.start} is not UTF-8)") from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -128,13 +128,22 @@ class SideRuns(BaseModel):
     """The false-positive rule that explains this side's failure, if any."""
     rule_detail: str = ""
     localization: Localization | None = None
+    fresh: Judgement | None = None
+    """The run in a fresh worker process, asked for when every other run of a reported
+    failure came after earlier cases in one process (bot.campaign.triage)."""
+    stale: str = ""
+    """The failures a used worker showed on a case a fresh one ran right (the runs are then
+    the fresh one alone): state an earlier case left behind, not this case's bug."""
 
     @property
     def first(self) -> Judgement:
-        """The judgement that speaks for the side: the first run's, except on a side that
-        failed every run in more than one way (a corrupted heap shows wrong values on one
-        run, a SIGSEGV on the next), where it is the most frequent failure, the earliest
-        among equals, so that a reduction chases the symptom seen most."""
+        """The judgement that speaks for the side: the fresh worker's, when one was asked;
+        else the first run's, except on a side that failed every run in more than one way (a
+        corrupted heap shows wrong values on one run, a SIGSEGV on the next), where it is the
+        most frequent failure, the earliest among equals, so that a reduction chases the
+        symptom seen most."""
+        if self.fresh is not None:
+            return self.fresh
         if len(self.runs) == 1 or not self.mixed:
             return self.runs[0]
         seen = Counter((j.verdict, j.signature) for j in self.runs)
@@ -224,7 +233,9 @@ def combine(head: SideRuns, base: SideRuns | None = None) -> CrossJudgement:
         return CrossJudgement(verdict=CrossVerdict.flaky, base=base, head=head, note=f"runs disagree on {shaky}")
     cross = _combine_settled(head, base)
     mixed = [f"{s.side} failed every run, not alike: {s.symptoms}" for s in sides if s.mixed]
-    return cross.model_copy(update={"note": _notes(cross.note, *mixed)}) if mixed else cross
+    stale = [f"{s.side} failed only in a worker earlier cases had used ({s.stale})" for s in sides if s.stale]
+    extra = [*mixed, *stale]
+    return cross.model_copy(update={"note": _notes(cross.note, *extra)}) if extra else cross
 
 
 def _combine_settled(head: SideRuns, base: SideRuns | None) -> CrossJudgement:

@@ -137,6 +137,19 @@ def meaningful_line(message: str) -> str:
     return _meaningful(message)[1]
 
 
+_RUNNING_NODE = re.compile(r"Non-zero status code returned while running \w+ node\. Name:\s*\S*\s*Status Message:\s*")
+"""onnxruntime's preamble naming the node that ran the kernel whose check failed."""
+
+
+def crash_site(signature: str) -> str:
+    """Where a crash's normalized message says the check failed, without the node that ran
+    into it: onnxruntime's "Size of X.shape[axis:] must be larger than 1" is one check of
+    one normalization kernel, whether a LayerNormalization or the SimplifiedLayerNormalization
+    a fusion made ran it (two reports of one bug before). syzbot titles a crash the same way,
+    by the function that crashed; the node is a trigger."""
+    return _RUNNING_NODE.sub("", signature)
+
+
 def normalize(message: str) -> str:
     """`Type: meaningful line` with every run-specific detail replaced by a placeholder.
 

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from backends.results import RunResult, Status
-from oracles.compare import Comparison, compare
+from oracles.compare import Comparison, Edges, compare
 from oracles.signature import fingerprint, normalize
 from oracles.tolerances import Tolerance
 
@@ -54,12 +54,12 @@ def judge(
     op_signature: str,
     tolerances: dict[str, Tolerance] | None = None,
     per_output: Mapping[str, Tolerance] | None = None,
-    envelope: Mapping[str, np.ndarray] | None = None,
+    envelope: Mapping[str, Edges] | None = None,
 ) -> Judgement:
     """`op_signature` names the model's ops; it identifies wrong results, whose
     messages carry nothing stable. `per_output` bounds (by output name, from the
-    outputs' provenance) beat the per-dtype `tolerances`; `envelope` is the other edge of
-    what the outputs may legitimately be (float16 intermediates kept wider)."""
+    outputs' provenance) beat the per-dtype `tolerances`; `envelope` holds the other edges
+    of what the outputs may legitimately be (float16 kept wider, or summed step by step)."""
     backend = result.backend.name if result.backend else "unknown"
     stage = result.stage.value if result.stage else None
     if result.status is Status.unsupported:

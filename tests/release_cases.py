@@ -264,6 +264,25 @@ def layernorm_single_element_axis() -> Case:
     return model, {"x": np.array([[-1.5], [0.25], [3.0]], np.float32)}
 
 
+def rms_norm_single_element_axis() -> Case:
+    """The RMSNorm pattern over a last axis of size 1, which SimplifiedLayerNormFusion fuses
+    at `extended` and above: 1.21.1 to 1.23.2 refuse it with the very check
+    layernorm_single_element_axis meets, "... running SimplifiedLayerNormalization node.
+    ... Size of X.shape[axis:] must be larger than 1, got 1". One check of one kernel,
+    reached through two ops (a campaign between 1.22.1 and 1.23.2 reported it twice)."""
+    nodes = [
+        helper.make_node("Pow", ["x", "two"], ["p"]),
+        helper.make_node("ReduceMean", ["p"], ["m"], axes=[-1]),
+        helper.make_node("Add", ["m", "eps"], ["a"]),
+        helper.make_node("Sqrt", ["a"], ["s"]),
+        helper.make_node("Div", ["x", "s"], ["d"]),
+        helper.make_node("Mul", ["d", "scale"], ["y"]),
+    ]
+    inits = [_floats("two", [], [2.0]), _floats("eps", [], [1e-5]), _floats("scale", [1], [2.0])]
+    model = _model(nodes, [_value("x", _F32, [3, 1])], [_value("y", _F32, [3, 1])], inits)
+    return model, {"x": np.array([[-1.5], [0.25], [3.0]], np.float32)}
+
+
 def maxpool_after_zero_pad() -> Case:
     """A zero Pad in front of a MaxPool: right on 1.15.1 to 1.19.2, wrong at `basic` and
     `all` from 1.20.1 to 1.31.1 (REGRESSION_PAD_FUSION); right at `disable` everywhere.

@@ -144,6 +144,14 @@ def test_declared_limitations_are_unsupported_never_bugs(pool: Pool, backend: st
     assert j.verdict is Verdict.unsupported and not j.verdict.is_bug
 
 
+def test_a_model_newer_than_the_build_reads_is_unsupported(pool: Pool) -> None:
+    """An IR version past what the build reads is its declared limit, not a crash of it."""
+    model = onnx.load_model_from_string(_model(helper.make_node("Relu", ["x"], ["y"]), TensorProto.FLOAT, [3]))
+    model.ir_version = 99
+    result = pool("onnxruntime:disable").run(model.SerializeToString(), {"x": np.ones(3, np.float32)})
+    assert result.status is Status.unsupported and "IR version" in result.message, result.message
+
+
 def test_a_real_runtime_error_stays_an_error(pool: Pool) -> None:
     # Gather with an index far out of range is an invalid model input, not a declared limitation.
     node = helper.make_node("Gather", ["x", "i"], ["y"])

@@ -18,7 +18,8 @@ from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding
-from bot.reduce.finding import kernel_fingerprint
+from bot.reduce.finding import crash_site_fingerprint, kernel_fingerprint
+from tests import release_cases as rc
 from tests.conftest import CliResult
 
 
@@ -143,3 +144,34 @@ def test_a_reduced_wrong_result_is_named_by_its_kernel_symptom_and_label(tmp_pat
     assert (
         kernel_fingerprint(neg.model_copy(update={"kernel": "ai.onnx::Abs"}), "wrong_result") != named["ai.onnx::Neg"]
     )
+
+
+def test_one_failed_check_reached_through_two_ops_is_one_report(tmp_path: Path) -> None:
+    """onnxruntime 1.21.1 to 1.23.2 refuse a normalization over one element with one check,
+    "Size of X.shape[axis:] must be larger than 1", whether a LayerNormalization or the
+    SimplifiedLayerNormalization its fusion made from an RMSNorm pattern runs it: two
+    reports of one bug in a 1.22.1 to 1.23.2 campaign. A reduced crash is named by the check
+    that failed, and lists both triggers. Run on the real 1.21.1."""
+    cases = []
+    for name, make in (("ln", rc.layernorm_single_element_axis), ("rms", rc.rms_norm_single_element_axis)):
+        model, inputs = make()
+        onnx.save(model, str(tmp_path / f"{name}.onnx"))
+        np.savez(tmp_path / f"{name}.npz", **inputs)  # type: ignore[arg-type]
+        cases.append(load_user_case(str(tmp_path / f"{name}.onnx"), tmp_path / f"{name}.onnx"))
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:all",
+        python=str(rc.ort_python(rc.REGRESSION_RAISES[1])),
+        reduce={"generalize": False, "budget": 30},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases(list(cases), reduce=True)
+    refs = campaign.summary.findings
+    assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
+    assert len(refs[0].triggers) == 2 and any("SimplifiedLayerNormalization" in t for t in refs[0].triggers)
+    assert campaign.summary.occurrences[refs[0].fingerprint] == 2
+    # Another check of the same kernel stays another report.
+    finding = Finding.model_validate_json((tmp_path / "out" / refs[0].reduced_path / "finding.json").read_text())  # type: ignore[operator]
+    other = finding.model_copy(update={"signature": finding.signature.replace("larger than", "at most")})
+    assert crash_site_fingerprint(other, "persistent") != crash_site_fingerprint(finding, "persistent")

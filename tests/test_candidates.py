@@ -20,7 +20,7 @@ from bot.campaign.triage import Side, Triage
 from bot.reduce.candidates import CandidateJudge, ClientPool
 from oracles.config import OracleConfig
 from oracles.judging import Judging
-from oracles.references import Source, invalid_by_reference, read_reference
+from oracles.references import Source, Validity, invalid_by_reference, read_reference
 from oracles.sides import CrossVerdict
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict
@@ -117,6 +117,55 @@ def test_a_candidate_the_reference_cannot_compute_is_no_candidate(perturbing: Cl
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
     case = Case(model, {"x": np.arange(4, dtype=np.float32), "steps": np.zeros(1, np.int64)})
     assert invalid_by_reference(model, read_reference(model, case.inputs).outputs) is not None
-    assert CandidateJudge(perturbing, needs_reference=True).judge(case) is None
+    assert CandidateJudge(perturbing, validity=Validity(computed=True)).judge(case) is None
     judged = CandidateJudge(perturbing).judge(case)
     assert judged is not None and judged.verdict is Verdict.crash, "onnxruntime itself raises on it"
+
+
+def _resize(channels: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Resize by 0.75 on the channel dim: TVM 0.25 and 0.26 leave that dim as it is."""
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1.0, 0.75, 0.75, 1.0])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels * 3 // 4, 1, 1])
+    model = _model(
+        helper.make_node("Resize", ["x", "", "scales"], ["y"]),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 2, 1])],
+        out,
+        [scales],
+    )
+    return model, {"x": np.linspace(0.1, 1.0, channels * 2, dtype=np.float32).reshape(1, channels, 2, 1)}
+
+
+def test_a_candidate_with_an_empty_output_the_original_lacked_is_no_candidate(perturbing: ClientPool) -> None:
+    """A TVM 0.25 to 0.26 campaign reduced a Resize whose channel scale TVM ignores (7 channels
+    to 5) onto 1 channel to 0: the same wrong shape, on an output of no elements."""
+    original, x = _resize(7)
+    validity = Validity.of(original, read_reference(original, x).outputs)
+    assert validity.computed and not validity.empty_ok
+    empty, ex = _resize(1)
+    reading = read_reference(empty, ex).outputs
+    assert reading is not None and reading["y"].size == 0 and invalid_by_reference(empty, reading) is None
+    assert validity.refuses(empty, reading) == "output 'y' is empty, and the original's outputs were not"
+    assert CandidateJudge(perturbing, validity=validity).judge(Case(empty, ex)) is None
+    # The same shape of candidate with elements stays one; an original with an empty output
+    # allows empty candidates.
+    three, tx = _resize(4)
+    assert validity.refuses(three, read_reference(three, tx).outputs) is None
+    assert Validity.of(empty, reading).refuses(empty, reading) is None
+
+
+def test_an_index_outside_its_dim_is_refused_by_the_reference() -> None:
+    """A reduction shrank a GatherND's data from 16 to 8 under its index -9; torch wrapped it
+    to the last element, so TVM's answer read as wrong. ONNX defines no result there."""
+    data = helper.make_tensor_value_info("x", TensorProto.UINT8, [8, 1, 1])
+    idx = helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1])
+    model = _model(
+        helper.make_node("GatherND", ["x", "i"], ["y"]),
+        [data, idx],
+        helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 1, 1]),
+        [],
+    )
+    x = np.arange(8, dtype=np.uint8).reshape(8, 1, 1)
+    outside = read_reference(model, {"x": x, "i": np.array([[-9]], np.int64)})
+    assert outside.outputs is None and "outside [-dim, dim - 1]" in outside.gap
+    inside = read_reference(model, {"x": x, "i": np.array([[-8]], np.int64)})
+    assert inside.outputs is not None and int(inside.outputs["y"].reshape(-1)[0]) == 0

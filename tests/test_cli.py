@@ -201,6 +201,31 @@ def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
     _one_line_error(cli("frobnicate"))
 
 
+def test_a_binary_config_and_a_bad_option_value_say_what_is_wrong(cli: Cli, tmp_path: Path) -> None:
+    binary = tmp_path / "model.yml"
+    binary.write_bytes(b"\x08\x07\xff\xfe\x00binary")
+    _one_line_error(cli("fuzz", "--config", str(binary)), "model.yml: not a YAML text file")
+    rules = tmp_path / "rules.yml"
+    rules.write_bytes(b"\xff\xfe")
+    _one_line_error(cli("fuzz", "--rules", str(rules), "--out", str(tmp_path / "o")), "oracles.rules", "rules.yml")
+    cli("gen", "--seed", "5", "--out", str(tmp_path / "g"), "--nodes", "2")
+    bad = cli("run", str(tmp_path / "g" / "seed-5"), "--backend", "onnxruntime,threads=abc")
+    _one_line_error(bad, "option threads='abc' for onnxruntime is not a whole number")
+    assert "importable" not in bad.err
+
+
+def test_run_says_in_one_line_which_backend_is_unavailable(cli: Cli, tmp_path: Path) -> None:
+    cli("gen", "--seed", "5", "--out", str(tmp_path), "--nodes", "2")
+    r = cli(
+        "run",
+        str(tmp_path / "seed-5"),
+        *("--backend", "onnxruntime", "--backend", "onnxruntime:disable"),
+        *("--python", sys.executable, "--python", "/no/such/python"),
+    )
+    _one_line_error(r, "error: backend onnxruntime:disable is unavailable (1 of 2 backends ran)", "/no/such/python")
+    assert "onnxruntime:all" in r.out and "pass" in r.out
+
+
 BOT_ONLY = """
 import sys
 from bot.cli import main
@@ -237,7 +262,9 @@ def test_interrupted_campaign_keeps_its_summary(tmp_path: Path) -> None:
     campaign = Campaign(FuzzConfig(budget=60, out=tmp_path))
     with pytest.raises(KeyboardInterrupt):
         campaign.run(stop_after_three)
-    assert _summary(tmp_path).tests == 3
+    s = _summary(tmp_path)
+    assert s.tests == 3 and s.stopped_by == "SIGINT" and s.interrupted
+    assert "**Interrupted by SIGINT at" in (tmp_path / "summary.md").read_text()
 
 
 def _sqrt_case(x: np.ndarray) -> Prepared:

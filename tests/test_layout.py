@@ -1,6 +1,6 @@
-"""The README's layout table is the import contract: every import between our packages must
-be one its row allows, no modules import each other in a circle, and no module grows past
-what one reading takes in."""
+"""The layout table of docs/architecture.md is the import contract: every import between our
+packages must be one its row allows, no modules import each other in a circle, and no module
+grows past what one reading takes in."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("generator", "backends", "oracles", "reducers", "bot")
 MAX_LINES = 500
 TABLE_HEAD = "| package | what it owns | may import |"
+LAYOUT_DOC = "docs/architecture.md"
 
 
 def layout_table() -> dict[str, set[str]]:
-    """Unit (a folder `x/` or a file `x.py`) -> the units it may import, from the README."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """Unit (a folder `x/` or a file `x.py`) -> the units it may import, from docs/architecture.md."""
+    lines = (ROOT / LAYOUT_DOC).read_text().splitlines()
     start = lines.index(TABLE_HEAD) + 2
     table: dict[str, set[str]] = {}
     for line in lines[start:]:
@@ -90,7 +91,7 @@ def test_every_import_between_packages_is_one_the_layout_table_allows() -> None:
             theirs = unit_of(target, units)
             if theirs is not None and theirs != own and theirs not in table[own]:
                 forbidden.append(f"{rel} imports {target} ({own} may not import {theirs})")
-    assert not unplaced, f"files in no row of the README's layout table: {unplaced}"
+    assert not unplaced, f"files in no row of the layout table ({LAYOUT_DOC}): {unplaced}"
     assert not forbidden, "\n".join(forbidden)
 
 
@@ -120,3 +121,23 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 def test_no_module_is_over_500_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in sources() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_each_package_docstring_names_the_bot_packages_its_row_allows() -> None:
+    """A package's `__init__.py` says what it may import; three once allowed what the table
+    forbids. The bot packages it names must be its row's (the version module aside)."""
+    table = layout_table()
+    checked = 0
+    for init in sorted((ROOT / "bot").glob("*/__init__.py")):
+        found = re.search(r"May import:(.*?)(?:\n\n|\"\"\"|\(docs)", init.read_text(), re.S)
+        if found is None or "any bot package" in found.group(1):
+            continue
+        unit = f"bot/{init.parent.name}/"
+        named = {
+            f"bot/{m}/" if (ROOT / "bot" / m).is_dir() else f"bot/{m}.py"
+            for m in re.findall(r"bot\.(\w+)", found.group(1))
+        }
+        allowed = {u for u in table[unit] if u.startswith("bot/") and u != "bot/__init__.py"}
+        assert named == allowed, (unit, sorted(named ^ allowed))
+        checked += 1
+    assert checked >= 7

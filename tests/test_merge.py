@@ -17,10 +17,13 @@ from onnx import TensorProto, helper
 from bot.cli import main
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
+from bot.findings.outcome import findings_exit
 from bot.findings.store import FindingStore, StoredFinding
-from bot.findings.summary import Summary
+from bot.findings.summary import Summary, write_summary
 from bot.findings.summary_md import MAX_ROWS, render_summary_md
-from bot.merge.outputs import shard_id
+from bot.merge.outputs import merge_summaries, shard_id
+from generator.coverage import CoverageStats
+from oracles.sides import CrossVerdict
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
@@ -141,7 +144,7 @@ def test_merging_is_idempotent(cli: Cli, shards: tuple[Path, Path], tmp_path: Pa
     assert cli("merge", str(shards[0]), str(shards[1]), "--out", str(once)).code == 2
     assert cli("merge", str(shards[0]), str(shards[1]), str(shards[0]), "--out", str(twice)).code == 2
     again = cli("merge", str(shards[1]), str(shards[0]), "--out", str(twice))
-    assert "skipped 2 already merged" in again.err
+    assert f"merged 0 output(s) into {twice} (skipped 2 already merged)" in again.err, "nothing new was merged"
     assert cli("merge", str(shards[0]), "--out", str(step)).code == 2
     assert cli("merge", str(shards[1]), "--out", str(step)).code == 2  # a late shard joins an earlier merge
     assert cli("merge", str(once), str(shards[1]), "--out", str(tmp_path / "sup")).code == 2  # merge + its shard
@@ -153,6 +156,31 @@ def test_merging_is_idempotent(cli: Cli, shards: tuple[Path, Path], tmp_path: Pa
         assert rows == [(r.fingerprint, r.count) for r in FindingStore.in_dir(once).all()]
         assert len(list((out / "findings").iterdir())) == len(expected.findings)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary folder is left behind"
+
+
+def _as_two_builds(shard: Path, dest: Path, label: str) -> Path:
+    """A copy of a shard as a two-build campaign's output that saw each of its bugs on both
+    builds (persistent), or with its first bug new in head (new_regression)."""
+    out = _copy(shard, dest)
+    s = _summary(out)
+    s.base = s.backend
+    for i, ref in enumerate(s.findings):
+        ref.across = CrossVerdict(label if i == 0 else "persistent")
+    s.counts = {"persistent": s.tests}
+    write_summary(s, out)
+    return out
+
+
+@pytest.mark.parametrize(("label", "code"), [("persistent", 0), ("new_regression", 2)])
+def test_a_merge_exits_as_the_campaign_would_on_the_same_findings(
+    cli: Cli, shards: tuple[Path, Path], tmp_path: Path, label: str, code: int
+) -> None:
+    """Two builds: bugs both share do not fail a PR check, in a campaign or in its merge."""
+    shard = _as_two_builds(shards[0], tmp_path / "shard", label)
+    assert findings_exit(_summary(shard)) == code
+    r = cli("merge", str(shard), "--out", str(tmp_path / "m"))
+    assert r.code == code, r.err
+    assert _summary(tmp_path / "m").distinct.get("persistent", 0) >= 1
 
 
 def test_the_merged_summary_md_lists_every_finding_with_a_working_link(
@@ -301,3 +329,13 @@ def test_a_shard_with_a_store_merges_like_one_without(cli: Cli, shards: tuple[Pa
     assert [(r.fingerprint, r.count, r.bundle, r.nodes) for r in with_store] == [
         (r.fingerprint, r.count, r.bundle, r.nodes) for r in without
     ]
+
+
+def test_merged_coverage_adds_up_the_opsets_each_shard_drew() -> None:
+    """A campaign draws each case's opset; a merge of its shards counts them all."""
+    shards = [
+        Summary(coverage=CoverageStats(models=3, opsets={"17": 1, "26": 2})),
+        Summary(coverage=CoverageStats(models=2, opsets={"26": 2})),
+    ]
+    merged = merge_summaries(shards)
+    assert merged.coverage is not None and merged.coverage.opsets == {"17": 1, "26": 4}

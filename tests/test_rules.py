@@ -152,6 +152,28 @@ def test_a_computed_tie_between_copies_is_broken_group_by_group(ort: WorkerClien
     assert hit is not None and hit.rule_id == "arg-ties", hit
 
 
+def test_computed_values_closer_than_an_epsilon_are_a_tie_whatever_their_ratio(
+    ort: WorkerClient, rules: RuleSet
+) -> None:
+    """A campaign of onnxruntime 1.22.1 against 1.23.2 reported a TopK over Sigmoid outputs:
+    onnxruntime's Sigmoid is 0 at -50 and at -70, torch's is 2e-22 and 4e-31, both right to
+    far within any tolerance, and TopK then picks other winners. Their ratio is 1e9, so no
+    relative width calls them tied; the absolute floor (float32's epsilon) does."""
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("TopK", ["s", "k"], ["v", "i"], name="tk")]
+    m = model(nodes, {"x": (F32, [6])}, {"v": (F32, [3]), "i": (TensorProto.INT64, [3])}, [k])
+    tiny = run_case(ort, m, {"x": np.array([-70, -50, -90, -88, -60, -100], np.float32)})
+    assert tiny.judgement.verdict is Verdict.wrong_result, tiny.judgement
+    hit = rules.match(tiny)
+    assert hit is not None and hit.rule_id == "arg-ties", hit
+    assert "'tk'" in hit.explanation and "near-tie" in hit.explanation
+    # The real bug the floor must not hide: winners apart by more than it, picked wrong.
+    apart = {"x": np.array([-7, -5, -9, -8, -6, -10], np.float32)}
+    clear = run_case(ort, m, apart)
+    assert clear.judgement.verdict is Verdict.pass_
+    assert rules.match(counterfactual(tiny, m, apart)) is None
+
+
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
     """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
     follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,
@@ -422,3 +444,10 @@ def test_a_tie_explains_a_wrong_topk_index_but_not_wrong_topk_values(rules: Rule
         assert j.verdict is Verdict.wrong_result, j
         hit = rules.match(CaseView("onnxruntime", m, x, j, outputs, expected))
         assert (hit is not None and hit.rule_id == "arg-ties") is explained, (bad, hit)
+
+
+def test_a_binary_rules_file_is_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yml"
+    path.write_bytes(b"rules:\n\xff\xfe\x00binary")
+    with pytest.raises(RulesError, match=r"rules\.yml: not a text file \(byte 7 is not UTF-8\)$"):
+        read_rules_file(path)

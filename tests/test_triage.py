@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -142,6 +143,64 @@ def test_a_side_that_fails_every_run_differently_is_failing_not_flaky(
     # A side that passes some runs is still flaky, whatever the other side does.
     flaky = sides("flaky", "flaky")
     assert triage.triage(case, [base, flaky], _first(case, base, flaky)).verdict is CrossVerdict.flaky
+
+
+def _poisoner_and_every(victim: bytes) -> tuple[_Case, int]:
+    """A case the `poison` fault triggers on and a period it spares `victim` at."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [8])
+    poisoner = _Case(model, {"x": np.linspace(-2, 2, 8, dtype=np.float32)})
+    crc_p, crc_v = zlib.crc32(poisoner.model_bytes), zlib.crc32(victim)
+    every = next(n for n in range(2, 1000) if crc_p % n == 0 and crc_v % n != 0)
+    return poisoner, every
+
+
+def test_a_failure_only_a_used_worker_shows_is_run_in_a_fresh_one_and_not_reported(triage: Triage) -> None:
+    """A TVM 0.26 case left its worker failing "Check not null: ptr" on every case after it;
+    2 of 22 findings were such victims, and each repro passed in a fresh process. The
+    `poison` fault is that: the case it triggers on runs right and breaks the process."""
+    victim = _tanh_case(0.5)
+    poisoner, every = _poisoner_and_every(victim.model_bytes)
+    fault = {"kind": "poison", "every": every}
+    base = Side("base", WorkerClient(ORT, sys.executable, 30))
+    head = Side("head", WorkerClient(ORT, sys.executable, 30, fault=fault))
+    try:
+        assert head.client.run(poisoner.model_bytes, poisoner.inputs).status.value == "ok"
+        first = _first(victim, base, head)
+        assert first[1].status.value == "error" and "Check not null" in first[1].message
+        assert first[1].earlier_requests == 1
+        cross = triage.triage(victim, [base, head], first)
+        assert cross.verdict is CrossVerdict.pass_, cross.note
+        assert cross.head.fresh is not None and cross.head.fresh.verdict is Verdict.pass_
+        assert "crash (exception) x3" in cross.head.stale
+        assert triage.tiebreaks["only a used worker fails it: a fresh one runs it right"] == 1
+        # The restart freed the cases after it.
+        assert head.client.run(victim.model_bytes, victim.inputs).status.value == "ok"
+    finally:
+        for s in (base, head):
+            s.client.close()
+
+
+def test_a_wrong_result_a_fresh_worker_shows_too_is_still_reported(triage: Triage, sides: Callable[..., Side]) -> None:
+    """The real bug of the same family: a perturbed Tanh after other cases in one process."""
+    case = _tanh_case(0.5)
+    base, head = sides("base"), sides("head", "perturb")
+    other, _ = _poisoner_and_every(case.model_bytes)
+    head.client.run(other.model_bytes, other.inputs)
+    cross = triage.triage(case, [base, head], _first(case, base, head))
+    assert cross.verdict is CrossVerdict.new_regression, cross.note
+    assert cross.head.fresh is not None and cross.head.fresh.verdict is Verdict.wrong_result
+    assert [j.verdict for j in cross.head.runs] == [Verdict.wrong_result] * 4
+    assert triage.tiebreaks["a fresh worker fails it too"] == 1
+    # The same failure seen again in a used worker is believed without another restart.
+    restarts = head.client.restarts
+    again_case = _tanh_case(0.25)
+    cross = triage.triage(again_case, [base, head], _first(again_case, base, head))
+    assert cross.verdict is CrossVerdict.new_regression and cross.head.fresh is None
+    assert head.client.restarts == restarts
+    # A failure first seen in a fresh process needs no other.
+    fresh_case = _tanh_case(1.5)
+    again = sides("head2", "perturb")
+    assert triage.triage(fresh_case, [again], _first(fresh_case, again)).head.fresh is None
 
 
 def test_localization_reruns_at_the_lowest_level_of_the_same_build(triage: Triage, sides: Callable[..., Side]) -> None:

@@ -43,10 +43,14 @@ class Adapter:
     bug needs the optimizer; None means the first of `levels` (list them lowest first)."""
     """How a level maps onto the system's own optimization knobs, for `--help` and the README."""
     opsets: ClassVar[tuple[int, int]] = (7, 21)
-    """The lowest and highest default-domain opset the system accepts."""
+    """The lowest and highest default-domain opset the system accepts. The highest bounds what
+    a campaign asks the build about (bot.sides.opset_probe); below it, the probe model decides."""
     unsupported: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, str]] = {}
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
+    count_options: ClassVar[tuple[str, ...]] = ()
+    """Options whose value is a whole number (threads, a device index): the spec refuses any
+    other value in the bot, before a worker starts and fails on it for an unclear reason."""
     system_modules: ClassVar[tuple[str, ...]] = ()
     """Top-level modules that are the system under test: the worker reports the file each was
     imported from, and the bot refuses a side whose copy is not its own build's."""

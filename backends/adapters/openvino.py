@@ -49,6 +49,7 @@ class OpenVinoAdapter(Adapter):
     repro_requires = ("openvino=={version}",)
     worker_requires = ("onnx",)
     options = {"precision": "INFERENCE_PRECISION_HINT [f32]", "threads": "INFERENCE_NUM_THREADS [1]"}
+    count_options = ("threads",)
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

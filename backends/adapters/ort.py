@@ -63,17 +63,23 @@ class OrtAdapter(Adapter):
     levels = tuple(level_names)
     default_level = "all"
     level_help = "SessionOptions.graph_optimization_level: ORT_DISABLE_ALL, ORT_ENABLE_BASIC, _EXTENDED, _ALL"
-    opsets = (7, 24)
+    opsets = (7, 26)
+    """1.25 and later load 26, older releases less: the support probe asks each build (bot.sides.opset_probe)."""
     unsupported = (
         r"NOT_IMPLEMENTED",
         r"Could not find an implementation for",
         r"is not (?:currently )?supported",
+        r"Unsupported model IR version",
+        r"official support for domain \S+ is till opset",
     )
+    """Also a model newer than the build reads (its IR version or opset): a declared limit,
+    not a crash of the build (`fuzzbot check` judged an IR-14 model a crash on 1.31.1)."""
     repro_requires = ("onnxruntime=={version}",)
     options = {
         "provider": "execution provider(s), '+'-separated in priority order [CPUExecutionProvider]",
         "threads": "intra-op threads [1]",
     }
+    count_options = ("threads",)
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

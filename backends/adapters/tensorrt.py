@@ -40,6 +40,7 @@ class TensorRtAdapter(Adapter):
     repro_requires = ("tensorrt=={version}", "torch")
     repro_note = "Needs a CUDA GPU, and torch built with CUDA (device buffers come from torch)."
     options = {"device": "CUDA device index [0]", "workspace_mb": "builder workspace limit in MiB [1024]"}
+    count_options = ("device", "workspace_mb")
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

@@ -46,6 +46,7 @@ class TorchCompileAdapter(Adapter):
     unsupported = (r"not implemented for '", r"not supported by the torch module builder")
     probe = False
     options = {"threads": "torch intra-op threads [1]", "fullgraph": "1 to fail on graph breaks [0]"}
+    count_options = ("threads", "fullgraph")
     worker_packages = ("generator",)
     repro_requires = ("onnx", "z3-solver", "torch=={version}")
     worker_requires = ("onnx",)

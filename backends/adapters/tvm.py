@@ -59,6 +59,7 @@ class TvmAdapter(Adapter):
     repro_requires = ("onnx", "apache-tvm=={version}")
     worker_requires = ("onnx",)
     options = {"threads": "TVM_NUM_THREADS for the compiled code [1]", "target": "TVM target string [llvm]"}
+    count_options = ("threads",)
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from backends.reference import model_opset
 from backends.results import RunResult
 from bot.campaign.reduction import CampaignReduction
 from bot.campaign.side_setup import SideSetup
@@ -17,6 +18,8 @@ from bot.findings.repro import render_repro
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, Summary, in_output, seen_union
 from bot.reduce.finding import input_form
+from generator.api import OLDEST_GENERATED, GenConfig
+from generator.emit import NEWEST_OPSET
 from oracles.sides import CrossJudgement, CrossVerdict
 
 
@@ -120,6 +123,14 @@ class FindingKeeper:
         repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds, finding)
         write_bundle(dest, case.model, case.inputs, expected, finding, repro)
 
+    def _generated_with(self, case: Prepared) -> GenConfig:
+        """The generator config with the opset the case was drawn at (bot.cases.opsets): a
+        campaign's config names a range, the case imports one."""
+        gen, opset = self.cfg.generator, model_opset(case.model)
+        if opset == gen.opset or not OLDEST_GENERATED <= opset <= NEWEST_OPSET:  # a user's model: any opset
+            return gen
+        return gen.model_copy(update={"opset": opset})
+
     def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
         result = results[self._culprit_index(cross)]
         assert result.backend is not None
@@ -131,7 +142,7 @@ class FindingKeeper:
             side=side.side,
             spec=str(self.setups[self._culprit_index(cross)].spec),
             seed=case.seed,
-            generator=self.cfg.generator,
+            generator=self._generated_with(case),
             stderr_tail=result.stderr_tail,
             across=cross.key,
             runs=[j.verdict for j in side.runs],

@@ -25,6 +25,7 @@ from bot.campaign.divergence import DivergenceLog
 from bot.campaign.hint import change_hint
 from bot.campaign.keeping import FindingKeeper
 from bot.campaign.perf import compare_perf
+from bot.campaign.probing import Probed, ask_opsets, loads_up_to, plan_opsets, probe_range
 from bot.campaign.reduction import CampaignReduction
 from bot.campaign.side_setup import SideSetup
 from bot.campaign.triage import Side, Triage
@@ -41,7 +42,6 @@ from bot.findings.summary import (
     PerfFinding,
     RegressionSummary,
     Summary,
-    SupportSummary,
     ci_run_url,
     in_output,
     write_summary,
@@ -49,14 +49,7 @@ from bot.findings.summary import (
 from bot.findings.summary_md import write_summary_md
 from bot.reduce.finding import SideRun
 from bot.sides.isolation import check_isolation
-from bot.sides.probe import (
-    ProbeFailure,
-    SupportMatrix,
-    declared_lossy,
-    only_in,
-    probe_support,
-    shared_support,
-)
+from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry
 from oracles.case import CaseEvidence
 from oracles.rules import load_rules
@@ -162,8 +155,7 @@ class Campaign:
             self.summary.base = infos[0] if self.two_sided else None
             self.check_sides()
             self._read_hint()
-            if self.cfg.probe and self._worth_probing():
-                self.probe()
+            self.probe()
         except BaseException:
             self.close()
             raise
@@ -195,36 +187,44 @@ class Campaign:
             return True
         return bool(getattr(adapter_class(self.spec.adapter), "probe", True))
 
-    def probe(self) -> list[SupportMatrix]:
-        """Probe every side: generation draws from what every side runs, so a case is a
-        comparison, not a declined model; what only head runs (an op a change adds) is drawn
-        for a share of the seeds, where a wrong answer is `new_in_head`."""
+    def probe(self) -> Probed:
+        """Ask every side, as far as `probe` allows (bot.campaign.probing): the highest opset it
+        loads, which bounds the range each case draws its opset from (bot.cases.opsets), then
+        what it runs at each opset of the range. Generation draws from what every side runs at
+        the case's opset, so a case is a comparison, not a declined model; what only one side
+        runs is drawn for a share of the seeds, where a wrong answer is `new_in_head` and a
+        decline `dropped_support`."""
         failures: list[ProbeFailure] = []
 
         def failed(f: ProbeFailure) -> None:
             failures.append(f)
             self.on_probe_failure(f)
 
-        lossy = declared_lossy(self.spec)
-        opset, cache, progress = self.cfg.generator.opset, self.cfg.cache_dir, self.on_probe_progress
-        matrices = [
-            probe_support(c.client, c.client.start(), opset, cache, failed, progress, lossy=lossy, build_id=s.build_id)
-            for s, c in zip(self.setups, self.lanes[0], strict=True)
-        ]
-        both, head_only = shared_support(matrices)
-        base_only = only_in(matrices[0].support(), both) if self.two_sided else {}
-        self.source.support = both
-        self.source.head_support = matrices[-1].support() if head_only else None
-        self.source.base_support = matrices[0].support() if base_only else None
-        head = matrices[-1]
-        self.summary.support = SupportSummary(
-            supported=sum(len(v) for v in head.supported.values()),
-            unsupported=sum(len(v) for v in head.unsupported.values()),
-            unexpected=failures,
-            head_only=head_only,
-            base_only=base_only,
-        )
-        return matrices
+        cache, lane = Path(self.cfg.cache_dir), self.lanes[0]
+        answers = ask_opsets(self.setups, lane, cache) if self.cfg.probe else None
+        plan = plan_opsets(self.cfg.generator, answers)
+        matrices: list[dict[int, SupportMatrix]] = []
+        if self.cfg.probe and self._worth_probing():
+            lossy = declared_lossy(self.spec)
+            plan, matrices = probe_range(self.setups, lane, plan, cache, failed, self.on_probe_progress, lossy)
+        probed = Probed(plan, list(answers) if answers is not None else [None] * len(self.setups), matrices)
+        self._follow(probed, failures)
+        return probed
+
+    def _follow(self, probed: Probed, failures: list[ProbeFailure]) -> None:
+        """Generation follows the probe's plan; summary.json says what each side loads and runs."""
+        plan, gen = probed.plan, self.cfg.generator
+        self.source.opsets = plan
+        if (plan.low, plan.high) != (gen.written_opset, gen.written_opset):  # another range: other cases
+            self.source.cfg = gen.model_copy(update={"opset_min": plan.low, "opset_max": plan.high})
+        if self.source.corpus is not None:
+            self.source.corpus.rekey(self.source.cfg)
+        self.summary.backend = loads_up_to(self.summary.backend, probed.answers[-1])
+        if self.two_sided:
+            self.summary.base = loads_up_to(self.summary.base, probed.answers[0])
+        support = probed.support_summary(self.two_sided, failures)
+        if support is not None:
+            self.summary.support = support
 
     def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
         if on_test is not None:

@@ -82,6 +82,10 @@ class Triage:
     ) -> None:
         self.cfg = cfg
         self.judging = judging or Judging(cfg, tolerances, rules)
+        self.seen_fresh: set[str] = set()
+        """Fingerprints of failures seen in a fresh worker process: another sighting needs no
+        restart to be believed (on TVM, where most cases are reported, a restart per case
+        would cost a third of a campaign)."""
 
     @property
     def tiebreaks(self) -> Counter[str]:
@@ -121,16 +125,48 @@ class Triage:
             self.judging.explain(ev, side_runs, result)
         if not any(r.bad for r in runs):
             return self._combine(runs)
-        for side, side_runs in zip(sides, runs, strict=True):
+        used = [result.earlier_requests > 0 for result in first]
+        for i, (side, side_runs) in enumerate(zip(sides, runs, strict=True)):
             for _ in range(self.cfg.reruns - 1):
                 again = side.client.run(case.model_bytes, case.inputs)
                 side_runs.runs.append(judge(ev, again, against, side.name))
+                used[i] = used[i] and again.earlier_requests > 0
         verdict = self._combine(runs)
+        if verdict.verdict.is_reported:
+            for side, side_runs, in_used in zip(sides, runs, used, strict=True):
+                if not side_runs.bad:
+                    continue
+                if in_used and side_runs.first.fingerprint not in self.seen_fresh:
+                    self._in_a_fresh_worker(ev, side, side_runs, against)
+                elif not in_used:
+                    self.seen_fresh.add(side_runs.first.fingerprint)
+            verdict = self._combine(runs)
         if self.cfg.localize and verdict.verdict.is_reported:
             for side, side_runs in zip(sides, runs, strict=True):
                 if side_runs.bad:
                     side_runs.localization = self.localize(ev, side, side_runs.first, against)
         return verdict
+
+    def _in_a_fresh_worker(
+        self, ev: CaseEvidence, side: Side, side_runs: SideRuns, against: dict[str, np.ndarray] | None
+    ) -> None:
+        """Run a failure once more in a process no earlier case ran in. Every other run of the
+        side came after earlier cases in one process, and a case can leave a worker broken
+        for every case after it: on TVM 0.26, "Check not null: ptr" on each later case made
+        2 of 22 findings false, and each repro passed in a fresh process. Seen failing fresh,
+        that run speaks for the side; passing, the side is right on this case (the restart
+        also frees the cases after it)."""
+        side.client.restart()
+        fresh = self.judging.judge(ev, side.client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
+        side_runs.fresh = fresh
+        if fresh.verdict.is_bug:
+            side_runs.runs.append(fresh)
+            self.seen_fresh.add(fresh.fingerprint)
+            self.judging.tiebreaks["a fresh worker fails it too"] += 1
+        else:
+            side_runs.stale = side_runs.symptoms
+            side_runs.runs = [fresh]
+            self.judging.tiebreaks["only a used worker fails it: a fresh one runs it right"] += 1
 
     @staticmethod
     def _base_as_reference(ev: CaseEvidence, first: Sequence[RunResult]) -> dict[str, np.ndarray] | None:

@@ -50,6 +50,18 @@ class CorpusFeed:
         summary.load_s += time.perf_counter() - t0
         return feed
 
+    def rekey(self, cfg: GenConfig) -> None:
+        """Key the feed by the config generation really follows: a campaign knows its opset
+        range (bot.cases.opsets) only once its sides have been probed, after the corpus was
+        opened, and cases drawn over another range are other cases."""
+        t0 = time.perf_counter()
+        key = generator_key(cfg)
+        if key != self.key and self.order is None and not self.pending:
+            self.key = key
+            _, self.summary.stale = self.corpus.count(key)
+            self.known = self.corpus.seeds(key)
+        self.summary.load_s += time.perf_counter() - t0
+
     def _mine(self, seed: int) -> bool:
         return (seed - self.first_seed) % self.shard.count == self.shard.index
 

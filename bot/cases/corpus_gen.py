@@ -18,7 +18,7 @@ from bot.cases.corpus_feed import BATCH
 from bot.cases.making import Prepared, make_case
 from bot.errors import UserError
 from bot.sides.probe import declared_lossy, probe_support
-from generator.api import GenConfig, Support
+from generator.api import DEFAULT_OPSET, GenConfig, Support
 from generator.coverage import Coverage
 from generator.z3_contexts import ContextSupply
 
@@ -74,9 +74,11 @@ def fill_corpus(
         corpus.close()
 
 
-def probed_support(backend: str, opset: int, cache_dir: Path) -> Support:
-    """What `backend` runs, by op x key dtype (the campaign's probe, cached the same way): a
-    corpus drawn from it holds no case that backend would only decline."""
+def probed_support(backend: str, opset: int | None, cache_dir: Path) -> Support:
+    """What `backend` runs, by op x key dtype at `opset` (None: the default one, which `gen`
+    writes), the campaign's probe, cached the same way: a corpus drawn from it holds no case
+    that backend would only decline."""
+    opset = DEFAULT_OPSET if opset is None else opset
     try:
         spec = parse_backend(backend)
         with WorkerClient(spec) as client:

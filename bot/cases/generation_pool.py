@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import bot
-from bot.cases.making import Made, make_case, mark_mutant, seed_support
+from bot.cases.making import Made, make_case, mark_mutant
 from bot.cases.mutation import MutationPlan
-from generator.api import GenConfig, Support
+from bot.cases.opsets import OpsetPlan
+from generator.api import GenConfig
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
 from generator.focus import Focus
@@ -44,10 +45,9 @@ class Plan:
     """What every process needs to make a seed's case, sent once at its start."""
 
     cfg: GenConfig
-    support: Support | None
-    head_support: Support | None
+    opsets: OpsetPlan
+    """Each seed's opset, and the support matrices it draws from."""
     strength: float
-    base_support: Support | None = None
 
 
 @dataclass
@@ -91,8 +91,8 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
         for trigger in request.triggers:
             avoid.add(trigger)
         focus = request.focus if request.focus is not None else focus
-        support = seed_support(request.seed, plan.support, plan.head_support, plan.base_support)
-        send(outbox, make_case(request.seed, plan.cfg, support, coverage, avoid, contexts, focus, request.genome))
+        cfg, support = plan.opsets.case_config(plan.cfg, request.seed, request.genome)
+        send(outbox, make_case(request.seed, cfg, support, coverage, avoid, contexts, focus, request.genome))
     send(outbox, (coverage, dict(avoid.steered)))
 
 

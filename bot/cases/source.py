@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 import onnx
 
 from bot.cases.generation_pool import GenerationPool, Plan
-from bot.cases.making import Made, Prepared, make_case, mark_mutant, seed_support
+from bot.cases.making import Made, Prepared, make_case, mark_mutant
 from bot.cases.mutation import Mutation, MutationPlan
-from generator.api import GenConfig, Support, step_specs
+from bot.cases.opsets import OpsetPlan
+from generator.api import GenConfig, step_specs
 from generator.avoid import Avoid
 from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
 from generator.focus import CaseFeatures, Focus
@@ -55,12 +56,10 @@ class CaseSource:
         self.cfg = cfg
         self.shard = shard or Shard(0, 1)
         self.next_seed = first_seed + self.shard.index
-        self.support: Support | None = None
-        """What every side runs (support probing); None: no probe, everything."""
-        self.head_support: Support | None = None
-        """What head runs, where it runs more than base: drawn for one seed in ONE_SIDE_EVERY."""
-        self.base_support: Support | None = None
-        """What base runs, where it runs more than head: drawn for another seed in ONE_SIDE_EVERY."""
+        self.opsets = OpsetPlan.pinned(cfg.written_opset)
+        """Each seed's opset and, per opset, what every side runs, what head runs where it runs
+        more than base (drawn for one seed in ONE_SIDE_EVERY) and what base runs where it runs
+        more than head (for another); no support matrix: no probe, everything."""
         self.coverage = Coverage()
         self.contexts = ContextSupply()
         self.avoid: Avoid | None = None
@@ -92,8 +91,8 @@ class CaseSource:
         """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
         self.mutation = Mutation()
         """Parents worth searching around, and how much of the seeds their mutants get."""
-        self._specs: dict[int, dict[str, type[OpSpec]]] = {}
-        """step_specs by the id of the support matrix they were made for."""
+        self._specs: dict[tuple[int, int], dict[str, type[OpSpec]]] = {}
+        """step_specs by the opset and the id of the support matrix they were made for."""
         self.processes = 0
         """Generation processes (bot.cases.generation_pool); 0: cases are made in this process."""
         self.pool: GenerationPool | None = None
@@ -156,7 +155,7 @@ class CaseSource:
         if self.corpus is None:
             return None
         t0 = time.perf_counter()
-        case = self.corpus.replay(self.support)
+        case = self.corpus.replay(self.opsets.any_opset())
         self.times.corpus += time.perf_counter() - t0
         if case is not None:
             self._count_reference(case)
@@ -186,15 +185,15 @@ class CaseSource:
         if self.processes:
             if self.pool is None:
                 strength = self.avoid.strength if self.avoid else 0.0
-                plan = Plan(self.cfg, self.support, self.head_support, strength, self.base_support)
+                plan = Plan(self.cfg, self.opsets, strength)
                 self.pool = GenerationPool(plan, self.processes, self.avoid, self.focus, self.plan_mutant)
             case = self._account(self.pool.take(self._seeds))
         else:
             seed = next(self._seeds)
-            support = self.support_for(seed)
             mutant = self.plan_mutant(seed)
             genome = mutant.mutant.genome if mutant is not None else None
-            made = make_case(seed, self.cfg, support, self.coverage, self.avoid, self.contexts, self.focus, genome)
+            cfg, support = self.opsets.case_config(self.cfg, seed, genome)
+            made = make_case(seed, cfg, support, self.coverage, self.avoid, self.contexts, self.focus, genome)
             made = mark_mutant(made, mutant)
             case = self._account(made)
         if case is not None and self.corpus is not None:
@@ -221,17 +220,16 @@ class CaseSource:
         if case.gap_op:
             self.reference_gaps[case.gap_op] += 1
 
-    def support_for(self, seed: int) -> Support | None:
-        return seed_support(seed, self.support, self.head_support, self.base_support)
-
     def plan_mutant(self, seed: int) -> MutationPlan | None:
-        """Whether `seed` grows a mutant, drawn as its support allows (bot.cases.mutation)."""
+        """Whether `seed` grows a mutant, drawn as its support allows at the seed's own opset
+        (bot.cases.mutation); the mutant grows at its parent's, where a step whose op is not
+        there is left out."""
         if not self.mutation.parents:
             return None
-        support = self.support_for(seed)
-        key = id(support)
+        cfg, support = self.opsets.case_config(self.cfg, seed)
+        key = (cfg.written_opset, id(support))
         if key not in self._specs:
-            self._specs[key] = step_specs(self.cfg, support)
+            self._specs[key] = step_specs(cfg, support)
         return self.mutation.plan(seed, self._specs[key], list(self.cfg.dtypes))
 
     def add_parent(self, case: Prepared, why: str) -> None:
@@ -297,7 +295,7 @@ class CaseSource:
         """A generation process's coverage, less the rewrites (this process counted those)."""
         mine = self.coverage
         mine.models += coverage.models
-        for name in ("ops", "inputs", "attrs", "pairs", "dtypes", "patterns", "edges"):
+        for name in ("ops", "inputs", "attrs", "pairs", "dtypes", "patterns", "edges", "opsets"):
             getattr(mine, name).update(getattr(coverage, name))
         if self.avoid is not None:
             self.avoid.steered.update(steered)

@@ -2,9 +2,13 @@
 `fuzzbot run`).
 
 A path is an `.onnx` file, a bundle folder (model.onnx, inputs.npz, ...), or a folder of
-either. A bare `.onnx` takes its inputs from `<stem>.npz` or `inputs.npz` beside it; where
-there is neither, they are drawn and then searched with the generator's value search so
-that every tensor stays finite and off its edges, and the case says which it was.
+either. A bare `.onnx` takes its inputs from `<stem>.npz` or `inputs.npz` beside it, held
+against the inputs the model declares first (bot.cases.input_check); where there is
+neither, they are drawn valid for the model (bot.cases.drawn_inputs) and then searched with
+the generator's value search so that every tensor stays finite and off its edges, and the
+case says which it was. Drawn values that the reference refuses, or that give outputs of
+other shapes than the model declares, are the draw's failure, not the compiler's: the user
+is asked for the inputs instead.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import numpy as np
 import onnx
 
 from backends.reference import refusals
+from bot.cases.drawn_inputs import CannotDraw, draw_inputs
+from bot.cases.input_check import check_inputs
 from bot.cases.making import Prepared
 from bot.config import FuzzConfig, load_config
 from bot.errors import UserError
-from bot.findings.bundle import BundleError, load_bundle, load_npz
-from generator.api import inputs_for_model
+from bot.findings.bundle import load_bundle, load_npz
 from generator.values import apply_values, find_values
-from oracles.references import read_reference
+from oracles.references import invalid_by_reference, read_reference
 
 
 @dataclass
@@ -56,28 +61,30 @@ def _inputs_beside(path: Path, model: onnx.ModelProto) -> tuple[dict[str, np.nda
     for candidate in (path.with_suffix(".npz"), path.with_name("inputs.npz")):
         if candidate.is_file():
             inputs = load_npz(candidate)
-            missing = _missing_inputs(model, inputs)
-            if missing:
-                raise UserError(f"{candidate} has no array for graph input(s) {', '.join(missing)}")
+            check_inputs(model, inputs, str(candidate))
             return inputs, candidate.name
     return None
 
 
-def _missing_inputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[str]:
-    initialized = {i.name for i in model.graph.initializer}
-    return [v.name for v in model.graph.input if v.name not in initialized and v.name not in inputs]
-
-
-def _searched_inputs(model: onnx.ModelProto, seed: int) -> tuple[dict[str, np.ndarray], str]:
-    try:
-        drawn = inputs_for_model(model, seed)
-    except ValueError as e:
-        raise UserError(str(e)) from e
-    found = find_values(model, drawn, set(drawn), seed)
+def _searched_inputs(model: onnx.ModelProto, seed: int) -> tuple[dict[str, np.ndarray], str, dict[str, str]]:
+    """Drawn inputs, then searched so that every tensor stays finite and off its edges;
+    the inputs that are not data (shapes, counts, indices) are never moved."""
+    drawn = draw_inputs(model, seed)
+    free = [name for name in drawn.inputs if name not in drawn.fixed]
+    fixed = "; " + ", ".join(f"{k} set for the {v}" for k, v in drawn.fixed.items()) if drawn.fixed else ""
+    found = find_values(model, drawn.inputs, free, seed)
     if not found.outcome.found:
-        return drawn, f"drawn with seed {seed}; the value search found none safer ({found.outcome.reason})"
-    _, inputs = apply_values(model, drawn, found.values)
-    return inputs, f"generated with seed {seed} by the value search"
+        why = found.outcome.reason
+        return drawn.inputs, f"drawn with seed {seed}{fixed}; the value search found none safer ({why})", drawn.fixed
+    _, inputs = apply_values(model, drawn.inputs, found.values)
+    return inputs, f"generated with seed {seed} by the value search{fixed}", drawn.fixed
+
+
+def _where_inputs_go(given: str, path: Path) -> str:
+    """Where a user puts the inputs fuzzbot could not draw."""
+    if path.is_dir():
+        return f"give the inputs as inputs.npz in {given}"
+    return f"give the inputs as {path.with_suffix('.npz').name} beside {given}"
 
 
 def load_user_case(given: str, path: Path, seed: int = 0) -> UserCase:
@@ -89,15 +96,24 @@ def load_user_case(given: str, path: Path, seed: int = 0) -> UserCase:
         # Not judged at all: onnx.reference standing in would hide the hole behind a verdict.
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise UserError(f"{given}: the torch reference cannot judge this model: {refused[0]}{more}")
+    fixed: dict[str, str] = {}
     if bundle.inputs:
         inputs, origin = bundle.inputs, "bundle"
-        missing = _missing_inputs(model, inputs)
-        if missing:
-            raise BundleError(f"{path / 'inputs.npz'} has no array for graph input(s) {', '.join(missing)}")
+        check_inputs(model, inputs, str(path / "inputs.npz"))
+    elif (beside := _inputs_beside(path, model) if path.is_file() else None) is not None:
+        inputs, origin = beside
     else:
-        beside = _inputs_beside(path, model) if path.is_file() else None
-        inputs, origin = beside or _searched_inputs(model, seed)
+        try:
+            inputs, origin, fixed = _searched_inputs(model, seed)
+        except CannotDraw as e:
+            raise CannotDraw(f"{given}: {e}; {_where_inputs_go(given, path)}") from e
     reading = read_reference(model, inputs)
+    if fixed and (why := invalid_by_reference(model, reading.outputs)) is not None:
+        detail = reading.gap.strip().splitlines()[0] if reading.outputs is None and reading.gap.strip() else why
+        names = ", ".join(f"{k} (the {v})" for k, v in fixed.items())
+        raise CannotDraw(
+            f"{given}: fuzzbot cannot draw valid values for {names}: {detail}; {_where_inputs_go(given, path)}"
+        )
     return UserCase(
         seed=seed,
         model=model,

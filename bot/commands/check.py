@@ -6,9 +6,11 @@ reference with its fallbacks, the false-positive rules and their evidence, the
 confirmation of wrong results, k runs per side and localization at the lowest level.
 With `--out`, findings are written as bundles beside summary.json, as a campaign's are.
 
-Exit status: 0 when nothing is reported, 2 when a new regression (or a model head runs
-wrong and base declines, `new_in_head`) is found, or, for one build, any bug; 1 for a
-usage or internal error.
+A target that cannot be judged (an unreadable file, inputs that do not fit the model, none
+that can be drawn) is one `error:` line, in --json's `unreadable` too, and the others are
+still checked. Exit status: 2 when a new regression (or a model head runs wrong and base
+declines, `new_in_head`) is found, or, for one build, any bug (bot.findings.outcome); else
+1 when a target could not be judged, or for a usage or internal error; else 0.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from backends.reference import ReferenceError
 from backends.results import RunResult
 from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import UserCase, find_targets, load_user_case, user_case_config
+from bot.errors import UserError
+from bot.findings.out_folder import claim_out
+from bot.findings.outcome import EXIT_ERROR, EXIT_OK, findings_exit
 from oracles.sides import CrossJudgement
 
-EXIT_OK, EXIT_FINDINGS = 0, 2
+UNREADABLE = (UserError, ReferenceError)
+"""What keeps one target from being judged: a bad file or inputs, said in its line."""
 
 
 def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, Any]:
@@ -47,11 +54,13 @@ def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, 
     }
 
 
-def case_row(case: UserCase, cross: CrossJudgement, results: list[RunResult], names: list[str]) -> dict[str, Any]:
+def case_row(
+    case: UserCase, cross: CrossJudgement, results: list[RunResult], names: list[str], two_sided: bool = True
+) -> dict[str, Any]:
     culprit = cross.culprit.first
     return {
         "model": case.path,
-        "verdict": cross.verdict.value,
+        "verdict": verdict_of(cross, two_sided),
         "rule": cross.rule,
         "fingerprint": culprit.fingerprint or None,
         "signature": culprit.signature or None,
@@ -62,6 +71,29 @@ def case_row(case: UserCase, cross: CrossJudgement, results: list[RunResult], na
     }
 
 
+def verdict_of(cross: CrossJudgement, two_sided: bool) -> str:
+    """The label a case is counted under (summary.json's counts, summary.md): across the
+    builds with two; with one there is nothing to compare, so a bug is its own verdict
+    (crash, wrong_result, timeout), never `persistent`."""
+    if cross.verdict.is_reported and not two_sided:
+        return cross.culprit.first.verdict.value
+    return cross.verdict.value
+
+
+def load_cases(targets: list[tuple[str, Path]], seed: int) -> tuple[list[UserCase], list[dict[str, str]]]:
+    """Every target that can be judged, and one `{"model", "error"}` for each that cannot
+    (unreadable, inputs that do not fit, none that can be drawn): one bad file beside
+    good ones must not keep those from being checked."""
+    cases: list[UserCase] = []
+    unreadable: list[dict[str, str]] = []
+    for given, path in targets:
+        try:
+            cases.append(load_user_case(given, path, seed))
+        except UNREADABLE as e:
+            unreadable.append({"model": given, "error": " ".join(str(e).split())})
+    return cases, unreadable
+
+
 def check_command(
     paths: Annotated[list[Path], typer.Argument(help=".onnx files, bundle folders, or folders of either")],
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml: backend, and compiler: for base and head")] = None,
@@ -69,28 +101,43 @@ def check_command(
     out: Annotated[Path | None, typer.Option(help="write findings and summary.json here")] = None,
     timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [10s]")] = None,
     seed: Annotated[int, typer.Option(help="seed for the inputs of a bare .onnx without an .npz")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="clear an earlier run's results from --out first")] = False,
 ) -> int:
     """The verdict across base and head (or of one build) for models you already have."""
+    if out is not None:
+        claim_out(out, force)
     targets = find_targets(paths)
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="fuzzbot-check-") as scratch:
         cfg = user_case_config(config, out or Path(scratch), timeout, {"enabled": False})
-        cases = [load_user_case(given, path, seed) for given, path in targets]
+        cases, unreadable = load_cases(targets, seed)
+        for bad in unreadable:
+            console.print(f"error: {bad['error']}", markup=False)
+        if not cases:
+            _print(json_output, [], unreadable, {})
+            return EXIT_ERROR
         for case in cases:
             if case.inputs_from not in ("bundle",) and not case.inputs_from.endswith(".npz"):
                 console.print(f"{case.path}: inputs {case.inputs_from}", markup=False)
         campaign = open_campaign(cfg, on_side=lambda name, r: console.print(f"{name}: {r.label}", markup=False))
         judged = campaign.run_cases(list(cases))
         names = [s.name for s in campaign.setups]
-        rows = [case_row(c, cross, results, names) for c, (cross, results) in zip(cases, judged, strict=True)]
-        counts = campaign.summary.counts
+        rows = [
+            case_row(c, cross, results, names, campaign.two_sided)
+            for c, (cross, results) in zip(cases, judged, strict=True)
+        ]
+    _print(json_output, rows, unreadable, campaign.summary.counts)
+    code = findings_exit(campaign.summary)
+    return code if code != EXIT_OK or not unreadable else EXIT_ERROR
+
+
+def _print(
+    json_output: bool, rows: list[dict[str, Any]], unreadable: list[dict[str, str]], counts: dict[str, int]
+) -> None:
     if json_output:
-        typer.echo(json.dumps({"cases": rows, "counts": counts}, indent=2))
-    else:
-        for row in rows:
-            rule = f" ({row['rule']})" if row["rule"] else ""
-            note = f": {row['note']}" if row["note"] else ""
-            typer.echo(f"{row['model']}: {row['verdict']}{rule}{note}")
-    if campaign.two_sided:
-        return EXIT_FINDINGS if campaign.summary.fails_a_change else EXIT_OK
-    return EXIT_FINDINGS if campaign.summary.finding_count else EXIT_OK
+        typer.echo(json.dumps({"cases": rows, "unreadable": unreadable, "counts": counts}, indent=2))
+        return
+    for row in rows:
+        rule = f" ({row['rule']})" if row["rule"] else ""
+        note = f": {row['note']}" if row["note"] else ""
+        typer.echo(f"{row['model']}: {row['verdict']}{rule}{note}")

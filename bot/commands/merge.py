@@ -16,11 +16,9 @@ import typer
 from bot.cases.regression_corpus import RegressionCorpus
 from bot.config import FuzzConfig
 from bot.errors import UserError
+from bot.findings.outcome import findings_exit
 from bot.findings.summary_md import SUMMARY_MD
 from bot.merge.outputs import MergeError, merge_outputs
-
-EXIT_FINDINGS = 2
-"""As for `fuzzbot fuzz`: a merged output with findings exits 2 (bot.cli.EXIT_FINDINGS)."""
 
 
 class SchemaError(UserError):
@@ -53,8 +51,7 @@ def merge_command(
     )
     for path in report.missing_bundles:
         typer.echo(f"warning: bundle {path} is missing; its finding is counted without a bundle", err=True)
-    if summary.finding_count:
-        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(findings_exit(summary))  # exactly as `fuzzbot fuzz` exits on the same findings
 
 
 def config_schema_command(

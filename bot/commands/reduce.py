@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -19,10 +20,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bot.campaign.reduce_across import reduce_across
+from bot.campaign.reduce_across import default_out, reduce_across
 from bot.config import parse_duration, parse_test_fault
 from bot.errors import UserError
 from bot.findings.bundle import load_bundle
+from bot.findings.out_folder import claim_out
+from bot.findings.smaller import Outcome, check_dest, reduce_keeping_smaller
+from bot.findings.store import REDUCED_DIR
 from bot.reduce.candidates import reduce_bundle, reduce_model_file
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
@@ -78,11 +82,16 @@ def reduce_command(
     backend: Annotated[str | None, typer.Option(help="override the finding's NAME[:LEVEL]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str, typer.Option(help="per-test limit")] = "10s",
+    force: Annotated[
+        bool, typer.Option("--force", help="with --config: clear an earlier run's results from the output folder")
+    ] = False,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Shrink a failing model to a minimal one that fails the same way, with a repro."""
     budget_s = parse_duration(budget, "--budget")
     console = Console(stderr=True)
+    if force and config is None:
+        raise ReduceError("--force goes with --config (a bundle's reduced/ is only ever replaced by a smaller one)")
     if check is not None:
         _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests, (fail_code, fail_regex))
         return
@@ -91,26 +100,42 @@ def reduce_command(
     if config is not None:
         if backend is not None or python is not None:
             raise ReduceError("--config names the builds: drop --backend and --python")
+        claim_out(out or default_out(target), force)
         _reduce_across(console, target, config, out, budget_s, max_tests, timeout)
         return
     if target.is_file():
         raise ReduceError(
             f'{target}: a bare model needs --config fuzzbot.yml or --check "CMD {{model}}" (or give a finding bundle)'
         )
+    dest = out or target / REDUCED_DIR
+    check_dest(dest)
+    reduce_one = partial(
+        reduce_bundle,
+        target,
+        budget_s,
+        jobs,
+        max_tests,
+        backend=backend,
+        python=python or sys.executable,
+        timeout_s=parse_duration(timeout, "--timeout"),
+        fault=parse_test_fault(test_fault),
+    )
     with reduce_progress(console, budget_s) as on_progress:
-        dest = reduce_bundle(
-            target,
-            budget_s,
-            jobs,
-            max_tests,
-            out,
-            backend=backend,
-            python=python or sys.executable,
-            timeout_s=parse_duration(timeout, "--timeout"),
-            fault=parse_test_fault(test_fault),
-            on_progress=on_progress,
-        )
-    console.print(f"reduced bundle: {dest} (run {dest / 'repro.py'})", markup=False, highlight=False)
+        done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))
+    _say_kept(console, done)
+
+
+def _say_kept(console: Console, done: Outcome) -> None:
+    if done.replaced:
+        console.print(f"reduced bundle: {done.dest} (run {done.dest / 'repro.py'})", markup=False, highlight=False)
+        return
+    console.print(
+        f"kept the reduced bundle already at {done.dest} ({done.kept_nodes} node(s)): this reduction ended at "
+        f"{done.new_nodes if done.new_nodes is not None else '?'} node(s), no smaller (run {done.dest / 'repro.py'})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _reduce_across(
@@ -149,6 +174,8 @@ def _reduce_with_check(
         except re.error as e:
             raise ReduceError(f"--fail-regex: not a regular expression: {e}") from e
     dest = out or target.with_name(target.stem + ".reduced.onnx")
+    if dest.is_dir():
+        raise ReduceError(f"--out {dest} is a folder; with --check, give the reduced model's file name (OUT.onnx)")
     try:
         with reduce_progress(console, budget_s) as on_progress:
             result = reduce_model_file(

@@ -2,5 +2,6 @@
 outputs, finding.json, repro.py), the findings store, summary.json and summary.md, the
 standalone repro scripts, and the known-bugs file.
 
-May import: bot.sides, bot.config, bot.errors.
+May import: bot (the version), bot.errors, bot.sides, backends, generator, oracles
+(docs/architecture.md; tests/test_layout.py enforces it).
 """

@@ -105,7 +105,9 @@ def read_known(paths: list[Path]) -> list[KnownBug]:
             found = [KnownBug.model_validate(row) for row in rows]
         except FileNotFoundError as e:
             raise UserError(f"known_bugs: {path}: no such file") from e
-        except (json.JSONDecodeError, ValidationError, TypeError) as e:
+        except OSError as e:
+            raise UserError(f"known_bugs: {path}: cannot read: {e.strerror or e}") from e
+        except (ValueError, ValidationError, TypeError) as e:  # broken JSON, or not UTF-8 text
             raise UserError(f"known_bugs: {path}: not a known-bugs.json ({str(e).splitlines()[0]})") from e
         bugs.update((b.fingerprint, b) for b in found)
     return list(bugs.values())

@@ -159,10 +159,10 @@ def failed(e):
         return 3, f"CANNOT TELL: cannot import the backend ({line}); see the install line at the top"
     if type(e).__name__ == "Unavailable":
         return 3, f"CANNOT TELL: the backend cannot run here ({line})"
+    if any(re.search(p, text) for p in CANNOT_LOAD):  # first: the adapter declares these unsupported too
+        return 3, f"CANNOT TELL: this build cannot load the model's format ({line})"
     if any(re.search(p, text) for p in UNSUPPORTED):
         return 3, f"CANNOT TELL: the backend declines the model as unsupported ({line})"
-    if any(re.search(p, text) for p in CANNOT_LOAD):
-        return 3, f"CANNOT TELL: this build cannot load the model's format ({line})"
     if UNDEFINED:
         return 0, f"OK: the backend refuses an input ONNX leaves undefined ({UNDEFINED}), an answer: {line}"
     return crashed("raises", line)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field, field_validator
 
 from backends.results import BackendInfo
+from bot.errors import Interrupted, signal_of
 from bot.findings.store import FindingStore
 from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
@@ -306,6 +309,12 @@ class Summary(BaseModel):
     seed_first: int = 0
     seed_last: int | None = None
     budget_s: float = 0.0
+    stopped_by: str | None = None
+    """The signal (SIGINT, SIGTERM) that interrupted the run before it ended on its own: its
+    counts and findings are those made until then, and its budget was not spent. None for a
+    run that ended by itself (budget, --max-tests, or every case judged)."""
+    stopped_at: str | None = None
+    """When it was interrupted (UTC, ISO 8601, seconds)."""
     worker_restarts: int = 0
     support: SupportSummary | None = None
     coverage: CoverageStats = Field(default_factory=CoverageStats)
@@ -321,6 +330,20 @@ class Summary(BaseModel):
     """Fresh cases against mutants (guide.mutation)."""
     hint: HintSummary | None = None
     """What the change's diff named, which weighed generation (guide.hint; two builds only)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal ended the run early (`stopped_by`): a reader of summary.json
+        needs no other field to tell a partial run from a finished one."""
+        return self.stopped_by is not None
+
+    def mark_interrupted(self, signal: str) -> None:
+        """Record the first signal that stopped the run (a second one while it writes its
+        results changes nothing)."""
+        if self.stopped_by is None:
+            self.stopped_by = signal
+            self.stopped_at = datetime.now(UTC).isoformat(timespec="seconds")
 
     def build(self, side: str) -> str:
         """`name version (level) @ `commit`` of the head or base build, for people: the commit
@@ -412,7 +435,11 @@ def ci_run_url(env: Mapping[str, str]) -> str | None:
 def write_summary(summary: Summary, out: Path) -> Path:
     """OUT/summary.json, after telling the store beside it each listed finding's label: the
     two are written together so that summary.md (read from the store) and the reports (read
-    from summary.json) can never name one finding two ways."""
+    from summary.json) can never name one finding two ways. Written from a `finally` while a
+    signal is on its way up (a campaign stopped by SIGINT or SIGTERM), the summary first
+    says so (`stopped_by`), so that no one takes a partial run for a finished one."""
+    if isinstance(stopping := sys.exception(), (KeyboardInterrupt, Interrupted)):
+        summary.mark_interrupted(signal_of(stopping))
     out.mkdir(parents=True, exist_ok=True)
     FindingStore.in_dir(out).relabel(summary.settle_labels())
     path = out / "summary.json"

@@ -92,10 +92,23 @@ def _header(summary: Summary, where_from: str | None) -> list[str]:
     return [
         "# fuzzbot summary",
         "",
+        *_interrupted(summary),
         ", ".join(where),
         "",
         f"**{summary.tests} tests** in {summary.wall_s:.1f} s wall time (budget {summary.budget_s:g} s); "
         f"{distinct} distinct finding(s), seen in {occurrences} test(s).",
+        "",
+    ]
+
+
+def _interrupted(summary: Summary) -> list[str]:
+    """First, so that nobody takes a partial run's counts for a finished one's."""
+    if summary.stopped_by is None:
+        return []
+    when = f" at {summary.stopped_at}" if summary.stopped_at else ""
+    return [
+        f"**Interrupted by {summary.stopped_by}{when}**: the counts and findings below are those of the"
+        " tests run until then, not of the whole budget.",
         "",
     ]
 

@@ -270,10 +270,13 @@ def known_from_issues(inputs: Inputs, env: Mapping[str, str], tmp: Path) -> Path
 
 
 def merged_code(out: Path) -> int:
-    """A merge fails the job on new regressions (and models new in head run wrong), as a
-    campaign does."""
+    """A merge fails the job exactly as a campaign on the same findings does
+    (bot.findings.outcome): two builds on new regressions and models new in head run wrong,
+    one build on any bug."""
+    from bot.findings.outcome import findings_exit  # slow to import, as read_summary says
+
     summary = read_summary(out)
-    return EXIT_FINDINGS if summary is not None and summary.fails_a_change else EXIT_OK
+    return findings_exit(summary) if summary is not None else EXIT_OK
 
 
 def report(inputs: Inputs, env: Mapping[str, str], root: Path) -> int:

@@ -276,6 +276,9 @@ def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
     head = [PR_MARKER, "## fuzzbot", "", f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
     if s.cannot_compare:
         head += [f"**Could not compare:** {_one_line(s.cannot_compare, 300)}", ""]
+    if s.stopped_by:
+        when = f" at {s.stopped_at}" if s.stopped_at else ""
+        head += [f"**Interrupted by {s.stopped_by}{when}**: the tests run until then, not the whole budget.", ""]
     if regressions:
         tests = _tests(s.counts.get("new_regression", 0))
         head += [f"**{len(regressions)} new regression(s)** introduced by this change ({tests}).", ""]

@@ -1,4 +1,5 @@
 """Merging the outputs of sharded campaigns into one, findings under one label each.
 
-May import: bot.findings, bot.cases, bot.config, bot.errors.
+May import: bot.errors, bot.findings, generator
+(docs/architecture.md; tests/test_layout.py enforces it).
 """

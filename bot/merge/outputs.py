@@ -63,6 +63,7 @@ class ShardOutput:
 class MergeReport:
     out: Path
     merged: list[Path] = field(default_factory=list)
+    """Inputs whose shards this merge added (the earlier merge at --out is not one)."""
     skipped: list[Path] = field(default_factory=list)
     """Inputs whose shards were already in the merge (named twice, or merged before)."""
     findings: int = 0
@@ -173,6 +174,7 @@ def _coverage(stats: list[CoverageStats]) -> CoverageStats:
         rewrites=_sum(s.rewrites for s in stats),
         patterns=_sum(s.patterns for s in stats),
         edges=_sum(s.edges for s in stats),
+        opsets=_sum(s.opsets for s in stats),
     )
 
 
@@ -201,6 +203,8 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         seed_first=min((s.seed_first for s in summaries), default=0),
         seed_last=max(seeds_last) if seeds_last else None,
         budget_s=max((s.budget_s for s in summaries), default=0.0),
+        stopped_by=next((s.stopped_by for s in summaries if s.stopped_by), None),
+        stopped_at=next((s.stopped_at for s in summaries if s.stopped_by), None),
         worker_restarts=sum(s.worker_restarts for s in summaries),
         support=next((s.support for s in summaries if s.support is not None), None),
         coverage=_coverage([s.coverage for s in summaries]),
@@ -390,7 +394,8 @@ def merge_outputs(inputs: list[Path], out: Path) -> tuple[Summary, MergeReport]:
         outputs.insert(0, previous)
     taken, skipped = select(outputs)
     _backend_check(taken)
-    report = MergeReport(out, [o.path for o in taken], [o.path for o in skipped])
+    # The earlier merge at --out is an input, but no new output: the count says what was added.
+    report = MergeReport(out, [o.path for o in taken if o is not previous], [o.path for o in skipped])
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merge-", dir=out.parent))

@@ -2,5 +2,6 @@
 campaign judges cases, the reduction of one bundle with its relabelling, and the
 generalization of what the reduced trigger needs.
 
-May import: bot.findings, bot.sides, bot.config, bot.errors.
+May import: bot.config, bot.findings, backends, oracles, reducers
+(docs/architecture.md; tests/test_layout.py enforces it).
 """

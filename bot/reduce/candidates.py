@@ -47,7 +47,7 @@ from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
 from bot.findings.repro import render_repro
 from oracles.judging import Judging
-from oracles.references import invalid_by_reference, read_reference
+from oracles.references import Validity, read_reference
 from oracles.signature import normalize
 from oracles.verdict import Judgement, Verdict
 from reducers.case import Case, onnx_reference_values, with_all_outputs
@@ -113,21 +113,22 @@ class CandidateJudge:
     envelope, undefined inputs), so a reduction step never turns a case into one the
     campaign would set aside (an epsilon polished to 0, a divisor left at rounding noise).
 
-    With `needs_reference`, a candidate the reference cannot compute, or computes into
-    outputs of other shapes or types than the graph declares, is no candidate: it is not
-    valid ONNX, whatever the checker says (a Slice step of 0, a Tile whose repeats miss a
-    dim, a Gemm whose C does not broadcast), and a crash on it is not the original's bug."""
+    With `validity` from a computed original, a candidate the reference cannot compute, or
+    computes into outputs of other shapes or types than the graph declares, is no
+    candidate: it is not valid ONNX, whatever the checker says (a Slice step of 0, a Tile
+    whose repeats miss a dim, a Gemm whose C does not broadcast), and a crash on it is not
+    the original's bug. Nor is one with an empty output the original did not have."""
 
-    def __init__(self, pool: ClientPool, judging: Judging | None = None, needs_reference: bool = False) -> None:
+    def __init__(self, pool: ClientPool, judging: Judging | None = None, validity: Validity | None = None) -> None:
         self.pool = pool
         self.judging = judging or Judging()
-        self.needs_reference = needs_reference
+        self.validity = validity or Validity()
 
     def judge(self, case: Case) -> Judgement | None:
         """The candidate's judgement after the rules and the confirmation (None: they set it
         aside, or it is invalid)."""
         ev = self.judging.compute(case.model, case.inputs)
-        if self.needs_reference and invalid_by_reference(case.model, ev.reference) is not None:
+        if self.validity.refuses(case.model, ev.reference) is not None:
             return None
         with self.pool.lend() as client:
             result = client.run(case.model.SerializeToString(), case.inputs)
@@ -176,10 +177,10 @@ class SameBug:
     """One-sided identity: the candidate fails on `pool`'s backend the way `original` did."""
 
     def __init__(
-        self, original: Judgement, pool: ClientPool, judging: Judging | None = None, needs_reference: bool = False
+        self, original: Judgement, pool: ClientPool, judging: Judging | None = None, validity: Validity | None = None
     ) -> None:
         self.original = original
-        self.candidates = CandidateJudge(pool, judging, needs_reference)
+        self.candidates = CandidateJudge(pool, judging, validity)
 
     def judge(self, case: Case) -> Judgement | None:
         """The candidate's judgement, or None when a false-positive rule explains it."""
@@ -246,8 +247,8 @@ def reduce_bundle(
     if pool is None:
         pool = ClientPool(lambda: WorkerClient(spec, python, timeout_s, fault=fault), jobs)
     try:
-        computed = invalid_by_reference(bundle.model, read_reference(bundle.model, bundle.inputs).outputs) is None
-        identity = SameBug(bundle.finding, pool, judging, needs_reference=computed)
+        validity = Validity.of(bundle.model, read_reference(bundle.model, bundle.inputs).outputs)
+        identity = SameBug(bundle.finding, pool, judging, validity)
 
         def holds(case: Case) -> bool:
             return identity.holds(case) and all(other.holds(case) for other in also)

@@ -36,9 +36,9 @@ from bot.reduce.candidates import (
 )
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
 from oracles.judging import Judging
-from oracles.references import invalid_by_reference
+from oracles.references import Validity
 from oracles.sides import CrossVerdict, label_rank
-from oracles.signature import fingerprint
+from oracles.signature import crash_site, fingerprint
 from oracles.verdict import Verdict
 from reducers.case import Case
 
@@ -140,8 +140,7 @@ def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools)
     """The dtypes the reduced trigger fails and passes at, judged on the same builds."""
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
-    computed = invalid_by_reference(bundle.model, bundle.reference) is None
-    same = SameBug(bundle.finding, pools.pool(culprit), pools.judging, needs_reference=computed)
+    same = SameBug(bundle.finding, pools.pool(culprit), pools.judging, Validity.of(bundle.model, bundle.reference))
     outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard), pools.judging) if guard else None)
     return dtype_evidence(Case(bundle.model, bundle.inputs), outcome)
 
@@ -179,6 +178,13 @@ def kernel_fingerprint(finding: Finding, label: str) -> str:
     return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
 
 
+def crash_site_fingerprint(finding: Finding, label: str) -> str:
+    """A reduced crash's identity: the check that failed (oracles.signature.crash_site), its
+    stage and the label. Another label splits them, as for a wrong result's kernel."""
+    name = f"{finding.stage} crash at {crash_site(finding.signature)} {label}"
+    return fingerprint(finding.backend.name, Verdict.crash.value, name)
+
+
 def rename_finding(
     ref: FindingRef, bundle: Path, reduced: Path, summary: Summary, store: FindingStore, ev: DtypeEvidence | None
 ) -> bool:
@@ -189,6 +195,8 @@ def rename_finding(
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
     if finding.verdict is Verdict.wrong_result and finding.kernel:
         fp = kernel_fingerprint(finding, ref.across or "")
+    elif finding.verdict is Verdict.crash and finding.symptom == "exception":
+        fp = crash_site_fingerprint(finding, ref.across or "")
     ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)

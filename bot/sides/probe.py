@@ -6,8 +6,9 @@ two-build campaign. What a backend reports as unimplemented for every model trie
 left out of generation (one model it runs is enough to keep the pair: a 4-D Resize runs
 where a 3-D one is declined), so "not implemented" can never become a finding. The
 answers are cached per build: its identity (commit and recipe, pip spec, or interpreter),
-name, version and commit, and fuzzbot's opset, so each build is probed once and two
-builds of one version never share a matrix.
+name, version and commit, and the opset probed, so each build is probed once per opset and
+two builds of one version never share a matrix. A campaign draws each case's opset from a
+range (bot.cases.opsets) and probes a matrix at every opset of it (`probe_opsets`).
 
 A probe that fails for any other reason (a crash, a timeout, an error that does not
 say "unsupported") is a possible bug in the backend or in fuzzbot: it is shown to the
@@ -16,11 +17,13 @@ user and never cached as "unsupported", and the combination stays in generation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import onnx.defs
 from pydantic import BaseModel, Field
 
 from backends.client import WorkerClient
@@ -28,6 +31,7 @@ from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class
 from generator.api import GenConfig, Support, generate, op_specs
 from generator.dtypes import DType
+from generator.ops import registry
 from generator.values import NoValidValues
 
 PROBE_SEEDS = 24
@@ -63,12 +67,16 @@ class SupportMatrix(BaseModel):
         return {op: set(dtypes) for op, dtypes in self.supported.items() if dtypes}
 
 
-def cache_path(cache_dir: Path, info: BackendInfo, opset: int, build_id: str = "") -> Path:
-    """`build_id` (workspace.PreparedSide.build_id) keys a build fuzzbot made; without it the
-    interpreter's path stands for the build, so two venvs of one release stay apart."""
+def build_stem(info: BackendInfo, build_id: str = "") -> str:
+    """What names one build in the cache. `build_id` (workspace.PreparedSide.build_id) keys a
+    build fuzzbot made; without it the interpreter's path stands for the build, so two venvs
+    of one release stay apart."""
     where = build_id or f"python-{hashlib.sha256(info.executable.encode()).hexdigest()[:10]}"
-    build = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{info.name}-{info.version}-{info.commit or 'release'}-{where}")
-    return cache_dir / "support" / f"{build}-opset{opset}.json"
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{info.name}-{info.version}-{info.commit or 'release'}-{where}")
+
+
+def cache_path(cache_dir: Path, info: BackendInfo, opset: int, build_id: str = "") -> Path:
+    return cache_dir / "support" / f"{build_stem(info, build_id)}-opset{opset}.json"
 
 
 def shared_support(matrices: list[SupportMatrix]) -> tuple[Support, dict[str, list[str]]]:
@@ -135,16 +143,61 @@ def probe_support(
     build_id: str = "",
 ) -> SupportMatrix:
     """The support matrix of the backend behind `client`, from the cache where it has it."""
-    path = cache_path(cache_dir, info, opset, build_id)
-    matrix = SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
+    found = probe_opsets(client, info, [opset], cache_dir, on_failure, on_progress, ops, lossy, build_id)
+    return found[opset]
+
+
+def probe_opsets(
+    client: WorkerClient,
+    info: BackendInfo,
+    opsets: Sequence[int],
+    cache_dir: Path,
+    on_failure: Callable[[ProbeFailure], None],
+    on_progress: Callable[[int, int], None] | None = None,
+    ops: list[str] | None = None,
+    lossy: dict[str, str] | None = None,
+    build_id: str = "",
+) -> dict[int, SupportMatrix]:
+    """The backend's support matrix at each of `opsets`, each cached as `probe_support` caches
+    one. A combination is probed once per version of its ops (`kernels_at`): at another opset
+    where every op the spec writes has the same version, the build looks up the same kernels,
+    so the answer is lent; ops with a function body are probed at every opset. What failed
+    unexpectedly is kept in generation, never cached."""
+    matrices = {o: _cached(cache_path(cache_dir, info, o, build_id), info, o) for o in opsets}
+    todo = {o: _todo(matrices[o], ops, lossy or {}) for o in opsets}
+    total, done = sum(len(t) for t in todo.values()), 0
+    unexpected: dict[int, list[tuple[str, DType]]] = {o: [] for o in opsets}
+    for o in opsets:
+        for op, dtype in todo[o]:
+            if on_progress is not None:
+                on_progress(done, total)
+            done += 1
+            if not _lend(matrices, o, op, dtype):
+                failure = _probe_pair(client, matrices[o], op, dtype)
+                if failure is not None:
+                    on_failure(failure)
+                    unexpected[o].append((op, dtype))
+        if todo[o]:
+            _save(cache_path(cache_dir, info, o, build_id), matrices[o])
+    for o, pairs in unexpected.items():
+        for op, dtype in pairs:
+            matrices[o].supported.setdefault(op, []).append(dtype)
+    return matrices
+
+
+def _cached(path: Path, info: BackendInfo, opset: int) -> SupportMatrix:
     if path.exists():
         try:
-            matrix = SupportMatrix.model_validate_json(path.read_text())
+            return SupportMatrix.model_validate_json(path.read_text())
         except ValueError:
             path.unlink()  # a damaged cache is re-probed, not trusted
-    lossy = lossy or {}
+    return SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
+
+
+def _todo(matrix: SupportMatrix, ops: list[str] | None, lossy: dict[str, str]) -> list[tuple[str, DType]]:
+    """The combinations `matrix` does not know yet; the lossy dtypes are recorded unsupported."""
     todo: list[tuple[str, DType]] = []
-    for spec in op_specs(ops, opset):
+    for spec in op_specs(ops, matrix.opset):
         for d in spec.dtypes:
             if d.value in lossy:  # narrowed by design: documented, not probed
                 matrix.unsupported.setdefault(spec.op_type, {})[d.value] = lossy[d.value]
@@ -152,27 +205,60 @@ def probe_support(
                     matrix.supported[spec.op_type].remove(d)
             elif not matrix.known(spec.op_type, d):
                 todo.append((spec.op_type, d))
-    unexpected: list[tuple[str, DType]] = []
-    for i, (op, dtype) in enumerate(todo):
-        if on_progress is not None:
-            on_progress(i, len(todo))
-        results = _probe_one(client, op, dtype, opset)
-        if not results:
-            continue  # the generator cannot place this combination alone; generation never draws it either
-        result = results[-1]
-        if result.status is Status.ok:
-            matrix.supported.setdefault(op, []).append(dtype)
-        elif all(is_unsupported(r) for r in results):
-            matrix.unsupported.setdefault(op, {})[dtype.value] = result.message.strip().splitlines()[0][:300]
+    return todo
+
+
+@functools.cache
+def kernels_at(op: str, opset: int) -> tuple[int, ...] | None:
+    """What decides whether a build runs a spec's single-op model at `opset`, where the model's
+    opset alone does not: the versions of the ops it writes. None where that is not all: an op
+    missing there, or one that has a function body, which a build without a kernel for the
+    dtype may expand instead, in the ops of the model's opset (onnxruntime 1.31 runs a float64
+    LeakyRelu-16 at opset 17 and refuses it at 21)."""
+    versions = []
+    for name in registry()[op].support_ops():
+        try:
+            schema = onnx.defs.get_schema(name, opset, "")
+        except onnx.defs.SchemaError:
+            return None
+        # has_function and has_context_dependent_function are missing from onnx's type stubs
+        if any(getattr(schema, flag) for flag in ("has_function", "has_context_dependent_function")):
+            return None
+        versions.append(schema.since_version)
+    return tuple(versions)
+
+
+def _lend(matrices: dict[int, SupportMatrix], opset: int, op: str, dtype: DType) -> bool:
+    """Copy the answer another opset's matrix has for the same op versions, if any."""
+    mine = kernels_at(op, opset)
+    if mine is None:
+        return False
+    for other, donor in matrices.items():
+        if other == opset or not donor.known(op, dtype) or kernels_at(op, other) != mine:
+            continue
+        if dtype in donor.supported.get(op, []):
+            matrices[opset].supported.setdefault(op, []).append(dtype)
         else:
-            result = next(r for r in results if not is_unsupported(r))
-            on_failure(ProbeFailure(op=op, dtype=dtype, status=result.status.value, message=_summary(result)))
-            unexpected.append((op, dtype))
-    if todo:
-        _save(path, matrix)
-    for op, dtype in unexpected:
+            matrices[opset].unsupported.setdefault(op, {})[dtype.value] = donor.unsupported[op][dtype.value]
+        return True
+    return False
+
+
+def _probe_pair(client: WorkerClient, matrix: SupportMatrix, op: str, dtype: DType) -> ProbeFailure | None:
+    """Probe one combination into `matrix`; a failure that does not say "unsupported" is
+    returned instead (a possible bug, never recorded)."""
+    results = _probe_one(client, op, dtype, matrix.opset)
+    if not results:
+        return None  # the generator cannot place this combination alone; generation never draws it either
+    result = results[-1]
+    if result.status is Status.ok:
         matrix.supported.setdefault(op, []).append(dtype)
-    return matrix
+    elif all(is_unsupported(r) for r in results):
+        matrix.unsupported.setdefault(op, {})[dtype.value] = result.message.strip().splitlines()[0][:300]
+    else:
+        result = next(r for r in results if not is_unsupported(r))
+        return ProbeFailure(op=op, dtype=dtype, status=result.status.value, message=_summary(result))
+    return None
 
 
 def _save(path: Path, matrix: SupportMatrix) -> None:

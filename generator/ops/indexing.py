@@ -29,7 +29,12 @@ def _spell_axis(axis: int, rank: int, rng: random.Random) -> int:
 
 
 def _nonneg(idx: torch.Tensor, dims: torch.Tensor | int) -> torch.Tensor:
+    """Indices made non-negative; one outside [-dim, dim - 1] is refused. ONNX gives it no
+    result, and torch would wrap -9 into a dim of 8 and answer: a reduction once shrank a
+    GatherND's data under its index so, and the reference judged TVM's answer wrong."""
     i = idx.long()
+    if bool(((i < -dims) | (i >= dims)).any()):
+        raise IndexError("an index is outside [-dim, dim - 1], where ONNX defines no result")
     return torch.where(i < 0, i + dims, i)
 
 

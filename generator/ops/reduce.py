@@ -102,6 +102,12 @@ class ReduceOp(OpSpec):
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return cls.reduce_with(cls.fn, attrs, inputs)
+
+    @staticmethod
+    def reduce_with(fn: Reducer, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The op's axes, keepdims and noop semantics around another reducer: the float16
+        envelope's step-by-step accumulation (oracles.accumulation) reads them from here."""
         x = inputs[0]
         if len(inputs) > 1 and inputs[1] is not None:
             axes = [int(a) for a in inputs[1].tolist()]
@@ -111,10 +117,10 @@ class ReduceOp(OpSpec):
             if attrs.get("noop_with_empty_axes", 0):
                 # Reducing over no axes still applies the op's elementwise steps (ReduceL1 gives
                 # |x|, ReduceLogSum log(x)); reducing a new axis of one element is exactly that.
-                return [cls.fn(x.unsqueeze(0), [0], False).to(x.dtype)]
+                return [fn(x.unsqueeze(0), [0], False).to(x.dtype)]
             axes = list(range(x.dim()))
         axes = sorted(a + x.dim() if a < 0 else a for a in axes)
-        return [cls.fn(x, axes, bool(attrs.get("keepdims", 1))).to(x.dtype)]
+        return [fn(x, axes, bool(attrs.get("keepdims", 1))).to(x.dtype)]
 
 
 def _reduce(op_type: str, fn: Reducer, **body: Any) -> type[OpSpec]:

@@ -66,22 +66,51 @@ class Resize(OpSpec):
             self.attrs["cubic_coeff_a"] = self.rng.choice((-0.75, -0.5))
             self.attrs["exclude_outside"] = int(self.rng.random() < 0.3)
         self.axes_attr = sc.opset >= 18 and self.rng.random() < 0.4
+        self._draw_resize_18(sc.opset)
         self.out_shape: list[Dim] = []
+        self.sizes: list[Dim] = []
+
+    def _draw_resize_18(self, opset: int) -> None:
+        """Resize-18's attributes: antialias (a stretched filter when downscaling) for linear and
+        cubic, and, with sizes over named axes, keep_aspect_ratio_policy. Drawn only from 18 on,
+        so that models of older opsets keep their draws."""
+        if opset < 18:
+            return
+        if self.mode != "nearest" and self.rng.random() < 0.3:
+            self.attrs["antialias"] = 1
+        if self.by_sizes and self.axes_attr and self.rng.random() < 0.5:
+            policy = self.rng.choice(("not_larger", "not_smaller"))
+            self.attrs["keep_aspect_ratio_policy"] = policy
+            pick = min if policy == "not_larger" else max
+            one = pick(self.ratio.values(), key=lambda pq: pq[0] / pq[1])
+            self.kept = {a: one for a in self.axes}
+
+    kept: dict[int, tuple[int, int]] | None = None
+    """Under keep_aspect_ratio_policy, the one ratio every resized axis takes (the smallest of
+    the requested ones for not_larger, the largest for not_smaller); None: each its own."""
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         cons: list[Cond] = []
         self.out_shape = list(ins[0].shape)
+        self.sizes = list(ins[0].shape)
+        for a, (p, q) in (self.kept or {}).items():
+            d = ins[0].shape[a]
+            cons.append((d * p) % q == 0)  # whole output lengths: no rounding for evaluators to read apart
+            self.out_shape[a] = floordiv(d * p, q)
         for a, (p, q) in self.ratio.items():
             d = ins[0].shape[a]
             out = floordiv(d * p, q)
-            self.out_shape[a] = out
+            self.sizes[a] = out
+            if self.kept is None:
+                self.out_shape[a] = out
             if self.by_sizes or self.coord not in FREE_SCALE_COORDS:
                 cons.append((d * p) % q == 0)
             elif p != q:
                 # onnxruntime copies the input when the output length equals it, whatever the scale.
                 cons.append(out != d)
-            if self.coord in ("align_corners", "pytorch_half_pixel"):
-                cons.append(out >= 2)  # their one-element special case is read differently by evaluators
+        if self.coord in ("align_corners", "pytorch_half_pixel"):
+            # their one-element special case is read differently by evaluators
+            cons += [self.out_shape[a] >= 2 for a in self.ratio]
         return cons
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
@@ -94,7 +123,7 @@ class Resize(OpSpec):
         if self.axes_attr:
             attrs["axes"] = [_spell_axis(a, rank, em.values.random() < 0.3) for a in axes]
         if self.by_sizes:
-            sizes = [em.ival(self.out_shape[a]) for a in axes]
+            sizes = [em.ival(self.sizes[a]) for a in axes]
             em.node("Resize", [ins[0], "", "", em.const_i64(sizes)], outs, **attrs)
             return
         p_q = [self.ratio.get(a, (1, 1)) for a in axes]

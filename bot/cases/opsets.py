@@ -1,0 +1,112 @@
+"""Which opset each case of a campaign imports, and what it may draw there.
+
+Models in the field import every opset from 11 to the newest, and what changed between
+opsets is where frontends and kernels differ: axes that became inputs (Reduce*-18), new
+attribute forms (Resize-18's antialias and keep_aspect_ratio_policy, Pad-19's wrap,
+AveragePool-19's dilations), kernels registered per version. A campaign pinned to one opset
+never reaches those, so each case draws its own, from the lowest the config allows to the
+highest every side loads (bot.sides.opset_probe), half of them at that highest: the newest
+forms are what a change is likeliest to touch, and the older ones still get the other half.
+
+The draw is a function of the seed alone, salted apart from the generator's own draws: the
+same seed gives the same case at any load, in any process, and a mutant grows at its
+parent's opset. What a case may draw is the support matrix at its own opset (ops gain
+versions and lose kernels between opsets).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.cases.making import seed_support
+from generator.api import OLDEST_GENERATED, GenConfig, Support
+from generator.emit import NEWEST_OPSET
+from generator.mutate import Genome
+
+TOP_SHARE = 0.5
+"""The share of cases at the highest opset of the range; the rest spread evenly below it."""
+OPSET_SALT = 0x0F5E7
+"""Keeps the opset draw apart from every other draw made from the seed."""
+
+PerOpset = Mapping[int, Support]
+
+
+def campaign_range(cfg: GenConfig, loaded: Sequence[int | None] | None) -> tuple[int, int]:
+    """The lowest and highest opset a campaign draws from. `loaded`: each side's highest opset
+    from its probe (None for a side that ran no probe model), or None without probing.
+
+    A pinned `opset` is the whole range. Without the probe nothing says what the sides load,
+    so the range ends at `opset_max` where the config names it, else it is `opset_min` alone
+    (what campaigns did before opsets were drawn), as it is where a side loaded none of the
+    opsets the generator writes. A side that loads less than `opset_min` lowers the range's
+    bottom too: a model it cannot load tests nothing."""
+    if cfg.opset is not None:
+        return cfg.opset, cfg.opset
+    if loaded is None:
+        return cfg.opset_min, cfg.opset_max if cfg.opset_max is not None else cfg.opset_min
+    known = [h for h in loaded if h is not None and h >= OLDEST_GENERATED]
+    if len(known) < len(loaded):
+        return cfg.opset_min, cfg.opset_min
+    high = min([cfg.opset_max if cfg.opset_max is not None else NEWEST_OPSET, *known])
+    return min(cfg.opset_min, high), high
+
+
+def draw_opset(seed: int, low: int, high: int) -> int:
+    """TOP_SHARE of the seeds at `high`, the rest uniform over [low, high)."""
+    if low >= high:
+        return high
+    rng = random.Random(seed ^ OPSET_SALT)
+    return high if rng.random() < TOP_SHARE else rng.randrange(low, high)
+
+
+@dataclass(frozen=True)
+class OpsetPlan:
+    """A campaign's opset range with, per opset, what every side runs and what one side alone
+    runs (bot.cases.making.seed_support draws the latter for a share of the seeds)."""
+
+    low: int
+    high: int
+    both: PerOpset | None = None
+    """None: no support probe, every op and dtype may be drawn."""
+    head: PerOpset | None = None
+    base: PerOpset | None = None
+
+    @classmethod
+    def pinned(cls, opset: int) -> OpsetPlan:
+        return cls(opset, opset)
+
+    @property
+    def opsets(self) -> range:
+        return range(self.low, self.high + 1)
+
+    def opset_of(self, seed: int, genome: Genome | None = None) -> int:
+        """A mutant's parent's opset where the range has it; else the seed's draw."""
+        if genome is not None and genome.opset is not None and self.low <= genome.opset <= self.high:
+            return genome.opset
+        return draw_opset(seed, self.low, self.high)
+
+    def support(self, seed: int, opset: int) -> Support | None:
+        if self.both is None:
+            return None
+        head = self.head.get(opset) if self.head is not None else None
+        base = self.base.get(opset) if self.base is not None else None
+        return seed_support(seed, self.both.get(opset, {}), head, base)
+
+    def case_config(self, cfg: GenConfig, seed: int, genome: Genome | None = None) -> tuple[GenConfig, Support | None]:
+        """The generator config of one seed's case, at its opset, and the support it draws from."""
+        opset = self.opset_of(seed, genome)
+        at = cfg if cfg.opset == opset else cfg.model_copy(update={"opset": opset})  # pinned for this case
+        return at, self.support(seed, opset)
+
+    def any_opset(self) -> Support | None:
+        """What every side runs at some opset of the range: stored cases (bot.cases.corpus_feed)
+        are filtered by op and dtype alone, so one that needs what no opset runs is left out."""
+        if self.both is None:
+            return None
+        union: Support = {}
+        for support in self.both.values():
+            for op, dtypes in support.items():
+                union.setdefault(op, set()).update(dtypes)
+        return union

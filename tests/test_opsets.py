@@ -1,0 +1,100 @@
+"""Each case's opset (bot.cases.opsets): drawn from the seed alone over the campaign's range,
+half at its top, a mutant at its parent's; the range set by the config and the sides' probe."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from backends.reference import model_opset
+from bot.cases.opsets import OpsetPlan, campaign_range, draw_opset
+from bot.cases.source import CaseSource
+from bot.config import load_config
+from bot.sides.opset_probe import ceiling_for
+from generator.api import DEFAULT_OPSET, GenConfig, generate
+from generator.dtypes import DType
+from generator.emit import NEWEST_OPSET
+
+
+def test_half_the_seeds_draw_the_top_and_the_rest_spread_below_it() -> None:
+    drawn = Counter(draw_opset(seed, 17, 26) for seed in range(4000))
+    assert set(drawn) == set(range(17, 27))
+    assert 0.46 < drawn[26] / 4000 < 0.54
+    below = [drawn[o] for o in range(17, 26)]
+    assert max(below) < 1.5 * min(below), drawn
+
+
+def test_the_draw_is_the_seeds_alone() -> None:
+    first = [draw_opset(seed, 17, 21) for seed in range(200)]
+    again = [draw_opset(seed, 17, 21) for seed in range(200)]
+    assert first == again
+    assert {draw_opset(seed, 19, 19) for seed in range(50)} == {19}
+
+
+def test_a_mutant_grows_at_its_parents_opset_and_a_fresh_seed_at_its_draw() -> None:
+    plan = OpsetPlan(17, 26)
+    parent = generate(5, GenConfig(nodes=3, opset=19, values="none")).genome
+    assert parent is not None and parent.opset == 19
+    assert plan.opset_of(123, parent) == 19
+    assert plan.opset_of(123) == draw_opset(123, 17, 26)
+    assert OpsetPlan(20, 26).opset_of(123, parent) == draw_opset(123, 20, 26), "outside the range: drawn"
+
+
+def test_a_case_draws_from_the_support_of_its_own_opset() -> None:
+    both = {17: {"Relu": {DType.float32}}, 18: {"Mish": {DType.float32}}}
+    plan = OpsetPlan(17, 18, both)
+    seeds = {draw_opset(s, 17, 18): s for s in range(40)}
+    for opset, seed in seeds.items():
+        cfg, support = plan.case_config(GenConfig(nodes=2), seed)
+        assert cfg.opset == opset and support == both[opset]
+    assert plan.any_opset() == {"Relu": {DType.float32}, "Mish": {DType.float32}}
+    assert OpsetPlan(17, 18).case_config(GenConfig(), 3)[1] is None, "no probe: everything"
+
+
+def test_the_range_ends_at_the_lowest_side_and_a_pin_is_kept() -> None:
+    default = GenConfig()
+    assert default.opset is None and default.written_opset == DEFAULT_OPSET
+    assert campaign_range(default, [20, 26]) == (DEFAULT_OPSET, 20)
+    assert campaign_range(default, [26]) == (DEFAULT_OPSET, NEWEST_OPSET)
+    assert campaign_range(GenConfig(opset_max=22), [26, 26]) == (DEFAULT_OPSET, 22)
+    assert campaign_range(GenConfig(opset_min=19), [26]) == (19, NEWEST_OPSET)
+    assert campaign_range(GenConfig(opset_min=19), [16, 26]) == (16, 16), "a side that loads less lowers it"
+    pinned = GenConfig(opset=19)
+    assert pinned.written_opset == 19 and campaign_range(pinned, [17, 26]) == (19, 19)
+    assert campaign_range(default, [None, 26]) == (DEFAULT_OPSET, DEFAULT_OPSET), "a side that loaded nothing"
+    assert campaign_range(default, None) == (DEFAULT_OPSET, DEFAULT_OPSET), "no probe: opset_min"
+    assert campaign_range(GenConfig(opset_max=21), None) == (DEFAULT_OPSET, 21)
+
+
+def test_the_config_file_pins_or_bounds_the_opsets(tmp_path: Path) -> None:
+    path = tmp_path / "fuzzbot.yml"
+    path.write_text("generator:\n  opset: 18\n")
+    assert load_config(path, {}).generator.opset == 18
+    path.write_text("generator:\n  opset_min: 18\n  opset_max: 20\n")
+    gen = load_config(path, {}).generator
+    assert gen.opset is None and (gen.opset_min, gen.opset_max, gen.written_opset) == (18, 20, 18)
+    with pytest.raises(ValueError, match="opset_max 18 is below opset_min 20"):
+        GenConfig(opset_min=20, opset_max=18)
+
+
+def test_an_adapters_declared_highest_opset_bounds_the_question() -> None:
+    assert ceiling_for([7, 21]) == 21
+    assert ceiling_for([7, 99]) == NEWEST_OPSET
+    assert ceiling_for(None) == ceiling_for([]) == NEWEST_OPSET
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+def test_each_case_imports_its_seeds_opset_in_this_process_or_a_generation_process(processes: int) -> None:
+    source = CaseSource(GenConfig(nodes=3), first_seed=40)
+    source.opsets = OpsetPlan(17, NEWEST_OPSET)
+    source.processes = processes
+    opsets = {}
+    for _ in range(8):
+        case = source.next(lambda: True)
+        assert case is not None
+        opsets[case.seed] = model_opset(case.model)
+    source.close()
+    assert opsets == {seed: draw_opset(seed, 17, NEWEST_OPSET) for seed in opsets}
+    assert sum(source.coverage.opsets.values()) == source.coverage.models >= 8
