@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import backends
+from backends.faults import FaultSpec
 from backends.protocol import HEADER, PROTOCOL_VERSION, ProtocolError, decode_body, encode, header_length
 from backends.results import BackendInfo, RunResult, Stage, Status
 from backends.spec import BackendSpec, BackendSpecError, canonical_level
@@ -57,7 +58,7 @@ class WorkerClient:
         python: str = sys.executable,
         timeout_s: float = 10.0,
         options: dict[str, Any] | None = None,
-        fault: dict[str, Any] | None = None,
+        fault: FaultSpec | None = None,
         startup_timeout_s: float = 120.0,
         memory_mb: int | None = None,
         compile_timeout_s: float | None = None,

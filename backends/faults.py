@@ -12,7 +12,8 @@ import ctypes
 import os
 import time
 import zlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Required, TypedDict
 
 import numpy as np
 
@@ -22,7 +23,16 @@ SLOW_S = 0.05
 OOM_CHUNK = 64 << 20
 
 
-def check(fault: dict[str, Any] | None, memory_mb: int | None) -> None:
+class FaultSpec(TypedDict, total=False):
+    """A test fault as the bot hands it to a worker (the `fault` of its hello, as JSON):
+    one of KINDS, on every `every`-th model by hash (default 1). The worker reads it into a
+    plain dict of its own, where `flaky`, `corrupt` and `poison` keep their state."""
+
+    kind: Required[str]
+    every: int
+
+
+def check(fault: Mapping[str, Any] | None, memory_mb: int | None) -> None:
     """Refuse a fault that would hurt the machine rather than the worker."""
     if fault and fault.get("kind") not in KINDS:
         raise ValueError(f"unknown test fault {fault.get('kind')!r}; valid: {', '.join(KINDS)}")
@@ -30,7 +40,7 @@ def check(fault: dict[str, Any] | None, memory_mb: int | None) -> None:
         raise ValueError("the oom test fault needs a worker memory limit")
 
 
-def triggered(fault: dict[str, Any] | None, model: bytes) -> bool:
+def triggered(fault: Mapping[str, Any] | None, model: bytes) -> bool:
     if not fault:
         return False
     every = max(1, int(fault.get("every", 1)))

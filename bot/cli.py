@@ -36,8 +36,9 @@ from bot.cases.shard import Shard
 from bot.cases.user_cases import load_user_case
 from bot.commands.bisect import bisect_command
 from bot.commands.check import check_command
+from bot.commands.config_schema import config_schema_command
 from bot.commands.known import known_bugs_command
-from bot.commands.merge import config_schema_command, merge_command
+from bot.commands.merge import merge_command
 from bot.commands.reduce import reduce_command
 from bot.commands.report import report_command
 from bot.config import FuzzConfig, load_config, parse_duration, parse_test_fault

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from backends.faults import FaultSpec
 from backends.spec import BackendSpecError, parse_backend
 from bot.errors import UserError
 from bot.sides.config import CompilerConfig
@@ -50,6 +51,10 @@ class TestFault(BaseModel):
 
     kind: Literal["segv", "abort", "hang", "perturb", "slow", "flaky", "corrupt"]
     every: int = Field(1, ge=1)
+
+    def spec(self) -> FaultSpec:
+        """What a worker is told (backends.faults): the same two keys, as JSON."""
+        return FaultSpec(kind=self.kind, every=self.every)
 
 
 class ReduceSettings(BaseModel):
@@ -110,13 +115,13 @@ class KnownBugsSettings(BaseModel):
     )
 
 
-def parse_test_fault(text: str | None) -> dict[str, Any] | None:
+def parse_test_fault(text: str | None) -> TestFault | None:
     """`KIND[:EVERY]` from the hidden `--test-fault` flags; a ConfigError says what is valid."""
     if not text:
         return None
     kind, _, every = text.partition(":")
     try:
-        return TestFault(kind=kind, every=int(every or 1)).model_dump()
+        return TestFault(kind=kind, every=int(every or 1))
     except (ValueError, ValidationError) as e:
         kinds = ", ".join(get_args(TestFault.model_fields["kind"].annotation))
         raise ConfigError(f"--test-fault {text!r}: expected KIND[:EVERY] with KIND in {kinds}") from e

@@ -33,7 +33,7 @@ from oracles.references import Source, distance, float64_reference, onnx_referen
 from oracles.signature import op_signature
 from oracles.tolerances import Tolerance, ToleranceConfig, tolerance_for
 from oracles.undefined import undefined_inputs
-from oracles.verdict import Judgement, Verdict, judge
+from oracles.verdict import Judgement, Symptom, Verdict, judge
 
 UNSTABLE_RATIO = 16.0
 """How much farther from the float64 re-run than the torch reference a backend must be, on
@@ -197,7 +197,7 @@ class CaseEvidence:
         a hang is still one (and is marked, for the verdict across sides)."""
         if not self.undefined:
             return j
-        if j.symptom == "exception":
+        if j.symptom == Symptom.exception:
             note = f"raised on an undefined input ({self.undefined[0]}): {j.message}"
             return Judgement(verdict=Verdict.pass_, stage=j.stage, undefined=self.undefined[0], message=note)
         return j.model_copy(update={"undefined": self.undefined[0]})

@@ -21,9 +21,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from backends.results import RunResult, Status
+from oracles.sides import SideName
 from oracles.verdict import Verdict
 
-SIDES = ("base", "head")
+SIDES: tuple[str, ...] = tuple(SideName)
 SLOWER = 3.0
 """Compile-time ratio, either way, that counts as a divergence..."""
 SLOW_FLOOR_S = 0.05

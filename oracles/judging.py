@@ -25,7 +25,7 @@ from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
 from oracles.references import Source
 from oracles.rules import RuleSet, load_rules
-from oracles.sides import SideRuns
+from oracles.sides import SideName, SideRuns
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict
 
@@ -65,13 +65,13 @@ class Judging:
 
     @staticmethod
     def judge(
-        ev: CaseEvidence, result: RunResult, against: Mapping[str, np.ndarray] | None = None, side: str = "head"
+        ev: CaseEvidence, result: RunResult, against: Mapping[str, np.ndarray] | None = None, side: str = SideName.head
     ) -> Judgement:
         """One run's judgement; `against`: base's outputs, head's reference when no reference
         computes the case (then base itself is not judged)."""
         if against is None:
             return ev.judge(result)
-        if side == "base":
+        if side == SideName.base:
             return Judgement(verdict=Verdict.pass_, judged_by=Source.base.value, message="the reference for head")
         return ev.judge(result, against=against)
 
@@ -85,10 +85,10 @@ class Judging:
         hit = self.rules.match(ev.view(backend, j, result.outputs))
         if hit is not None:
             side_runs.rule, side_runs.rule_detail = hit.rule_id, hit.explanation
-        elif j.verdict is Verdict.wrong_result and j.judged_by == Source.torch.value and self.cfg.second_reference:
+        elif j.verdict is Verdict.wrong_result and j.judged_by == Source.torch and self.cfg.second_reference:
             self._confirm(ev, side_runs, result)
 
-    def run(self, ev: CaseEvidence, result: RunResult, side: str = "head") -> SideRuns:
+    def run(self, ev: CaseEvidence, result: RunResult, side: str = SideName.head.value) -> SideRuns:
         """One run, judged and explained: what a reduction candidate gets."""
         runs = SideRuns(side=side, runs=[self.judge(ev, result)])
         self.explain(ev, runs, result)

@@ -29,9 +29,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
+from oracles.references import Source
 from oracles.verdict import Judgement, Verdict
 
 
@@ -69,6 +71,29 @@ class CrossVerdict(StrEnum):
     def fails_a_change(self) -> bool:
         """What a PR check fails on: what head broke, or brought in broken."""
         return self in (CrossVerdict.new_regression, CrossVerdict.new_in_head)
+
+
+class SideName(StrEnum):
+    """The two builds of a two-build campaign (a one-build campaign has head alone)."""
+
+    base = "base"
+    head = "head"
+
+
+def _typed_key(value: object) -> object:
+    """A stored key as a CrossVerdict where it names one; `filtered:<rule>` and "" stay text."""
+    if not isinstance(value, str) or isinstance(value, CrossVerdict):
+        return value
+    try:
+        return CrossVerdict(value)
+    except ValueError:
+        return value
+
+
+CrossKey = Annotated[CrossVerdict | str, BeforeValidator(_typed_key)]
+"""A case's count key across sides (CrossJudgement.key) as finding.json stores it, typed: a
+CrossVerdict, or `filtered:<rule>` for a known false positive, or "" (older outputs).
+The label of a reported finding (FindingRef.across) is the narrower `CrossVerdict | None`."""
 
 
 LABEL_PRECEDENCE: tuple[str, ...] = (
@@ -253,7 +278,7 @@ def _combine_settled(head: SideRuns, base: SideRuns | None) -> CrossJudgement:
             verdict = CrossVerdict.gained_support
         return CrossJudgement(verdict=verdict, rule=rule, base=base, head=head)
     undefined = _undefined_note(sides)
-    judged = "judged against base only: no reference computes this case" if head.first.judged_by == "base" else ""
+    judged = "judged against base only: no reference computes this case" if head.first.judged_by == Source.base else ""
     if base is None or base.bad == head.bad:
         if undefined:
             return CrossJudgement(verdict=CrossVerdict.crash_on_undefined_input, base=base, head=head, note=undefined)

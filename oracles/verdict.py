@@ -29,6 +29,18 @@ class Verdict(StrEnum):
         return self not in (Verdict.pass_, Verdict.unsupported)
 
 
+class Symptom(StrEnum):
+    """The symptoms of a failed run that are one word (`Judgement.symptom`); a dead worker
+    says `signal N` when a signal killed it, and a wrong result names its kinds of mismatch."""
+
+    exception = "exception"
+    """The backend raised (Status.error): an orderly error with a message."""
+    exit = "exit"
+    """The worker died without a signal."""
+    hang = "hang"
+    unsupported = "unsupported"
+
+
 class Judgement(BaseModel):
     verdict: Verdict
     stage: str | None = None
@@ -63,13 +75,15 @@ def judge(
     backend = result.backend.name if result.backend else "unknown"
     stage = result.stage.value if result.stage else None
     if result.status is Status.unsupported:
-        return Judgement(verdict=Verdict.unsupported, stage=stage, symptom="unsupported", message=result.message)
+        return Judgement(
+            verdict=Verdict.unsupported, stage=stage, symptom=Symptom.unsupported.value, message=result.message
+        )
     if result.status in (Status.error, Status.crash, Status.timeout):
         verdict = Verdict.timeout if result.status is Status.timeout else Verdict.crash
         symptom = {
-            Status.error: "exception",
-            Status.crash: f"signal {result.signal}" if result.signal else "exit",
-            Status.timeout: "hang",
+            Status.error: Symptom.exception.value,
+            Status.crash: f"signal {result.signal}" if result.signal else Symptom.exit.value,
+            Status.timeout: Symptom.hang.value,
         }[result.status]
         signature = normalize(result.message) if result.status is Status.error else symptom
         return Judgement(

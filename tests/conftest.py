@@ -39,9 +39,7 @@ def probe_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("probe-cache"))
 
 
-@pytest.fixture(scope="session")
-def ort_support(probe_cache: str) -> Support:
-    """The real onnxruntime's op x dtype support matrix, probed once per run."""
+def _ort_support(probe_cache: str, opset: int) -> Support:
     from pathlib import Path
 
     from backends.client import WorkerClient
@@ -50,5 +48,21 @@ def ort_support(probe_cache: str) -> Support:
 
     with WorkerClient(parse_backend("onnxruntime:all")) as client:
         assert client.info is not None
-        matrix = probe_support(client, client.info, 17, Path(probe_cache), lambda f: None)
+        matrix = probe_support(client, client.info, opset, Path(probe_cache), lambda f: None)
     return matrix.support()
+
+
+@pytest.fixture(scope="session")
+def ort_support(probe_cache: str) -> Support:
+    """The real onnxruntime's op x dtype support matrix at opset 17, probed once per run."""
+    return _ort_support(probe_cache, 17)
+
+
+NEWER_OPSET = 22
+"""Where the ops added after opset 17 (the bitwise ops, CenterCropPad, Gelu, GroupNormalization, Mish) all exist."""
+
+
+@pytest.fixture(scope="session")
+def ort_support_newer(probe_cache: str) -> Support:
+    """The same matrix at NEWER_OPSET."""
+    return _ort_support(probe_cache, NEWER_OPSET)

@@ -20,7 +20,7 @@ from generator.grow import Grower
 from generator.ops import registry
 from generator.ops.base import MAX_WORK, OpSpec
 from generator.ops.conv import Conv, ConvTranspose
-from generator.ops.nn import _torch_pads, widen
+from generator.ops.nn import torch_pads, widen
 from generator.ops.pool import MaxPool
 from generator.ops.windows import _pool_padding, window_params, window_sum
 
@@ -30,7 +30,7 @@ _MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 def _old_max_pool(attrs: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
     kernel, strides, dil, _ = window_params(attrs, x)
     pads = _pool_padding(attrs, x, kernel, strides, dil)
-    xp = F.pad(widen(x) if x.dtype.is_floating_point else x.float(), _torch_pads(pads), value=float("-inf"))
+    xp = F.pad(widen(x) if x.dtype.is_floating_point else x.float(), torch_pads(pads), value=float("-inf"))
     return _MAX_POOL[x.dim() - 2](xp, kernel, stride=strides, dilation=dil).to(x.dtype)
 
 
@@ -40,12 +40,12 @@ def _old_average_pool(attrs: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
     full = _pool_padding(attrs, x, kernel, strides, dil)
     overhang = [0] * n + [full[i + n] - pads[i + n] for i in range(n)]
     xw = widen(x)
-    total = window_sum(F.pad(xw, _torch_pads(full)), kernel, strides, dil)
+    total = window_sum(F.pad(xw, torch_pads(full)), kernel, strides, dil)
     ones = torch.ones([1, 1, *x.shape[2:]], dtype=xw.dtype)
     if attrs.get("count_include_pad", 0):
-        cells = F.pad(F.pad(ones, _torch_pads(pads), value=1.0), _torch_pads(overhang))
+        cells = F.pad(F.pad(ones, torch_pads(pads), value=1.0), torch_pads(overhang))
     else:
-        cells = F.pad(ones, _torch_pads(full))
+        cells = F.pad(ones, torch_pads(full))
     return (total / window_sum(cells, kernel, strides, dil)).to(x.dtype)
 
 
@@ -53,7 +53,7 @@ def _old_lp_pool(attrs: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
     p = int(attrs.get("p", 2))
     kernel, strides, dil, _ = window_params(attrs, x)
     pads = _pool_padding(attrs, x, kernel, strides, dil)
-    powered = F.pad(widen(x).abs() ** p, _torch_pads(pads))
+    powered = F.pad(widen(x).abs() ** p, torch_pads(pads))
     return (window_sum(powered, kernel, strides, dil) ** (1.0 / p)).to(x.dtype)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.client import WorkerClient
+from backends.faults import FaultSpec
 from backends.spec import parse_backend
 from bot.sides.probe import ProbeFailure, SupportMatrix, cache_path, probe_support
 from generator.api import GenConfig, generate
@@ -75,7 +76,7 @@ def test_an_unexpected_probe_failure_is_reported_and_never_cached(tmp_path: Path
     """A worker that segfaults on some models: those probes are crashes, shown to the
     caller, kept in generation, and absent from the cache file."""
     failures: list[ProbeFailure] = []
-    fault = {"kind": "segv", "every": 3}
+    fault: FaultSpec = {"kind": "segv", "every": 3}
     ops = ["Add", "Sub", "Relu", "Abs", "Transpose"]
     with WorkerClient(parse_backend("onnxruntime:all"), fault=fault) as client:
         assert client.info is not None

@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 from backends.client import WorkerClient
+from backends.faults import FaultSpec
 from backends.reference import ReferenceError, run_reference
 from backends.spec import parse_backend
 from bench.reduce import plant
@@ -190,7 +191,7 @@ def test_real_wrong_result_reduces_to_a_failing_repro(cli: Cli, tmp_path: Path) 
 def test_injected_segfault_reduces_to_one_node(cli: Cli, tmp_path: Path) -> None:
     case = generate(3, GenConfig(nodes=4))
     spec = parse_backend("onnxruntime:all")
-    fault = {"kind": "segv", "every": 1}
+    fault: FaultSpec = {"kind": "segv", "every": 1}
     with WorkerClient(spec, fault=fault) as client:
         result = client.run(case.model.SerializeToString(), case.inputs)
     reference = run_reference(case.model, case.inputs)

@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from backends.client import WorkerClient
+from backends.faults import FaultSpec
 from backends.reference import run_reference
 from backends.spec import parse_backend
 from bot.campaign.perf import compare_perf
@@ -67,7 +68,7 @@ def triage() -> Triage:
 
 
 def _side(name: str, fault: str | None = None, spec: str = "onnxruntime:all", python: str = sys.executable) -> Side:
-    f = {"kind": fault, "every": 1} if fault else None
+    f: FaultSpec | None = {"kind": fault, "every": 1} if fault else None
     return Side(name, WorkerClient(parse_backend(spec), python, 30, fault=f))
 
 
@@ -160,7 +161,7 @@ def test_a_failure_only_a_used_worker_shows_is_run_in_a_fresh_one_and_not_report
     `poison` fault is that: the case it triggers on runs right and breaks the process."""
     victim = _tanh_case(0.5)
     poisoner, every = _poisoner_and_every(victim.model_bytes)
-    fault = {"kind": "poison", "every": every}
+    fault: FaultSpec = {"kind": "poison", "every": every}
     base = Side("base", WorkerClient(ORT, sys.executable, 30))
     head = Side("head", WorkerClient(ORT, sys.executable, 30, fault=fault))
     try:

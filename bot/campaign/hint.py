@@ -35,6 +35,7 @@ from pathlib import Path
 from bot.campaign.side_setup import SideSetup
 from bot.findings.summary import HintSummary, SideRecord
 from generator.focus import Layer
+from oracles.sides import SideName
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -255,8 +256,8 @@ def change_hint(
     """The hint of a two-build campaign: `git diff` when both sides are commits fuzzbot
     built, else the diff of the system's installed Python sources; an empty layer (and a
     note saying why) when neither is there to read."""
-    base, head = records.get("base"), records.get("head")
-    own = next((s.roots.own for s in setups if s.name == "head" and s.roots is not None), None)
+    base, head = records.get(SideName.base), records.get(SideName.head)
+    own = next((s.roots.own for s in setups if s.name == SideName.head and s.roots is not None), None)
     try:
         if base is not None and head is not None and base.commit and head.commit and own is not None:
             checkout = own / f"checkout-{head.commit[:12]}"

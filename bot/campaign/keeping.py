@@ -20,6 +20,7 @@ from bot.findings.summary import FindingRef, Summary, in_output, seen_union
 from bot.reduce.finding import input_form
 from generator.api import OLDEST_GENERATED, GenConfig
 from generator.emit import NEWEST_OPSET
+from oracles.references import Source
 from oracles.sides import CrossJudgement, CrossVerdict
 
 
@@ -118,7 +119,7 @@ class FindingKeeper:
         title = f"{cross.key} in {spec}: {finding.signature}"
         bounds = self.cfg.tolerances.for_outputs(case.model, finding.backend.name)
         expected = case.reference
-        if expected is None and finding.judged_by == "base":
+        if expected is None and finding.judged_by == Source.base:
             expected = dict(results[0].outputs)
         repro = render_repro(case.model, case.inputs, expected or {}, spec, title, bounds, finding)
         write_bundle(dest, case.model, case.inputs, expected, finding, repro)

@@ -53,7 +53,7 @@ from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry
 from oracles.case import CaseEvidence
 from oracles.rules import load_rules
-from oracles.sides import CrossJudgement, CrossVerdict
+from oracles.sides import CrossJudgement, CrossVerdict, SideName
 
 __all__ = ["Campaign", "Lane"]
 
@@ -115,7 +115,7 @@ class Campaign:
         self._stop = threading.Event()
 
     def _lane(self) -> Lane:
-        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault else None
+        fault = self.cfg.test_fault.spec() if self.cfg.test_fault else None
         cfg = self.cfg
         return [
             Side(
@@ -124,7 +124,7 @@ class Campaign:
                     s.spec,
                     s.python,
                     cfg.timeout,
-                    fault=fault if s.name == "head" else None,
+                    fault=fault if s.name == SideName.head else None,
                     compile_timeout_s=cfg.compile_timeout,
                 ),
             )
@@ -456,7 +456,7 @@ class Campaign:
 
     def _side_run(self, index: int) -> SideRun:
         setup = self.setups[index]
-        fault = self.cfg.test_fault.model_dump() if self.cfg.test_fault and setup.name == "head" else None
+        fault = self.cfg.test_fault.spec() if self.cfg.test_fault and setup.name == SideName.head else None
         return SideRun(str(setup.spec), setup.python, self.cfg.timeout, fault)
 
     def check_perf(self, case: Prepared, lane: Lane) -> None:

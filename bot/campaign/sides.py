@@ -21,6 +21,7 @@ from bot.findings.summary import SideRecord, Summary, write_summary
 from bot.sides.config import CompilerConfig, SideSpec
 from bot.sides.isolation import BuildRoots, IsolationError
 from bot.sides.workspace import Workspace, WorkspaceError
+from oracles.sides import SideName
 
 
 class CannotCompare(UserError):
@@ -57,7 +58,7 @@ def prepare_sides(
     workspace = Workspace(with_worker_requirements(cfg.compiler, spec), Path(cfg.cache_dir) / "sides")
     setups: list[SideSetup] = []
     records: dict[str, SideRecord] = {}
-    for which in ("base", "head"):
+    for which in (SideName.base.value, SideName.head.value):
         try:
             side = workspace.prepare_side(which)
         except WorkspaceError as e:  # its message names the side, the command and the log

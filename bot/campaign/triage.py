@@ -36,7 +36,7 @@ from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement
 
 
-class Case(Protocol):
+class JudgeableCase(Protocol):
     """What triage needs of a test case (the campaign's `Prepared` is one)."""
 
     model: onnx.ModelProto
@@ -97,10 +97,10 @@ class Triage:
         """Warnings onnx.reference raised while confirming wrong results (summary.json)."""
         return self.judging.reference_warnings
 
-    def evidence(self, case: Case) -> CaseEvidence:
+    def evidence(self, case: JudgeableCase) -> CaseEvidence:
         return self.judging.evidence(case.model, case.inputs, case.reference, case.source, case.gap)
 
-    def prepare(self, case: Case, sides: Sequence[Side]) -> CaseEvidence:
+    def prepare(self, case: JudgeableCase, sides: Sequence[Side]) -> CaseEvidence:
         """The case's evidence with what judging needs before any result (each side's bounds,
         from the model's provenance) worked out: called while the workers compute, so the
         time is off the lane's critical path."""
@@ -111,7 +111,7 @@ class Triage:
         return ev
 
     def triage(
-        self, case: Case, sides: Sequence[Side], first: Sequence[RunResult], ev: CaseEvidence | None = None
+        self, case: JudgeableCase, sides: Sequence[Side], first: Sequence[RunResult], ev: CaseEvidence | None = None
     ) -> CrossJudgement:
         """`sides` and `first` are in the order (base, head), or just (head,); `ev`: the
         case's evidence when `prepare` made it already."""
@@ -197,4 +197,4 @@ class Triage:
         return combine(runs[1], runs[0])
 
 
-__all__ = ["Case", "CrossJudgement", "CrossVerdict", "Side", "Triage"]
+__all__ = ["CrossJudgement", "CrossVerdict", "JudgeableCase", "Side", "Triage"]

@@ -30,14 +30,14 @@ from bot.cases.user_cases import UserCase, find_targets, load_user_case, user_ca
 from bot.errors import UserError
 from bot.findings.out_folder import claim_out
 from bot.findings.outcome import EXIT_ERROR, EXIT_OK, findings_exit
-from oracles.sides import CrossJudgement
+from oracles.sides import CrossJudgement, SideName
 
 UNREADABLE = (UserError, ReferenceError)
 """What keeps one target from being judged: a bad file or inputs, said in its line."""
 
 
 def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, Any]:
-    runs = cross.head if name == "head" else cross.base
+    runs = cross.head if name == SideName.head else cross.base
     first = runs.first if runs is not None else None
     info = result.backend
     build = f"{info.name} {info.version}" + (f" @ {info.commit[:12]}" if info.commit else "") if info else ""

@@ -1,28 +1,20 @@
-"""`fuzzbot merge` and `fuzzbot config-schema`: the command-line faces of bot/merge/outputs.py
-and of the config model, registered by bot/cli.py.
+"""`fuzzbot merge`: the command-line face of bot/merge/outputs.py, registered by bot/cli.py.
 
 Kept apart from cli.py so that merge's wording lives with merge; every mistake a user
-can make is a `MergeError` (or `SchemaError`), which cli.py prints as one `error:` line.
+can make is a `MergeError`, which cli.py prints as one `error:` line.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from bot.cases.regression_corpus import RegressionCorpus
-from bot.config import FuzzConfig
-from bot.errors import UserError
 from bot.findings.outcome import findings_exit
 from bot.findings.summary_md import SUMMARY_MD
 from bot.merge.outputs import MergeError, merge_outputs
-
-
-class SchemaError(UserError):
-    """`fuzzbot config-schema --out FILE` could not write FILE; one line."""
 
 
 def merge_command(
@@ -54,18 +46,4 @@ def merge_command(
     raise typer.Exit(findings_exit(summary))  # exactly as `fuzzbot fuzz` exits on the same findings
 
 
-def config_schema_command(
-    out: Annotated[Path | None, typer.Option(help="write the schema to FILE instead of stdout")] = None,
-) -> None:
-    """Print the JSON schema of fuzzbot.yml, for editors and CI validation."""
-    text = json.dumps(FuzzConfig.model_json_schema(), indent=2) + "\n"
-    if out is None:
-        typer.echo(text, nl=False)
-        return
-    try:
-        out.write_text(text)
-    except OSError as e:
-        raise SchemaError(f"--out {out}: cannot write: {e.strerror or e}") from e
-
-
-__all__ = ["MergeError", "SchemaError", "config_schema_command", "merge_command"]
+__all__ = ["MergeError", "merge_command"]

@@ -118,7 +118,7 @@ def reduce_command(
         backend=backend,
         python=python or sys.executable,
         timeout_s=parse_duration(timeout, "--timeout"),
-        fault=parse_test_fault(test_fault),
+        fault=fault.spec() if (fault := parse_test_fault(test_fault)) else None,
     )
     with reduce_progress(console, budget_s) as on_progress:
         done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))

@@ -24,7 +24,7 @@ from backends.results import BackendInfo
 from bot import __version__
 from bot.errors import UserError
 from generator.api import GenConfig
-from oracles.sides import Localization
+from oracles.sides import CrossKey, Localization
 from oracles.verdict import Judgement, Verdict
 
 
@@ -66,7 +66,7 @@ class Finding(Judgement):
     seed: int | None = None
     generator: GenConfig | None = None
     stderr_tail: str = ""
-    across: str = ""
+    across: CrossKey = ""
     """The verdict across sides (persistent, new_regression, ...; flaky or filtered:<rule> when set aside)."""
     runs: list[Verdict] = Field(default_factory=list)
     """The verdict of each of the k runs on the culprit's side."""

@@ -17,7 +17,7 @@ from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
 from generator.coverage import CoverageStats
 from oracles.perf import PerfJudgement
-from oracles.sides import CrossVerdict, as_label, finding_label
+from oracles.sides import CrossVerdict, SideName, as_label, finding_label
 from oracles.verdict import Verdict
 
 REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
@@ -349,7 +349,7 @@ class Summary(BaseModel):
         """`name version (level) @ `commit`` of the head or base build, for people: the commit
         the side was built from when fuzzbot built it from a ref (the one a reviewer knows),
         else the one the build reports; "?" when the side never started."""
-        info = self.backend if side == "head" else self.base
+        info = self.backend if side == SideName.head else self.base
         if info is None:
             return "?"
         record = self.sides.get(side)

@@ -36,12 +36,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import onnx
 
 from backends.client import WorkerClient
+from backends.faults import FaultSpec
 from backends.reference import ReferenceError, run_reference
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
@@ -49,7 +50,7 @@ from bot.findings.repro import render_repro
 from oracles.judging import Judging
 from oracles.references import Validity, read_reference
 from oracles.signature import normalize
-from oracles.verdict import Judgement, Verdict
+from oracles.verdict import Judgement, Symptom, Verdict
 from reducers.case import Case, onnx_reference_values, with_all_outputs
 from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
 from reducers.tester import ReduceConfig
@@ -202,7 +203,7 @@ class SameBug:
             return False
         if j.symptom != self.original.symptom:
             return False
-        return j.symptom != "exception" or similar_messages(j.message, self.original.message)
+        return j.symptom != Symptom.exception or similar_messages(j.message, self.original.message)
 
 
 def _spec(bundle: Bundle, backend: str | None) -> BackendSpec:
@@ -225,7 +226,7 @@ def reduce_bundle(
     backend: str | None = None,
     python: str = sys.executable,
     timeout_s: float = 10.0,
-    fault: dict[str, Any] | None = None,
+    fault: FaultSpec | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     also: Sequence[ShowsBug] = (),
     pool: ClientPool | None = None,

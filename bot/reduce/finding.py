@@ -20,6 +20,7 @@ from pathlib import Path
 import onnx
 
 from backends.client import WorkerClient
+from backends.faults import FaultSpec
 from backends.spec import parse_backend
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
@@ -39,7 +40,7 @@ from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, label_rank
 from oracles.signature import crash_site, fingerprint
-from oracles.verdict import Verdict
+from oracles.verdict import Symptom, Verdict
 from reducers.case import Case
 
 
@@ -50,7 +51,7 @@ class SideRun:
     spec: str
     python: str
     timeout_s: float
-    fault: dict[str, object] | None = None
+    fault: FaultSpec | None = None
 
 
 class SidePools:
@@ -68,7 +69,7 @@ class SidePools:
         """`side`'s workers, at `level` when given (else the side's own)."""
         if (side, level) not in self._pools:
             run = self.runs[side]
-            spec, fault = parse_backend(run.spec), dict(run.fault) if run.fault else None
+            spec, fault = parse_backend(run.spec), FaultSpec(**run.fault) if run.fault else None
             if level is not None:
                 spec = replace(spec, level=level)
             self._pools[side, level] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
@@ -195,7 +196,7 @@ def rename_finding(
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
     if finding.verdict is Verdict.wrong_result and finding.kernel:
         fp = kernel_fingerprint(finding, ref.across or "")
-    elif finding.verdict is Verdict.crash and finding.symptom == "exception":
+    elif finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
         fp = crash_site_fingerprint(finding, ref.across or "")
     ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)

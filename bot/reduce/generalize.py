@@ -22,7 +22,7 @@ import onnx
 from bot.findings.bundle import DtypeEvidence
 from bot.reduce.candidates import CandidateJudge, SameBug
 from oracles.signature import canonical_ops, fingerprint
-from oracles.verdict import Judgement, Verdict, wrong_result_name
+from oracles.verdict import Judgement, Symptom, Verdict, wrong_result_name
 from reducers.case import Case
 from reducers.retype import GENERALIZE_DTYPES, VALUE_VARIANTS, dtype_name, main_dtype, retype
 
@@ -97,7 +97,7 @@ def generalized_name(model: onnx.ModelProto, j: Judgement, backend: str, ev: Dty
     message (a signal, a hang), is named by the trigger's canonical structure; a crash with
     a message by its normalized message. Where the failure does not need the type, the
     type becomes `T`; where it does, the types that fail are part of the name."""
-    named_by_model = j.verdict is Verdict.wrong_result or j.symptom != "exception"
+    named_by_model = j.verdict is Verdict.wrong_result or j.symptom != Symptom.exception
     text = f"{j.symptom} in {canonical_ops(model)}" if named_by_model else j.signature
     if ev is not None:
         text = _erase_dtype(text, ev.dtype)

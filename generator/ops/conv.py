@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from generator.dtypes import FLOATS_32_FIRST, DType
 from generator.ops.base import Attrs, Emitter, OpSpec, register
-from generator.ops.nn import _CONV, _CONV_T, QUANT, _torch_pads, quant_zero_point, widen
+from generator.ops.nn import CONV, CONV_T, QUANT, quant_zero_point, torch_pads, widen
 from generator.ops.windows import WindowOp, window_params
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv, numel
 
@@ -84,8 +84,8 @@ class Conv(GroupedConv):
         x, w = inputs[0], inputs[1]
         bias = widen(inputs[2]) if len(inputs) > 2 and inputs[2] is not None else None
         _, strides, dil, pads = window_params(attrs, x, list(w.shape[2:]))
-        xp = F.pad(widen(x), _torch_pads(pads))
-        y = _CONV[x.dim() - 2](xp, widen(w), bias, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
+        xp = F.pad(widen(x), torch_pads(pads))
+        y = CONV[x.dim() - 2](xp, widen(w), bias, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
         return [y.to(x.dtype)]
 
 
@@ -130,12 +130,12 @@ class ConvInteger(GroupedConv):
         if w_zp is not None:
             wd = wd - w_zp.double().reshape(-1, *[1] * (w.dim() - 1))
         _, strides, dil, pads = window_params(attrs, x, list(w.shape[2:]))
-        xp = F.pad(xd, _torch_pads(pads))
+        xp = F.pad(xd, torch_pads(pads))
         # float64 convolutions are slow on CPU (1 ms for a small 3-D one); float32 is exact
         # too whenever every partial sum stays below 2^24.
         if xd.numel() and wd.numel() and float(xd.abs().max() * wd.abs().max()) * wd[0].numel() < 2.0**24:
             xp, wd = xp.float(), wd.float()
-        y = _CONV[x.dim() - 2](xp, wd, None, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
+        y = CONV[x.dim() - 2](xp, wd, None, stride=strides, dilation=dil, groups=int(attrs.get("group", 1)))
         return [torch.round(y).to(torch.int32)]
 
 
@@ -228,7 +228,7 @@ class ConvTranspose(OpSpec):
             for d, s, p, k, r in zip(spatial, strides, out_pad, w.shape[2:], dil, strict=True)
         ]
         pads = _transpose_pads(attrs, spatial, full, strides)
-        conv, group = _CONV_T[n], int(attrs.get("group", 1))
+        conv, group = CONV_T[n], int(attrs.get("group", 1))
         if min(pads, default=0) >= 0 and all(o < max(s, r) for o, s, r in zip(out_pad, strides, dil, strict=True)):
             y = conv(widen(x), widen(w), None, stride=strides, output_padding=out_pad, groups=group, dilation=dil)
             # ONNX pads crop the full result, possibly asymmetrically; torch's padding is symmetric.
@@ -240,7 +240,7 @@ class ConvTranspose(OpSpec):
             # full result) extends it with zeros.
             y = conv(widen(x), widen(w), None, stride=strides, groups=group, dilation=dil)
             ends = [o - p for o, p in zip(out_pad, pads[n:], strict=True)]
-            y = F.pad(y, _torch_pads([-p for p in pads[:n]] + ends))
+            y = F.pad(y, torch_pads([-p for p in pads[:n]] + ends))
         if len(inputs) > 2 and inputs[2] is not None:
             y = y + widen(inputs[2]).reshape(-1, *[1] * n)
         return [y.to(x.dtype)]

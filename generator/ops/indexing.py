@@ -17,15 +17,11 @@ import torch
 
 from generator.dtypes import DType
 from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, register
-from generator.ops.shape import ANY, INDEX_TYPES
+from generator.ops.shape import ANY, INDEX_TYPES, spell_axis_by_chance
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
 """ONNX scatter reductions and their torch.scatter_reduce names."""
-
-
-def _spell_axis(axis: int, rank: int, rng: random.Random) -> int:
-    return axis - rank if rng.random() < 0.3 else axis
 
 
 def _nonneg(idx: torch.Tensor, dims: torch.Tensor | int) -> torch.Tensor:
@@ -77,7 +73,7 @@ class Gather(OpSpec):
         else:
             self.q = self.rng.randint(1 if rank == 1 else 0, min(3, self.max_rank - rank + 1))
         self.axis = self.rng.randrange(rank)
-        self.written_axis = _spell_axis(self.axis, rank, self.rng)
+        self.written_axis = spell_axis_by_chance(self.axis, rank, self.rng)
         self.index_type = self.rng.choice(INDEX_TYPES)
         self.write_axis = self.written_axis != 0 or self.rng.random() < 0.5
         self.idx_shape: list[Dim] = []
@@ -124,7 +120,7 @@ class GatherElements(OpSpec):
         super().__init__(sc, ins, out)
         rank = ins[0].rank
         self.axis = self.rng.randrange(rank)
-        self.written_axis = _spell_axis(self.axis, rank, self.rng)
+        self.written_axis = spell_axis_by_chance(self.axis, rank, self.rng)
         self.index_type = self.rng.choice(INDEX_TYPES)
         self.narrower = self.rng.random() < 0.3
         self.idx_shape: list[Dim] = []
@@ -231,7 +227,7 @@ class ScatterElements(OpSpec):
         super().__init__(sc, ins, out)
         rank = ins[0].rank
         self.axis = self.rng.randrange(rank)
-        self.written_axis = _spell_axis(self.axis, rank, self.rng)
+        self.written_axis = spell_axis_by_chance(self.axis, rank, self.rng)
         self.reduction = self.rng.choice(_reductions(sc, ins[0].dtype))
         self.write_none = self.rng.random() < 0.5
         self.index_type = self.rng.choice(INDEX_TYPES)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, Reference, register
-from generator.ops.shape import ANY, INDEX_TYPES, _given, _huge, _ints, _spell_axis
+from generator.ops.shape import ANY, INDEX_TYPES, index_max, int_list, optional_input, spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv
 
 
@@ -52,7 +52,7 @@ class Concat(OpSpec):
         return [AbsTensor(ins[0].dtype, shape)]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Concat", ins, outs, axis=_spell_axis(self.axis, self.ins[0].rank, self.negative_axis))
+        em.node("Concat", ins, outs, axis=spell_axis(self.axis, self.ins[0].rank, self.negative_axis))
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -107,7 +107,7 @@ class Slice(OpSpec):
         return [AbsTensor(ins[0].dtype, shape)]
 
     def _bounds(self, i: int, lo: int, hi: int, dim: int) -> tuple[int, int]:
-        huge = _huge(self.index_type)
+        huge = index_max(self.index_type)
         over = self.overshoot[i]
         past_end = huge if over == 0 else dim + over
         before_start = -huge if over == 0 else -dim - over
@@ -141,7 +141,7 @@ class Slice(OpSpec):
             s, e = self._bounds(i, em.ival(self.lo[i]), em.ival(self.hi[i]), em.ival(self.inputs[0].shape[ax]))
             starts.append(s)
             ends.append(e)
-        axes = [_spell_axis(a, rank, neg) for a, neg in zip(self.axes, self.negative_axis, strict=True)]
+        axes = [spell_axis(a, rank, neg) for a, neg in zip(self.axes, self.negative_axis, strict=True)]
         need_steps = not self.omit_defaults or any(s != 1 for s in self.steps)
         need_axes = not self.omit_defaults or axes != list(range(len(axes)))
 
@@ -158,10 +158,10 @@ class Slice(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        starts, ends = _ints(inputs[1]), _ints(inputs[2])
-        axes_t, steps_t = _given(inputs, 3), _given(inputs, 4)
-        axes = _ints(axes_t) if axes_t is not None else list(range(len(starts)))
-        steps = _ints(steps_t) if steps_t is not None else [1] * len(starts)
+        starts, ends = int_list(inputs[1]), int_list(inputs[2])
+        axes_t, steps_t = optional_input(inputs, 3), optional_input(inputs, 4)
+        axes = int_list(axes_t) if axes_t is not None else list(range(len(starts)))
+        steps = int_list(steps_t) if steps_t is not None else [1] * len(starts)
         for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
             a = a + x.dim() if a < 0 else a
             idx = _slice_bounds(s, e, st, x.shape[a])
@@ -237,7 +237,7 @@ class Expand(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
         # numpy's broadcast rule: torch.broadcast_shapes imports sympy on its first call (0.5 s).
-        shape = np.broadcast_shapes(tuple(x.shape), tuple(_ints(inputs[1])))
+        shape = np.broadcast_shapes(tuple(x.shape), tuple(int_list(inputs[1])))
         return [x.expand(shape).contiguous()]
 
 
@@ -271,7 +271,7 @@ class Tile(OpSpec):
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [inputs[0].repeat(_ints(inputs[1]))]
+        return [inputs[0].repeat(int_list(inputs[1]))]
 
 
 @register
@@ -317,7 +317,7 @@ class Split(OpSpec):
         return outs
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        axis = _spell_axis(self.axis, self.ins[0].rank, self.negative_axis)
+        axis = spell_axis(self.axis, self.ins[0].rank, self.negative_axis)
         if self.equal and em.opset >= 18:
             em.node("Split", ins, outs, axis=axis, num_outputs=self.count)
         else:
@@ -327,9 +327,9 @@ class Split(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
         axis = int(attrs.get("axis", 0))
-        sizes_t = _given(inputs, 1)
+        sizes_t = optional_input(inputs, 1)
         if sizes_t is not None:
-            sizes = _ints(sizes_t)
+            sizes = int_list(sizes_t)
         elif "split" in attrs:  # before opset 13 the sizes are an attribute
             sizes = [int(s) for s in attrs["split"]]
         else:  # num_outputs (opset 18), or before it one part per output of the node

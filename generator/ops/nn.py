@@ -38,10 +38,10 @@ QUANT: tuple[DType, ...] = (DType.uint8, DType.int8)
 AUTO_PADS = ("SAME_UPPER", "SAME_LOWER", "VALID")
 
 
-_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
-_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 def widen(x: torch.Tensor) -> torch.Tensor:
@@ -71,7 +71,7 @@ def all_of(*conds: Cond) -> Cond:
     return z3.And(*rest) if rest else True
 
 
-def _torch_pads(pads: Sequence[int]) -> list[int]:
+def torch_pads(pads: Sequence[int]) -> list[int]:
     """ONNX [b0, b1, ..., e0, e1, ...] to F.pad's last-axis-first (b, e) pairs."""
     n = len(pads) // 2
     out: list[int] = []

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from generator.ops.base import Attrs, Emitter, OpSpec, Reference, register
-from generator.ops.shape import ANY, _given, _ints, _spell_axis, scalar_at
+from generator.ops.shape import ANY, int_list, optional_input, scalar_at, spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv
 
 
@@ -44,12 +44,12 @@ class CenterCropPad(OpSpec):
             em.node("CenterCropPad", [ins[0], shape], outs)
             return
         rank = self.ins[0].rank
-        axes = [_spell_axis(a, rank, neg) for a, neg in zip(self.axes, self.negative, strict=True)]
+        axes = [spell_axis(a, rank, neg) for a, neg in zip(self.axes, self.negative, strict=True)]
         em.node("CenterCropPad", [ins[0], shape], outs, axes=axes)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        x, shape = inputs[0], _ints(inputs[1])
+        x, shape = inputs[0], int_list(inputs[1])
         axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", range(x.dim()))]
         for a, target in zip(axes, shape, strict=True):
             d = x.shape[a]
@@ -158,15 +158,15 @@ class Pad(OpSpec):
         axes = [a for a in range(rank) if begin[a] or end[a] or em.values.random() < 0.3] or [0]
         em.values.shuffle(axes)
         pads = [begin[a] for a in axes] + [end[a] for a in axes]
-        written = [_spell_axis(int(a), rank, self.negative_axes) for a in axes]
+        written = [spell_axis(int(a), rank, self.negative_axes) for a in axes]
         em.node("Pad", [ins[0], em.const_i64(pads), value, em.const_i64(written)], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        x, pads = inputs[0], _ints(inputs[1])
-        given, axes_t = _given(inputs, 2), _given(inputs, 3)
+        x, pads = inputs[0], int_list(inputs[1])
+        given, axes_t = optional_input(inputs, 2), optional_input(inputs, 3)
         value = given.reshape(()) if given is not None else torch.zeros((), dtype=x.dtype)
-        axes = [a + x.dim() if a < 0 else a for a in _ints(axes_t)] if axes_t is not None else list(range(x.dim()))
+        axes = [a + x.dim() if a < 0 else a for a in int_list(axes_t)] if axes_t is not None else list(range(x.dim()))
         n = len(axes)
         for i, a in enumerate(axes):
             x = _pad_axis(x, a, pads[i], pads[i + n], str(attrs.get("mode", "constant")), value)

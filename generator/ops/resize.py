@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from generator.ops.base import Attrs, Emitter, OpSpec, Reference, register
-from generator.ops.shape import ANY, SCALES, _given, _ints, _spell_axis
+from generator.ops.shape import ANY, SCALES, int_list, optional_input, spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv
 
 RESIZE_COORDS = ("half_pixel", "half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
@@ -121,7 +121,7 @@ class Resize(OpSpec):
         attrs = dict(self.attrs)
         axes = self.axes if self.axes_attr else list(range(rank))
         if self.axes_attr:
-            attrs["axes"] = [_spell_axis(a, rank, em.values.random() < 0.3) for a in axes]
+            attrs["axes"] = [spell_axis(a, rank, em.values.random() < 0.3) for a in axes]
         if self.by_sizes:
             sizes = [em.ival(self.sizes[a]) for a in axes]
             em.node("Resize", [ins[0], "", "", em.const_i64(sizes)], outs, **attrs)
@@ -134,12 +134,12 @@ class Resize(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
         axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", range(x.dim()))]
-        roi_t, scales_t, sizes_t = _given(inputs, 1), _given(inputs, 2), _given(inputs, 3)
+        roi_t, scales_t, sizes_t = optional_input(inputs, 1), optional_input(inputs, 2), optional_input(inputs, 3)
         if scales_t is not None and scales_t.numel():
             scales = [float(s) for s in scales_t.double().tolist()]
             sizes = [int(np.floor(x.shape[a] * s)) for a, s in zip(axes, scales, strict=True)]
         elif sizes_t is not None:
-            sizes = _ints(sizes_t)
+            sizes = int_list(sizes_t)
             scales = [n / x.shape[a] for a, n in zip(axes, sizes, strict=True)]
             policy = str(attrs.get("keep_aspect_ratio_policy", "stretch"))
             if policy != "stretch":

@@ -12,8 +12,8 @@ import torch
 
 from generator.dtypes import NUMERIC_32_FIRST, DType
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, axis_of, register
-from generator.ops.indexing import DEPTH_LIMIT, ONE_HOT_ORT, _spell_axis
-from generator.ops.shape import ANY, INDEX_TYPES, scalar_at
+from generator.ops.indexing import DEPTH_LIMIT, ONE_HOT_ORT
+from generator.ops.shape import ANY, INDEX_TYPES, scalar_at, spell_axis_by_chance
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 
@@ -105,7 +105,7 @@ class Compress(OpSpec):
         must_flatten = out is not None and out.rank != rank
         self.flatten = must_flatten or self.rng.random() < 0.25
         self.axis = self.rng.randrange(rank)
-        self.written_axis = _spell_axis(self.axis, rank, self.rng)
+        self.written_axis = spell_axis_by_chance(self.axis, rank, self.rng)
         self.keep = sc.var("keep")
 
     @classmethod
@@ -225,7 +225,7 @@ class CumSum(OpSpec):
         super().__init__(sc, ins, out)
         rank = ins[0].rank
         self.valid = ins[0].dtype is not DType.float16 or sc.opset >= 14
-        self.axis = _spell_axis(self.rng.randrange(rank), rank, self.rng)
+        self.axis = spell_axis_by_chance(self.rng.randrange(rank), rank, self.rng)
         self.axis_type = self.rng.choice(INDEX_TYPES)
         self.attrs = {k: 1 for k in ("exclusive", "reverse") if self.rng.random() < 0.4}
 

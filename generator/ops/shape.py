@@ -32,20 +32,26 @@ INDEX_TYPES: tuple[type[np.signedinteger], ...] = (np.int64, np.int64, np.int32)
 """Index operand types where the schema allows both (int64 is the common one)."""
 
 
-def _ints(t: torch.Tensor | None) -> list[int]:
+def int_list(t: torch.Tensor | None) -> list[int]:
     return [] if t is None else [int(v) for v in t.reshape(-1).tolist()]
 
 
-def _given(inputs: Sequence[torch.Tensor | None], i: int) -> torch.Tensor | None:
+def optional_input(inputs: Sequence[torch.Tensor | None], i: int) -> torch.Tensor | None:
     """Optional input `i`, or None when it is absent or named by an empty string."""
     return inputs[i] if len(inputs) > i else None
 
 
-def _spell_axis(axis: int, rank: int, negative: bool) -> int:
+def spell_axis(axis: int, rank: int, negative: bool) -> int:
+    """`axis` as written in a node: counted from the end when `negative`."""
     return axis - rank if negative else axis
 
 
-def _huge(index_type: type[np.signedinteger]) -> int:
+def spell_axis_by_chance(axis: int, rank: int, rng: random.Random) -> int:
+    """`axis` as written in a node, counted from the end three times in ten (one draw of `rng`)."""
+    return spell_axis(axis, rank, rng.random() < 0.3)
+
+
+def index_max(index_type: type[np.signedinteger]) -> int:
     return int(np.iinfo(index_type).max)
 
 
@@ -131,7 +137,7 @@ class Reshape(OpSpec):
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        x, shape = inputs[0], _ints(inputs[1])
+        x, shape = inputs[0], int_list(inputs[1])
         if not attrs.get("allowzero", 0):
             shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
         return [x.reshape(shape)]
@@ -196,7 +202,7 @@ class Flatten(OpSpec):
         return [AbsTensor(ins[0].dtype, [numel(s[: self.axis]), numel(s[self.axis :])])]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Flatten", ins, outs, axis=_spell_axis(self.axis, self.ins[0].rank, self.negative_axis))
+        em.node("Flatten", ins, outs, axis=spell_axis(self.axis, self.ins[0].rank, self.negative_axis))
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -220,7 +226,7 @@ class Unsqueeze(OpSpec):
         out_rank = out.rank if out else min(4, ins[0].rank + self.rng.randint(1, 2))
         self.axes = sorted(self.rng.sample(range(out_rank), out_rank - ins[0].rank))
         # Axes are read relative to the output rank, in any order.
-        self.written = [_spell_axis(a, out_rank, self.rng.random() < 0.3) for a in self.axes]
+        self.written = [spell_axis(a, out_rank, self.rng.random() < 0.3) for a in self.axes]
         self.rng.shuffle(self.written)
 
     @classmethod
@@ -247,7 +253,7 @@ class Unsqueeze(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        axes = _ints(inputs[1]) if len(inputs) > 1 else list(attrs["axes"])
+        axes = int_list(inputs[1]) if len(inputs) > 1 else list(attrs["axes"])
         for a in norm_axes(axes, x.dim() + len(axes)):
             x = x.unsqueeze(a)
         return [x]
@@ -302,15 +308,15 @@ class Squeeze(OpSpec):
             em.node("Squeeze", ins[:1], outs)
         else:
             rank = self.ins[0].rank
-            written = [_spell_axis(a, rank, self.negative[a]) for a in sorted(self.axes, key=lambda a: self.order[a])]
+            written = [spell_axis(a, rank, self.negative[a]) for a in sorted(self.axes, key=lambda a: self.order[a])]
             em.node("Squeeze", [ins[0], em.shape_operand(written)], outs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x = inputs[0]
-        given = _given(inputs, 1)
+        given = optional_input(inputs, 1)
         if given is not None:
-            axes = _ints(given)
+            axes = int_list(given)
         else:
             axes = list(attrs.get("axes", [i for i, d in enumerate(x.shape) if d == 1]))
         keep = [d for i, d in enumerate(x.shape) if i not in norm_axes(axes, x.dim())]
