@@ -15,6 +15,7 @@ from bot.errors import UserError
 from bot.sides.config import CompilerConfig
 from generator.api import GenConfig
 from oracles.config import OracleConfig
+from oracles.rules import RulesError, read_rules_file
 from oracles.tolerances import ToleranceConfig
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -223,6 +224,18 @@ def _check_text(path: Path | None, key: str) -> None:
         raise ConfigError(f"{key}: {path}: cannot read: {e.strerror or e}") from e
 
 
+def _check_rules(path: Path | None) -> None:
+    """The user's rules file read as the campaign will read it (oracles.rules), now, before
+    any build or probe: a binary file, bad YAML or a bad rule costs nothing yet. A missing
+    one is said where it is read."""
+    if path is None or not path.is_file():
+        return
+    try:
+        read_rules_file(path)
+    except RulesError as e:
+        raise ConfigError(f"oracles.rules: {e}") from e
+
+
 def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
     """Read `path` (if any), apply command-line overrides, validate everything at once."""
     where = str(path) if path else "command line"
@@ -243,7 +256,7 @@ def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
         cfg = FuzzConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{where}: {_first_error(e)}") from e
-    _check_text(cfg.oracles.rules, "oracles.rules")
+    _check_rules(cfg.oracles.rules)
     for known in cfg.known_bugs.files:
         _check_text(known, "known_bugs.files")
     return cfg

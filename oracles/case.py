@@ -128,18 +128,19 @@ class CaseEvidence:
     @cached_property
     def stepwise(self) -> dict[str, np.ndarray] | None:
         """The reference with every float16 sum rounded step by step (oracles.accumulation)."""
-        if self.source is not Source.torch:
+        if self.source is not Source.torch or not self.rounds_in_float16:
             return None
         return stepwise_reading(self.model, self.inputs)
 
-    @property
+    @cached_property
     def envelope(self) -> dict[str, list[np.ndarray]] | None:
         """Per output, the readings besides the reference that a backend may legitimately
-        land between: float16 kept wider, float16 sums rounded at every step."""
+        land between: float16 kept wider, float16 sums rounded at every step (None where no
+        float16 arithmetic happens)."""
         readings = [r for r in (self.widened, self.stepwise) if r is not None]
         if not readings:
             return None
-        return {name: [r[name] for r in readings if name in r] for name in readings[0].keys() | readings[-1].keys()}
+        return {name: [r[name] for r in readings if name in r] for name in set().union(*readings)}
 
     @cached_property
     def onnx_reading(self) -> tuple[dict[str, np.ndarray] | None, str]:
@@ -167,10 +168,8 @@ class CaseEvidence:
             return Judgement(verdict=Verdict.pass_, message="values not judged: no reference computes this case")
         bounds = self.bounds(backend)
         j = judge(result, expected, self.signature, per_output=bounds)
-        if j.verdict is Verdict.wrong_result and against is None and self.rounds_in_float16:
-            envelope = self.envelope
-            if envelope is not None:
-                j = judge(result, expected, self.signature, per_output=bounds, envelope=envelope)
+        if j.verdict is Verdict.wrong_result and against is None and self.envelope is not None:
+            j = judge(result, expected, self.signature, per_output=bounds, envelope=self.envelope)
         if j.verdict is Verdict.wrong_result and self.undefined:
             return Judgement(
                 verdict=Verdict.pass_,
@@ -212,7 +211,7 @@ class CaseEvidence:
             outputs=outputs,
             reference=self.reference,
             bounds=self.bounds(backend),
-            envelope=self.envelope if judgement.verdict is Verdict.wrong_result and self.rounds_in_float16 else None,
+            envelope=self.envelope if judgement.verdict is Verdict.wrong_result else None,
         )
 
     def confirm(self, judgement: Judgement, outputs: Mapping[str, np.ndarray]) -> Confirmation:

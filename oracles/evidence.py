@@ -94,15 +94,24 @@ def _spec(op_type: str) -> Substitute:
 
 
 def tie_floor(dtype: torch.dtype) -> float:
-    """Absolute tie width: the dtype's epsilon, one rounding of a value of magnitude 1 (see
-    oracles.intermediates): computed values closer than that tie whatever their ratio."""
+    """Absolute tie width: the dtype's epsilon, one rounding of a value of magnitude 1.
+    Computed values smaller apart than that are a tie whatever their ratio: onnxruntime's
+    Sigmoid gives 0 at -50 and at -70, where torch gives 2e-22 and 4e-31, both right to far
+    better than any tolerance, so a TopK over them picks another winner on each."""
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-def within_tie(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Where two computed values (as float64) are a tie or a near-tie at `dtype`."""
+def near_equal(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where two computed values (as float64) are within TIE_WIDTH of each other at `dtype`:
+    what a comparison of them may decide either way."""
     rel = TIE_WIDTH.get(dtype, 0.0)
-    return (a - b).abs() <= torch.clamp(rel * torch.maximum(a.abs(), b.abs()), min=tie_floor(dtype))
+    return (a - b).abs() <= rel * torch.maximum(a.abs(), b.abs())
+
+
+def within_tie(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where two computed values (as float64) are a tie or a near-tie at `dtype`: near-equal,
+    or closer than the dtype's floor."""
+    return near_equal(a, b, dtype) | ((a - b).abs() <= tie_floor(dtype))
 
 
 def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, int, int]]:
@@ -285,9 +294,7 @@ def flip_near(op_type: str) -> Substitute:
         if not a.is_floating_point():
             return [result]
         x, y = torch.broadcast_tensors(a.double(), b.double())
-        rel = TIE_WIDTH.get(a.dtype, 0.0)
-        near = (x - y).abs() <= rel * torch.maximum(x.abs(), y.abs())
-        return [torch.where(near, ~result, result)]
+        return [torch.where(near_equal(x, y, a.dtype), ~result, result)]
 
     return run
 

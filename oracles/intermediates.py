@@ -17,29 +17,18 @@ import onnx
 import torch
 
 from generator.ops.base import node_attrs
-from generator.values import MARGIN, UnsupportedModel
+from generator.values import UnsupportedModel
 from generator.values.interp import Failure, Program
+from oracles.evidence import near_equal, within_tie
 from oracles.patterns import TIE_OPS, NodeRef
 
-TIE_WIDTH = {np.dtype(str(t).removeprefix("torch.")): rel for t, rel in MARGIN.items()}
-"""Relative tie width per float type: δ of the margin check (2^-10 float32, 2^-5 float16,
-2^-20 float64). Values that close are a few roundings apart upstream, so which of them
-wins depends on the backend's rounding, not on its semantics."""
+
+def _torch(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
 
 
-def _tie_floor(dtype: np.dtype) -> float:
-    """Absolute tie width: the dtype's epsilon, one rounding of a value of magnitude 1.
-    Computed values smaller apart than that are a tie whatever their ratio: onnxruntime's
-    Sigmoid gives 0 at -50 and at -70, where torch gives 2e-22 and 4e-31, both right to far
-    better than any tolerance, so a TopK over them picks another winner on each."""
-    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
-
-
-def _close(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Where two computed values are a tie or near-tie at `dtype`."""
-    rel = TIE_WIDTH.get(dtype, 0.0)
-    close: np.ndarray = np.abs(x - y) <= np.maximum(rel * np.maximum(np.abs(x), np.abs(y)), _tie_floor(dtype))
-    return close
+def _dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype)).dtype
 
 
 @dataclass(frozen=True)
@@ -107,12 +96,12 @@ def nan_inputs(ref: NodeRef, values: CaseValues) -> str | None:
 
 
 def near(ref: NodeRef, values: CaseValues) -> str | None:
-    """The first pair of a comparison's float operands within TIE_WIDTH, described."""
+    """The first pair of a comparison's float operands near-equal (oracles.evidence), described."""
     a, b = (values.value(x) for x in ref.node.input[:2])
     if a is None or b is None or a.dtype.kind != "f":
         return None
     x, y = np.broadcast_arrays(a.astype(np.float64), b.astype(np.float64))
-    close = np.argwhere(_close(x, y, a.dtype))
+    close = np.argwhere(near_equal(_torch(x), _torch(y), _dtype(a.dtype)).numpy())
     if close.size == 0:
         return None
     at = tuple(int(i) for i in close[0])
@@ -125,8 +114,8 @@ def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str
     output), a tied slice among them is the one described.
 
     A tie: two of the deciding elements (the best two for ArgMax/ArgMin/Hardmax, the best
-    k + 1 for TopK) are equal, or within the relative width of TIE_WIDTH, or both closer
-    than the dtype's absolute floor."""
+    k + 1 for TopK) are equal, or within oracles.evidence's tie width (relative, with the
+    dtype's epsilon as its floor)."""
     op = ref.node.op_type
     x = values.value(ref.node.input[0]) if ref.node.input else None
     if op not in TIE_OPS or x is None or x.ndim == 0:
@@ -147,7 +136,7 @@ def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str
         return None
     order = np.argsort(-rows if largest else rows, axis=1, kind="stable")[:, :count]
     best = np.take_along_axis(rows, order, axis=1)
-    tied = _close(best[:, :-1], best[:, 1:], x.dtype)
+    tied = within_tie(_torch(best[:, :-1]), _torch(best[:, 1:]), _dtype(x.dtype)).numpy()
     hits = np.argwhere(tied)
     if hits.size == 0:
         return None

@@ -208,6 +208,9 @@ def test_a_binary_config_and_a_bad_option_value_say_what_is_wrong(cli: Cli, tmp_
     rules = tmp_path / "rules.yml"
     rules.write_bytes(b"\xff\xfe")
     _one_line_error(cli("fuzz", "--rules", str(rules), "--out", str(tmp_path / "o")), "oracles.rules", "rules.yml")
+    # A text file with a bad rule is refused at the same point, before any build or probe.
+    rules.write_text("rules:\n  - id: x\n    colour: red\n")
+    _one_line_error(cli("fuzz", "--rules", str(rules), "--out", str(tmp_path / "o")), "oracles.rules", "rule 'x'")
     cli("gen", "--seed", "5", "--out", str(tmp_path / "g"), "--nodes", "2")
     bad = cli("run", str(tmp_path / "g" / "seed-5"), "--backend", "onnxruntime,threads=abc")
     _one_line_error(bad, "option threads='abc' for onnxruntime is not a whole number")
