@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import backends
+from backends.death import last_words
 from backends.faults import FaultSpec
 from backends.protocol import HEADER, PROTOCOL_VERSION, ProtocolError, decode_body, encode, header_length
 from backends.results import BackendInfo, RunResult, Stage, Status
@@ -294,6 +295,8 @@ class WorkerClient:
             code = self._reap()
             sig = signal_name(code)
             message = f"worker killed by {sig}" if sig else f"worker exited with code {code} ({e})"
+            if sig and (words := last_words(self._tail(offset))):
+                message += f": {words}"
             if self.memory_mb and sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
                 message += f" (memory limit {self.memory_mb} MiB)"
             return self._failure(Status.crash, stage, message, sig, offset, started)

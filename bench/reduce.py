@@ -46,7 +46,7 @@ from onnx import TensorProto, helper
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from generator.api import GenConfig, generate
-from reducers.case import Case, tensor_types
+from reducers.candidate import Candidate, tensor_types
 from reducers.driver import reduce_case
 from reducers.passes import POLISH_PASSES, STRUCTURAL_PASSES
 from reducers.tester import ReduceConfig
@@ -192,7 +192,9 @@ def run_fuzzbot(p: Planted, work: Path, check: str, jobs: int, nodes_only: bool 
     phases = (STRUCTURAL_PASSES,) if nodes_only else (STRUCTURAL_PASSES, POLISH_PASSES)
     t0 = time.perf_counter()
     try:
-        reduced, result = reduce_case(Case(p.model), ext.holds, ReduceConfig(jobs=jobs, budget_s=600), phases=phases)
+        reduced, result = reduce_case(
+            Candidate(p.model), ext.holds, ReduceConfig(jobs=jobs, budget_s=600), phases=phases
+        )
     finally:
         ext.close()
     wall = time.perf_counter() - t0
@@ -202,7 +204,7 @@ def run_fuzzbot(p: Planted, work: Path, check: str, jobs: int, nodes_only: bool 
 def run_in_process(p: Planted, jobs: int) -> dict[str, Any]:
     check = in_process_check(p.kind)
     t0 = time.perf_counter()
-    reduced, result = reduce_case(Case(p.model), lambda c: check(c.model), ReduceConfig(jobs=jobs))
+    reduced, result = reduce_case(Candidate(p.model), lambda c: check(c.model), ReduceConfig(jobs=jobs))
     return {"nodes": reduced.size, "checks": result.stats.tests, "wall_s": time.perf_counter() - t0}
 
 

@@ -33,9 +33,10 @@ from typing import Any
 import onnx
 
 from bot.campaign.sides import open_campaign
+from bot.campaign.state import CampaignState
 from bot.config import FuzzConfig, GuideSettings, ReduceSettings
 from bot.findings.known_bugs import holds
-from bot.findings.summary import FindingRef, Summary, in_output
+from bot.findings.summary import FindingRef, in_output
 from bot.sides.config import CompilerConfig
 from tests.known_flips import FLIPS, NARROW, Flip, pairs
 from tests.narrow_repo import BACKEND, narrow_compiler_config, shared_narrow_repo
@@ -83,8 +84,8 @@ def campaign(
     looked: set[int] = set()
     run = open_campaign(cfg)
 
-    def watch(summary: Summary) -> None:
-        for ref in summary.findings:
+    def watch(state: CampaignState) -> None:
+        for ref in state.kept.findings:
             if id(ref) in looked:
                 continue
             looked.add(id(ref))

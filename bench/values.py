@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from generator.api import Case, GenConfig, grow_case, op_specs, with_safe_values
+from generator.api import GenConfig, GeneratedCase, grow_case, op_specs, with_safe_values
 from generator.values import UNSAFE, NoValidValues, apply_values, margin_hits
 
 T = TypeVar("T")
@@ -49,8 +49,8 @@ class Grown:
     seed: int
     total_ms: float
     value_ms: float
-    case: Case | None
-    start: Case | None
+    case: GeneratedCase | None
+    start: GeneratedCase | None
     """The same model with every input and weight drawn anew (for `from_random`)."""
     valid: bool
 
@@ -66,7 +66,7 @@ def grow(seed: int, cfg: GenConfig) -> Grown | None:
     if not has_unsafe_op(case):
         return None
     assert case.values is not None
-    start = Case(seed, *apply_values(case.model, case.inputs, witness.fresh(seed ^ FRESH_SALT)))
+    start = GeneratedCase(seed, *apply_values(case.model, case.inputs, witness.fresh(seed ^ FRESH_SALT)))
     return Grown(seed, elapsed, case.values.time_ms, case, start, not margin_hits(case.model, case.inputs))
 
 
@@ -82,7 +82,7 @@ def first_cases(count: int, first_seed: int, make: Callable[[int], T | None]) ->
     return out
 
 
-def has_unsafe_op(case: Case) -> bool:
+def has_unsafe_op(case: GeneratedCase) -> bool:
     return any(n.op_type in UNSAFE for n in case.model.graph.node)
 
 
@@ -130,8 +130,8 @@ def from_random(cases: list[Grown], cfg: GenConfig) -> dict[str, Any]:
     return out
 
 
-def _searcher(cfg: GenConfig) -> Callable[[Case], tuple[bool, float]]:
-    def search(case: Case) -> tuple[bool, float]:
+def _searcher(cfg: GenConfig) -> Callable[[GeneratedCase], tuple[bool, float]]:
+    def search(case: GeneratedCase) -> tuple[bool, float]:
         t0 = time.perf_counter()
         try:
             found = with_safe_values(case, cfg)
@@ -151,7 +151,7 @@ def unchecked(nodes: int, count: int, first_seed: int, base: GenConfig) -> dict[
     return {"models": count, "success_rate": round(sum(ok for ok, _ in results) / count, 4)}
 
 
-def _unchecked_case(seed: int, cfg: GenConfig) -> Case | None:
+def _unchecked_case(seed: int, cfg: GenConfig) -> GeneratedCase | None:
     try:
         case, _ = grow_case(seed, cfg)
     except RuntimeError:

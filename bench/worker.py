@@ -26,7 +26,7 @@ from typing import Any
 from backends.adapters.ort import OrtAdapter
 from backends.client import BackendUnavailable, WorkerClient
 from backends.spec import parse_backend
-from generator.api import Case, GenConfig, generate
+from generator.api import GenConfig, GeneratedCase, generate
 from generator.dtypes import DType
 from generator.values import NoValidValues
 
@@ -46,9 +46,9 @@ BACKENDS = [
 ]
 
 
-def small_models(count: int, nodes: int) -> list[Case]:
+def small_models(count: int, nodes: int) -> list[GeneratedCase]:
     cfg = GenConfig(nodes=nodes, ops=OPS, dtypes=[DType.float32], feedback=False)
-    cases: list[Case] = []
+    cases: list[GeneratedCase] = []
     seed = 0
     while len(cases) < count:
         with contextlib.suppress(NoValidValues):
@@ -61,7 +61,7 @@ def _ms(values: list[float]) -> float:
     return round(1000 * statistics.median(values), 3)
 
 
-def protocol(cases: list[Case], repeat: int) -> dict[str, Any]:
+def protocol(cases: list[GeneratedCase], repeat: int) -> dict[str, Any]:
     adapter = OrtAdapter({})
     direct, worker, overhead, echo = [], [], [], []
     with WorkerClient(parse_backend("onnxruntime:all"), timeout_s=60) as client:
@@ -89,7 +89,7 @@ def protocol(cases: list[Case], repeat: int) -> dict[str, Any]:
     }
 
 
-def backend_times(spec_text: str, cases: list[Case]) -> dict[str, Any]:
+def backend_times(spec_text: str, cases: list[GeneratedCase]) -> dict[str, Any]:
     t = time.perf_counter()
     try:
         client = WorkerClient(parse_backend(spec_text), timeout_s=300)

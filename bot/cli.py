@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -152,8 +153,8 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
             )
 
         campaign = open_campaign(cfg, shard, lambda name, r: console.print(_built(r), markup=False), hooks)
-    if campaign.summary.support is not None:
-        s = campaign.summary.support
+    if campaign.state.support is not None:
+        s = campaign.state.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")
     with live_progress(console, cfg.budget) as on_test:
         summary = campaign.run(on_test)
@@ -382,7 +383,11 @@ and the families of the packages below the bot, which may not import it."""
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        with _signals_interrupt():
+        # Generated values reach inf and NaN by design (an overflowing float16 sum, a cast of
+        # inf), and the oracles judge them as values: numpy's warnings about them filled a
+        # campaign's log with hundreds of lines that say nothing about the compiler.
+        with _signals_interrupt(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # every thread, unlike np.errstate
             code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
         return code if isinstance(code, int) else EXIT_OK
     except typer.TyperException as e:  # usage errors and bad parameters

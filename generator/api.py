@@ -118,7 +118,11 @@ Support = dict[str, set[DType]]
 
 
 @dataclass
-class Case:
+class GeneratedCase:
+    """What the generator made of a seed: the model, its NaN/Inf-free inputs and how they
+    were found. The bot makes it runnable (bot.cases.making.Prepared: bytes, reference);
+    the reducer's candidates are reducers.candidate.Candidate."""
+
     seed: int
     model: onnx.ModelProto
     inputs: dict[str, np.ndarray]
@@ -193,7 +197,7 @@ def generate(
     contexts: ContextSupply | None = None,
     focus: Focus | None = None,
     genome: Genome | None = None,
-) -> Case:
+) -> GeneratedCase:
     """One model and its inputs, a pure function of (seed, cfg, support, coverage so far,
     known triggers, focus).
 
@@ -217,7 +221,7 @@ def grow_case(
     contexts: ContextSupply | None = None,
     focus: Focus | None = None,
     genome: Genome | None = None,
-) -> tuple[Case, Witness]:
+) -> tuple[GeneratedCase, Witness]:
     """`generate`, with the witness that kept the values (what they cost, fresh draws);
     with a `genome` (generator.mutate), the mutant it grows into."""
     rng = TapeRandom(seed)
@@ -262,7 +266,7 @@ def grow_case(
     if coverage is not None and edge is not None:
         coverage.edges[edge] += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return Case(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops), witness
+    return GeneratedCase(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops), witness
 
 
 def _focus_draws(
@@ -378,7 +382,7 @@ def _pick_for(feedback: Feedback, grower: Grower, spec: type[OpSpec], slot: int,
     return feedback.pick_tensor(grower.graph, spec, slot, cands)
 
 
-def with_safe_values(case: Case, cfg: GenConfig) -> Case:
+def with_safe_values(case: GeneratedCase, cfg: GenConfig) -> GeneratedCase:
     """Searched inputs and weights (t<id>, w<n>) replace the case's; integer constants
     (c<n>: shapes, axes, indices) are never touched. Raises NoValidValues: such a case
     must be dropped, never run. `generate` needs none of this (its graphs grow with their
@@ -390,7 +394,7 @@ def with_safe_values(case: Case, cfg: GenConfig) -> Case:
     if not found.outcome.found:
         raise NoValidValues(case.seed, found.outcome)
     model, inputs = apply_values(case.model, case.inputs, found.values)
-    return Case(case.seed, model, inputs, found.outcome)
+    return GeneratedCase(case.seed, model, inputs, found.outcome)
 
 
 def grown_outcome(grown: WitnessStats, method: Method) -> ValueOutcome:

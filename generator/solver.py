@@ -34,7 +34,7 @@ rewriter once spent 8 s and 4.7 billion allocations expanding the product of thr
 dims (a Pad's element count), at 180,000 resource units. A check the count bounds takes at
 most about 0.3 s, so only such a check ever meets this limit, on any load; when one does,
 the model's solver is spent (it grows on from concrete draws) and the case says so
-(`Case.solver_backstops`, summary.json's `solver_backstops`): the one place where a seed's
+(`GeneratedCase.solver_backstops`, summary.json's `solver_backstops`): the one place where a seed's
 case could depend on the machine."""
 
 

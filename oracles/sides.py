@@ -34,7 +34,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, Field
 
 from oracles.references import Source
-from oracles.verdict import Judgement, Verdict
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
 
 
 class CrossVerdict(StrEnum):
@@ -162,18 +162,20 @@ class SideRuns(BaseModel):
 
     @property
     def first(self) -> Judgement:
-        """The judgement that speaks for the side: the fresh worker's, when one was asked;
-        else the first run's, except on a side that failed every run in more than one way (a
-        corrupted heap shows wrong values on one run, a SIGSEGV on the next), where it is the
-        most frequent failure, the earliest among equals, so that a reduction chases the
-        symptom seen most."""
+        """The judgement that speaks for the side: on a side that failed every run in more
+        than one way (a corrupted heap shows wrong values on one run, a SIGSEGV on the
+        next), the most frequent kind of failure, the earliest among equals, so that a
+        reduction chases the symptom seen most (TVM 0.25's GatherND on negative indices gave
+        values x3 and nonfinite x1, the last in the fresh worker; chasing the nonfinite one,
+        the reducer could not reproduce it); else the fresh worker's, when one was asked;
+        else the first run's."""
+        if self.mixed:
+            seen = Counter(_kind(j) for j in self.runs)
+            most = max(seen.values())
+            return next(j for j in self.runs if seen[_kind(j)] == most)
         if self.fresh is not None:
             return self.fresh
-        if len(self.runs) == 1 or not self.mixed:
-            return self.runs[0]
-        seen = Counter((j.verdict, j.signature) for j in self.runs)
-        most = max(seen.values())
-        return next(j for j in self.runs if seen[(j.verdict, j.signature)] == most)
+        return self.runs[0]
 
     @property
     def flaky(self) -> bool:
@@ -208,7 +210,7 @@ class CrossJudgement(BaseModel):
     base_failure: str = ""
     """Of a persistent case whose sides fail differently (another kind of failure, stage
     or symptom): base's failure. The label is provisional until base is asked about the
-    reduced model (bot.campaign.reduction): a crash new in head once read as persistent
+    reduced model (bot.reduce.campaign): a crash new in head once read as persistent
     because base failed on the same case for another reason."""
 
     @property
@@ -295,3 +297,13 @@ def _combine_settled(head: SideRuns, base: SideRuns | None) -> CrossJudgement:
     if head.bad:
         return CrossJudgement(verdict=CrossVerdict.new_regression, base=base, head=head, note=_notes(undefined, judged))
     return CrossJudgement(verdict=CrossVerdict.fixed, base=base, head=head, note=undefined)
+
+
+def _kind(j: Judgement) -> tuple[Verdict, str]:
+    """A failure's kind among a side's runs: a wrong result's kind of mismatch, a death's
+    kind (memory corruption under any signal is one), an error's message."""
+    if j.verdict is Verdict.wrong_result:
+        return j.verdict, j.symptom
+    if j.verdict is Verdict.crash and j.symptom != Symptom.exception:
+        return j.verdict, crash_kind(j)
+    return j.verdict, j.signature

@@ -19,8 +19,12 @@ from oracles.provenance import tensor_dtypes
 _ERASE_FIRST: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(?:[A-Za-z]:)?/?(?:[\w.+-]+/)+[\w.+-]*"), "<path>"),
+    (re.compile(r"`([\w.]+)\([^`]*\)(?: -> [^`]*)?`"), r"`\1`"),
 ]
-"""Run before names are judged: a path or an address is never a name worth keeping."""
+"""Run before names are judged: a path or an address is never a name worth keeping; a
+quoted call signature is its function's name (TVM's FFI quotes
+`relax.op.one_hot(0: ir.Expr, ..., 4: int) -> ir.Expr` when it refuses an argument, and
+the whole quote, no name, was erased: every refused FFI argument looked alike)."""
 
 _ERASE_AFTER: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:t|w|c|n|x|y|input|output|node|onnx::\w+?)_?\d+(?:_\w+)?\b"), "<name>"),
@@ -141,13 +145,21 @@ _RUNNING_NODE = re.compile(r"Non-zero status code returned while running \w+ nod
 """onnxruntime's preamble naming the node that ran the kernel whose check failed."""
 
 
+_GOT_TYPE = re.compile(r"(Mismatched type on argument #\S+ when calling: .*?\. Expected \S+) but got .*?(?= \(T: |$)")
+"""TVM's FFI refusing an argument: the call and what it expected name the site, the type it
+got is the trigger's."""
+
+
 def crash_site(signature: str) -> str:
     """Where a crash's normalized message says the check failed, without the node that ran
     into it: onnxruntime's "Size of X.shape[axis:] must be larger than 1" is one check of
     one normalization kernel, whether a LayerNormalization or the SimplifiedLayerNormalization
     a fusion made ran it (two reports of one bug before). syzbot titles a crash the same way,
-    by the function that crashed; the node is a trigger."""
-    return _RUNNING_NODE.sub("", signature)
+    by the function that crashed; the node is a trigger. So is the value that a TVM FFI call
+    refused: its OneHot converter passes a constant depth on to `relax.op.one_hot`, which
+    expects an `int`, and "got `float`" (a scalar depth) and "got `ffi.Array`" (a depth of
+    shape [1]) were two reports of that one line."""
+    return _GOT_TYPE.sub(r"\1", _RUNNING_NODE.sub("", signature))
 
 
 def normalize(message: str) -> str:

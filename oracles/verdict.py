@@ -8,6 +8,7 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel
 
+from backends.death import is_memory_fault
 from backends.results import RunResult, Status
 from oracles.compare import Comparison, Edges, compare
 from oracles.signature import fingerprint, normalize
@@ -57,7 +58,8 @@ class Judgement(BaseModel):
     kernel: str = ""
     """Of a wrong result: `domain::Op` of the node that computed the first wrong output in
     the graph the backend ran (its optimized graph where the adapter reads it back, else
-    the model's), which names the bug across triggers (bot.reduce.finding)."""
+    the model's), which names the bug across triggers (bot.reduce.finding). Of a reduced
+    death at compile: where in the optimizer it died (`after <pass>`, backends.death)."""
 
 
 def judge(
@@ -115,3 +117,15 @@ def wrong_result_name(backend: str, symptom: str, op_signature: str) -> tuple[st
     produced it; after reduction `op_signature` is the reduced model's canonical form."""
     signature = f"{symptom} in {op_signature}"
     return signature, fingerprint(backend, Verdict.wrong_result.value, signature)
+
+
+MEMORY_FAULT = "memory fault"
+"""The crash kind of every death by memory corruption, whichever signal it came with."""
+
+
+def crash_kind(j: Judgement) -> str:
+    """What kind of failure a crash is, for identity: the symptom, except that deaths by
+    memory corruption (backends.death) are one kind, `memory fault`, whose signal varies
+    from run to run and build to build."""
+    signal = j.symptom.removeprefix("signal ") if j.symptom.startswith("signal ") else None
+    return MEMORY_FAULT if is_memory_fault(signal, j.message) else j.symptom

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from reducers.case import Case, TensorValues
+from reducers.candidate import Candidate, TensorValues
 from reducers.passes import POLISH_PASSES, STRUCTURAL_PASSES, Context, Pass
 from reducers.tester import BudgetExhausted, ReduceConfig, Tester, TesterStats
 
@@ -65,24 +65,24 @@ MAX_ROUNDS = 20
 """A safety net: every pass only shrinks, so a fixpoint comes long before this."""
 
 
-def _nbytes(case: Case) -> int:
+def _nbytes(case: Candidate) -> int:
     return int(case.model.ByteSize()) + sum(int(a.nbytes) for a in case.inputs.values())
 
 
 def reduce_case(
-    case: Case,
-    predicate: Callable[[Case], bool],
+    case: Candidate,
+    predicate: Callable[[Candidate], bool],
     config: ReduceConfig | None = None,
     values: TensorValues | None = None,
     phases: Sequence[Sequence[Pass]] = (STRUCTURAL_PASSES, POLISH_PASSES),
     on_progress: Callable[[Progress], None] | None = None,
-) -> tuple[Case, ReductionResult]:
+) -> tuple[Candidate, ReductionResult]:
     """The smallest case found that still passes `predicate`, and how it was found.
 
     Raises NotInteresting when `case` itself does not pass.
     """
     cfg = config or ReduceConfig()
-    tester: Tester[Case] = Tester(predicate, Case.shape_key, cfg)
+    tester: Tester[Candidate] = Tester(predicate, Candidate.shape_key, cfg)
     result = ReductionResult(
         config=cfg, nodes_before=case.size, nodes_after=case.size, bytes_before=_nbytes(case), bytes_after=_nbytes(case)
     )
@@ -111,12 +111,12 @@ def reduce_case(
 
 
 def _fixpoint(
-    case: Case,
+    case: Candidate,
     ctx: Context,
     phases: Sequence[Sequence[Pass]],
     result: ReductionResult,
     where: Progress,
-) -> Case:
+) -> Candidate:
     """Each phase to its own fixpoint, in order: node removal first, so the polish passes
     never spend tests on nodes that will go anyway. One sweep: the polish passes keep the
     node set (and every tensor's type), so the node set stays 1-minimal after them; a
@@ -131,8 +131,8 @@ def _fixpoint(
 
 
 def _run_phase(
-    case: Case, ctx: Context, passes: Sequence[Pass], result: ReductionResult, where: Progress
-) -> tuple[Case, bool]:
+    case: Candidate, ctx: Context, passes: Sequence[Pass], result: ReductionResult, where: Progress
+) -> tuple[Candidate, bool]:
     any_change = False
     for _ in range(MAX_ROUNDS):
         changed = False

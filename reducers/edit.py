@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from reducers.case import Case, finalize, value_info_for
+from reducers.candidate import Candidate, finalize, value_info_for
 
 
 def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -40,7 +40,7 @@ def rebuild(
     outputs: Sequence[onnx.ValueInfoProto],
     initializers: Iterable[onnx.TensorProto],
     feeds: dict[str, np.ndarray],
-) -> Case | None:
+) -> Candidate | None:
     """A checked case from these parts, with everything unused left out."""
     if not outputs:
         return None
@@ -58,15 +58,15 @@ def rebuild(
     if checked is None:
         return None
     names = {v.name for v in checked.graph.input}
-    return Case(checked, {k: v for k, v in feeds.items() if k in names})
+    return Candidate(checked, {k: v for k, v in feeds.items() if k in names})
 
 
 def keep_nodes(
-    case: Case,
+    case: Candidate,
     keep: Iterable[int],
     values: dict[str, np.ndarray] | None,
     types: dict[str, onnx.TypeProto],
-) -> Case | None:
+) -> Candidate | None:
     """Only the nodes at `keep`. A tensor a kept node reads but no kept node makes
     becomes a graph input fed with its recorded value; a kept node whose results
     nobody reads any more has its first result made a graph output, so it is not
@@ -96,14 +96,14 @@ def keep_nodes(
     return rebuild(case.model, nodes, inputs, outputs, g.initializer, feeds)
 
 
-def keep_outputs(case: Case, keep: Iterable[str]) -> Case | None:
+def keep_outputs(case: Candidate, keep: Iterable[str]) -> Candidate | None:
     g = case.model.graph
     wanted = set(keep)
     outputs = [o for o in g.output if o.name in wanted]
     return rebuild(case.model, g.node, g.input, outputs, g.initializer, case.inputs)
 
 
-def bypass(case: Case, index: int, source: str) -> Case | None:
+def bypass(case: Candidate, index: int, source: str) -> Candidate | None:
     """Node `index` removed, its only result replaced by its input `source`."""
     g = case.model.graph
     node = g.node[index]
@@ -138,7 +138,7 @@ def _made_by_node(g: onnx.GraphProto, name: str) -> bool:
     return any(name in n.output for n in g.node)
 
 
-def replace_initializer(case: Case, name: str, how: str) -> Case | None:
+def replace_initializer(case: Candidate, name: str, how: str) -> Candidate | None:
     """Initializer `name` filled with zeros or ones, or moved to a graph input ("input")."""
     g = case.model.graph
     inits = []
@@ -160,7 +160,7 @@ def replace_initializer(case: Case, name: str, how: str) -> Case | None:
     return rebuild(case.model, g.node, inputs, g.output, inits, feeds)
 
 
-def drop_attribute(case: Case, index: int, attr: str) -> Case | None:
+def drop_attribute(case: Candidate, index: int, attr: str) -> Candidate | None:
     m = copy_model(case.model)
     node = m.graph.node[index]
     kept = [a for a in node.attribute if a.name != attr]
@@ -170,12 +170,12 @@ def drop_attribute(case: Case, index: int, attr: str) -> Case | None:
     return rebuild(m, g.node, g.input, g.output, g.initializer, case.inputs)
 
 
-def reshape_input(case: Case, name: str, dims: Sequence[int]) -> Case | None:
+def reshape_input(case: Candidate, name: str, dims: Sequence[int]) -> Candidate | None:
     """Graph input `name` given smaller `dims`, keeping the leading elements of its value."""
     return crop_inputs(case, {name: [(0, size) for size in dims]})
 
 
-def crop_inputs(case: Case, windows: Mapping[str, Sequence[tuple[int, int]]]) -> Case | None:
+def crop_inputs(case: Candidate, windows: Mapping[str, Sequence[tuple[int, int]]]) -> Candidate | None:
     """Graph inputs cut to a (start, stop) window in each dimension, their values cut alike:
     a window off the origin keeps the elements a wrong result needs, and inputs that
     broadcast together are cut together. Output shapes are inferred again; one that
@@ -198,7 +198,7 @@ def crop_inputs(case: Case, windows: Mapping[str, Sequence[tuple[int, int]]]) ->
     return rebuild(m, g.node, g.input, g.output, g.initializer, feeds)
 
 
-def short_names(case: Case) -> Case | None:
+def short_names(case: Candidate) -> Candidate | None:
     """Tensors renamed x0.. (inputs), w0.. (initializers), t0.. (the rest), nodes n0..:
     what a maintainer reads in a three-node repro."""
     m = copy_model(case.model)

@@ -18,19 +18,19 @@ import onnx
 from onnx import numpy_helper
 
 from reducers import edit
-from reducers.case import Case, TensorValues, tensor_types
+from reducers.candidate import Candidate, TensorValues, tensor_types
 from reducers.ddmin import ddmin
 from reducers.tester import BudgetExhausted, Tester
 
 
 @dataclass
 class Context:
-    tester: Tester[Case]
+    tester: Tester[Candidate]
     values: TensorValues | None = None
     """Where cut tensors get their values; None leaves them to the check (external mode)."""
     _memo: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
-    def values_for(self, case: Case) -> dict[str, np.ndarray] | None:
+    def values_for(self, case: Candidate) -> dict[str, np.ndarray] | None:
         """Every tensor's value in `case`, computed once per distinct model; empty when
         the reference cannot run it (cut tensors then become inputs without values)."""
         if self.values is None:
@@ -45,12 +45,14 @@ class Context:
         return self._memo[key]
 
 
-Pass = Callable[[Case, Context], Case | None]
+Pass = Callable[[Candidate, Context], Candidate | None]
 
 
-def _first_of(ctx: Context, case: Case, candidates: Callable[[Case], Iterator[Case | None]]) -> Case | None:
+def _first_of(
+    ctx: Context, case: Candidate, candidates: Callable[[Candidate], Iterator[Candidate | None]]
+) -> Candidate | None:
     """Apply the first accepted candidate again and again; the last accepted case, if any."""
-    best: Case | None = None
+    best: Candidate | None = None
     try:
         while True:
             cands = list(candidates(best or case))
@@ -62,7 +64,7 @@ def _first_of(ctx: Context, case: Case, candidates: Callable[[Case], Iterator[Ca
         return best
 
 
-def drop_outputs(case: Case, ctx: Context) -> Case | None:
+def drop_outputs(case: Candidate, ctx: Context) -> Candidate | None:
     """Graph outputs the failure does not need (and the nodes only they needed)."""
     names = [o.name for o in case.model.graph.output]
     if len(names) < 2:
@@ -71,7 +73,7 @@ def drop_outputs(case: Case, ctx: Context) -> Case | None:
     return edit.keep_outputs(case, kept) if len(kept) < len(names) else None
 
 
-def drop_nodes(case: Case, ctx: Context) -> Case | None:
+def drop_nodes(case: Candidate, ctx: Context) -> Candidate | None:
     """ddmin over the node set; cut tensors become graph inputs carrying their values."""
     n = case.size
     if n < 2:
@@ -82,7 +84,7 @@ def drop_nodes(case: Case, ctx: Context) -> Case | None:
     return edit.keep_nodes(case, kept, values, types) if len(kept) < n else None
 
 
-def _bypasses(case: Case) -> Iterator[Case | None]:
+def _bypasses(case: Candidate) -> Iterator[Candidate | None]:
     types = tensor_types(case.model)
     for i, node in enumerate(case.model.graph.node):
         outs = [o for o in node.output if o]
@@ -93,7 +95,7 @@ def _bypasses(case: Case) -> Iterator[Case | None]:
                 yield edit.bypass(case, i, src)
 
 
-def bypass_nodes(case: Case, ctx: Context) -> Case | None:
+def bypass_nodes(case: Candidate, ctx: Context) -> Candidate | None:
     """A node replaced by one of its inputs of the same type and shape."""
     return _first_of(ctx, case, _bypasses)
 
@@ -112,7 +114,7 @@ def _scales(model: onnx.ModelProto) -> set[str]:
     return {n.input[i] for n in model.graph.node for i in SCALE_SLOTS.get(n.op_type, ()) if i < len(n.input)}
 
 
-def _initializer_edits(case: Case) -> Iterator[Case | None]:
+def _initializer_edits(case: Candidate) -> Iterator[Candidate | None]:
     scales = _scales(case.model)
     for t in case.model.graph.initializer:
         value = numpy_helper.to_array(t)
@@ -126,7 +128,7 @@ def _initializer_edits(case: Case) -> Iterator[Case | None]:
         yield edit.replace_initializer(case, t.name, "input")
 
 
-def simplify_initializers(case: Case, ctx: Context) -> Case | None:
+def simplify_initializers(case: Candidate, ctx: Context) -> Candidate | None:
     """Weights turned into zeros or ones, or else into plain graph inputs."""
     return _first_of(ctx, case, _initializer_edits)
 
@@ -139,7 +141,7 @@ def _schema_attr(node: onnx.NodeProto, opset: int, name: str) -> onnx.defs.OpSch
     return schema.attributes.get(name)
 
 
-def _attribute_edits(case: Case) -> Iterator[Case | None]:
+def _attribute_edits(case: Candidate) -> Iterator[Candidate | None]:
     opset = {o.domain: o.version for o in case.model.opset_import}
     for i, node in enumerate(case.model.graph.node):
         for a in node.attribute:
@@ -149,12 +151,12 @@ def _attribute_edits(case: Case) -> Iterator[Case | None]:
             yield edit.drop_attribute(case, i, a.name)
 
 
-def default_attributes(case: Case, ctx: Context) -> Case | None:
+def default_attributes(case: Candidate, ctx: Context) -> Candidate | None:
     """Optional attributes removed, so they take their schema default."""
     return _first_of(ctx, case, _attribute_edits)
 
 
-def _shrinkable_inputs(case: Case) -> dict[str, list[int]]:
+def _shrinkable_inputs(case: Candidate) -> dict[str, list[int]]:
     """Graph inputs (not initializers) with a known shape that has something to shrink."""
     inits = {t.name for t in case.model.graph.initializer}
     shapes: dict[str, list[int]] = {}
@@ -177,12 +179,14 @@ def _dim_groups(shapes: dict[str, list[int]]) -> list[tuple[int, list[tuple[str,
     return [(size, members) for (_, size), members in groups.items()]
 
 
-def _cut(case: Case, shapes: dict[str, list[int]], cuts: dict[tuple[str, int], tuple[int, int]]) -> Case | None:
+def _cut(
+    case: Candidate, shapes: dict[str, list[int]], cuts: dict[tuple[str, int], tuple[int, int]]
+) -> Candidate | None:
     windows = {n: [cuts.get((n, axis), (0, size)) for axis, size in enumerate(shapes[n])] for n, _ in cuts}
     return edit.crop_inputs(case, windows)
 
 
-def _shape_edits(case: Case) -> Iterator[Case | None]:
+def _shape_edits(case: Candidate) -> Iterator[Candidate | None]:
     """Each input at all-ones; then every dimension halved at once; then one dimension (with
     those that broadcast against it) cut to its first or its second half. Halves on both
     sides are what lets a bug that lives in a few elements away from the origin (a rounding
@@ -199,12 +203,12 @@ def _shape_edits(case: Case) -> Iterator[Case | None]:
         yield _cut(case, shapes, dict.fromkeys(members, (half, size)))
 
 
-def shrink_shapes(case: Case, ctx: Context) -> Case | None:
+def shrink_shapes(case: Candidate, ctx: Context) -> Candidate | None:
     """Graph inputs made smaller, where shape inference and the checker still agree."""
     return _first_of(ctx, case, _shape_edits)
 
 
-def tidy(case: Case, ctx: Context) -> Case | None:
+def tidy(case: Candidate, ctx: Context) -> Candidate | None:
     """Dead code out (rebuild does it) and short names in: one test."""
     renamed = edit.short_names(case)
     if renamed is None:
@@ -220,7 +224,7 @@ STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes)
 outputs they made, which on generated models is cheaper than ddmin over outputs first."""
 
 
-def _without_attributes(case: Case) -> Case:
+def _without_attributes(case: Candidate) -> Candidate:
     current = case
     opset = {o.domain: o.version for o in case.model.opset_import}
     for i, node in enumerate(case.model.graph.node):
@@ -231,7 +235,7 @@ def _without_attributes(case: Case) -> Case:
     return current
 
 
-def _small_and_short(case: Case) -> Case:
+def _small_and_short(case: Candidate) -> Candidate:
     """Every graph input at all-ones shape, then short names."""
     current = case
     inits = {t.name for t in case.model.graph.initializer}
@@ -242,7 +246,7 @@ def _small_and_short(case: Case) -> Case:
     return edit.short_names(current) or current
 
 
-def polish_at_once(case: Case, ctx: Context) -> Case | None:
+def polish_at_once(case: Candidate, ctx: Context) -> Candidate | None:
     """All the polish in one or two tests, run as one batch: every attribute at its
     default with all-ones inputs and short names, else the same keeping the attributes
     (the bug may need one). When the bug does not care, the one-edit-at-a-time passes

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from reducers.case import Case, finalize
+from reducers.candidate import Candidate, finalize
 from reducers.edit import copy_model
 
 GENERALIZE_DTYPES: tuple[int, ...] = (
@@ -111,7 +111,7 @@ def _retype_node(node: onnx.NodeProto, old: int, new: int) -> None:
             attr.i = new
 
 
-def retype(case: Case, old: int, new: int, variant: int = 0) -> Case | None:
+def retype(case: Candidate, old: int, new: int, variant: int = 0) -> Candidate | None:
     """`case` with every `old`-typed tensor made `new` (inputs valued by `variant`), or None
     when the ops refuse the new type."""
     m = copy_model(case.model)
@@ -130,4 +130,4 @@ def retype(case: Case, old: int, new: int, variant: int = 0) -> Case | None:
         return None
     old_np = helper.tensor_dtype_to_np_dtype(old)
     inputs = {k: _convert(k, v, new, variant) if v.dtype == old_np else v for k, v in case.inputs.items()}
-    return Case(checked, inputs)
+    return Candidate(checked, inputs)

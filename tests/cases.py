@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import contextlib
 
-from generator.api import Case, GenConfig, generate
+from generator.api import GenConfig, GeneratedCase, generate
 from generator.dtypes import DType
 from generator.values import NoValidValues
 
 STABLE_OPS = ["Add", "Mul", "Sub", "Relu", "Sigmoid", "Tanh", "MatMul", "Conv", "Transpose", "Reshape", "Concat"]
 
 
-def stable_cases(count: int, start: int = 0, nodes: int = 5) -> list[Case]:
+def stable_cases(count: int, start: int = 0, nodes: int = 5) -> list[GeneratedCase]:
     """`count` cases from consecutive seeds from `start`, skipping seeds without valid values.
     Shapes stay constants and no edge is aimed at: every backend must run these as they are
     (TVM's Relax frontend declines most runtime shapes)."""
     cfg = GenConfig(nodes=nodes, ops=STABLE_OPS, dtypes=[DType.float32], feedback=False, runtime_shapes=0, edges=0)
-    cases: list[Case] = []
+    cases: list[GeneratedCase] = []
     seed = start
     while len(cases) < count:
         with contextlib.suppress(NoValidValues):

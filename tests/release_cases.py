@@ -124,11 +124,12 @@ def _model(
     outputs: list[onnx.ValueInfoProto],
     initializers: list[onnx.TensorProto] | None = None,
     opset: int = 17,
+    ir: int = 8,
 ) -> onnx.ModelProto:
     """A fully checked model; IR 8 and opset 17 load on every release from 1.15 on."""
     graph = helper.make_graph(nodes, "release_case", inputs, outputs, initializer=initializers or [])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model.ir_version = ir
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -262,6 +263,68 @@ def layernorm_single_element_axis() -> Case:
     inits = [_floats("scale", [1], [2.0]), _floats("bias", [1], [0.5])]
     model = _model([node], [_value("x", _F32, [3, 1])], [_value("y", _F32, [3, 1])], inits)
     return model, {"x": np.array([[-1.5], [0.25], [3.0]], np.float32)}
+
+
+STACK_SMASH = "1.25.1"
+"""A release that dies of a stack buffer overrun while optimizing a Shape -> Gather whose
+indices are a large initializer (shape_gather_after_cast, shape_gather_beside_a_branch)."""
+
+
+def _shape_gather(source: str, count: int, value: int) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.TensorProto]:
+    indices = onnx.numpy_helper.from_array(np.full((5, 5, count), value, np.int64), "indices")
+    return (
+        helper.make_node("Shape", [source], ["shape"]),
+        helper.make_node("Gather", ["shape", "indices"], ["y"]),
+        indices,
+    )
+
+
+def shape_gather_after_cast() -> Case:
+    """Cast to bool -> Shape -> Gather of a 5x5x67 initializer of ones, at opset 23: 1.25.1
+    aborts while optimizing it ("*** stack smashing detected ***", SIGABRT; the campaign
+    that found it saw a SIGSEGV, as memory corruption varies), after its
+    Level1_RuleBasedTransformer, at every run; 1.24.4 runs it right at this opset (at
+    opset 17 it dies too). Without the Cast neither dies. Found by a 1.24.4 to 1.25.1
+    campaign, reported apart from shape_gather_beside_a_branch, the same death."""
+    shape, gather, indices = _shape_gather("b", 67, 1)
+    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BOOL), shape, gather]
+    out = [_value("y", _I64, [5, 5, 67])]
+    model = _model(nodes, [_value("x", TensorProto.UINT8, [1, 1])], out, [indices], opset=23, ir=11)
+    return model, {"x": np.array([[3]], np.uint8)}
+
+
+def shape_gather_beside_a_branch() -> Case:
+    """Shape -> Gather of a 5x5x44 initializer of zeros beside a Dropout -> Mish branch on
+    the same float input, at opset 23: 1.25.1 dies after Level1_RuleBasedTransformer as for
+    shape_gather_after_cast; without the branch it runs right."""
+    shape, gather, indices = _shape_gather("x", 44, 0)
+    branch = [helper.make_node("Dropout", ["x"], ["d"]), helper.make_node("Mish", ["d"], ["m"])]
+    out = [_value("y", _I64, [5, 5, 44]), _value("m", _F32, [1, 1])]
+    model = _model([*branch, shape, gather], [_value("x", _F32, [1, 1])], out, [indices], opset=23, ir=11)
+    return model, {"x": np.array([[-8.0]], np.float32)}
+
+
+IDENTITY_TRANSPOSE_GEMM = "1.28.0"
+"""A release whose GemmTransposeFusion folds an identity Transpose into Gemm as a real one."""
+
+
+def identity_transpose_gemm_beside_gelu() -> Case:
+    """Transpose(perm=[0, 1]) -> Gemm(transB=1) over float64, beside a float64 Gelu, at
+    opset 25. 1.28.0 at `all` fails to compile it: GemmTransposeFusion takes the identity
+    Transpose for a real one, and shape inference of the fused Gemm finds "Dimension
+    mismatch in unification between 9 and 1" (1.27.0 fails it at run time instead). At
+    `disable` 1.28.0 declines the model: the Gelu's function body needs a float64 Erf it
+    has no kernel for. Found by a 1.27.0 to 1.28.0 campaign."""
+    w = onnx.numpy_helper.from_array(np.linspace(-1, 1, 19 * 9).reshape(19, 9), "w")
+    c = onnx.numpy_helper.from_array(np.zeros(1), "c")
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 1]),
+        helper.make_node("Gemm", ["t", "w", "c"], ["y"], transB=1),
+        helper.make_node("Gelu", ["x"], ["g"]),
+    ]
+    out = [_value("y", TensorProto.DOUBLE, [1, 19]), _value("g", TensorProto.DOUBLE, [1, 9])]
+    model = _model(nodes, [_value("x", TensorProto.DOUBLE, [1, 9])], out, [w, c], opset=25, ir=11)
+    return model, {"x": np.linspace(-2, 2, 9).reshape(1, 9)}
 
 
 def rms_norm_single_element_axis() -> Case:

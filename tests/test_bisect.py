@@ -12,7 +12,7 @@ import yaml
 
 from backends.client import WorkerClient
 from backends.spec import parse_backend
-from bot.bisect.search import BugIdentity, Outcome, Step, classify, search
+from bot.bisect.search import BugIdentity, CommitTester, Outcome, Step, classify, search
 from bot.findings.bundle import Finding, write_bundle
 from bot.sides.workspace import Commit, Workspace
 from oracles.signature import op_signature
@@ -180,3 +180,28 @@ def test_a_commit_is_bad_only_when_every_run_shows_the_same_bug() -> None:
     assert classify(bug, [other] * 3) == (Outcome.skip, "fails differently: crash: ValueError: shapes <n> and <n>")
     nan = _judged(Verdict.wrong_result, "nan in Mul,Sub")
     assert classify(bug, [nan] * 3)[0] is Outcome.skip  # same class, another signature: another bug
+
+
+def test_a_reduced_death_is_shown_by_a_death_of_its_kind() -> None:
+    """A reduced crash without a message is named by its ops ("memory fault in Gather..."),
+    which a commit's run never says; the run shows it by dying the same way. Memory
+    corruption counts whatever the signal (onnxruntime 1.25.1's stack smash dies by SIGABRT
+    or SIGSEGV), and a plain abort or an orderly error is another failure."""
+    reduced = Judgement(
+        verdict=Verdict.crash,
+        symptom="signal SIGSEGV",
+        signature="memory fault in Gather[int64](Shape[int64](Cast[bool](in[uint8])),in[int64]) (T: any)",
+        message="worker killed by SIGSEGV",
+    )
+    bug = CommitTester.identity_of(reduced, "new_regression")
+    smash = Judgement(
+        verdict=Verdict.crash,
+        symptom="signal SIGABRT",
+        signature="signal SIGABRT",
+        message="worker killed by SIGABRT: *** stack smashing detected ***: terminated",
+    )
+    assert classify(bug, [smash] * 3)[0] is Outcome.bad
+    abort = smash.model_copy(update={"message": "worker killed by SIGABRT"})
+    assert classify(bug, [abort] * 3)[0] is Outcome.skip
+    raised = Judgement(verdict=Verdict.crash, symptom="exception", signature="signal SIGSEGV", message="x")
+    assert classify(bug, [raised] * 3)[0] is Outcome.skip

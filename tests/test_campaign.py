@@ -175,3 +175,68 @@ def test_one_failed_check_reached_through_two_ops_is_one_report(tmp_path: Path) 
     finding = Finding.model_validate_json((tmp_path / "out" / refs[0].reduced_path / "finding.json").read_text())  # type: ignore[operator]
     other = finding.model_copy(update={"signature": finding.signature.replace("larger than", "at most")})
     assert crash_site_fingerprint(other, "persistent") != crash_site_fingerprint(finding, "persistent")
+
+
+def test_one_death_in_the_optimizer_reached_two_ways_is_one_report(tmp_path: Path) -> None:
+    """onnxruntime 1.25.1 dies of a stack buffer overrun while optimizing a Shape -> Gather
+    of a large initializer, reached after a Cast to bool or beside a Dropout -> Mish branch;
+    neither reduces to the other, and the signal varies (SIGABRT here, SIGSEGV in the
+    campaign that found them: two reports). A death in the optimizer is named by the pass it
+    died in, read from a worker that logs its transformers. Run on the real 1.25.1."""
+    cases = []
+    for name, make in (("cast", rc.shape_gather_after_cast), ("branch", rc.shape_gather_beside_a_branch)):
+        model, inputs = make()
+        onnx.save(model, str(tmp_path / f"{name}.onnx"))
+        np.savez(tmp_path / f"{name}.npz", **inputs)  # type: ignore[arg-type]
+        cases.append(load_user_case(str(tmp_path / f"{name}.onnx"), tmp_path / f"{name}.onnx"))
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:all",
+        python=str(rc.ort_python(rc.STACK_SMASH)),
+        reduce={"generalize": False, "budget": 60},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases(list(cases), reduce=True)
+    refs = campaign.summary.findings
+    assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
+    assert len(refs[0].triggers) == 2 and any("Mish" in t for t in refs[0].triggers)
+    finding = Finding.model_validate_json((tmp_path / "out" / refs[0].reduced_path / "finding.json").read_text())  # type: ignore[operator]
+    assert finding.stage == "compile" and finding.kernel.startswith("after ")
+    assert finding.signature.startswith("memory fault in ")
+    # Another pass, or a death that is not memory corruption, stays another report.
+    elsewhere = finding.model_copy(update={"kernel": "after ConstantFolding"})
+    assert crash_site_fingerprint(elsewhere, "crash") != crash_site_fingerprint(finding, "crash")
+    abort = finding.model_copy(
+        update={
+            "symptom": "signal SIGABRT",
+            "message": "worker killed by SIGABRT: terminate called after throwing an instance of 'std::bad_alloc'",
+        }
+    )
+    assert crash_site_fingerprint(abort, "crash") != crash_site_fingerprint(finding, "crash")
+
+
+def test_a_crash_the_lowest_level_declines_is_reduced(tmp_path: Path) -> None:
+    """A build's lowest level declining a model says nothing about whether a crash needs the
+    optimizer. Taken as "passes there", the reduction had to keep the model passing at
+    `disable`, which the original itself does not, and a 1.27.0 to 1.28.0 campaign's
+    GemmTransposeFusion crash stayed unreduced ("does not reproduce"). Run on the real 1.28.0."""
+    model, inputs = rc.identity_transpose_gemm_beside_gelu()
+    onnx.save(model, str(tmp_path / "case.onnx"))
+    np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:all",
+        python=str(rc.ort_python(rc.IDENTITY_TRANSPOSE_GEMM)),
+        reduce={"generalize": False, "budget": 60},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases([load_user_case(str(tmp_path / "case.onnx"), tmp_path / "case.onnx")], reduce=True)
+    [ref] = campaign.summary.findings
+    assert ref.verdict.value == "crash" and ref.reduced_path is not None, ref
+    finding = Finding.model_validate_json((tmp_path / "out" / ref.path / "finding.json").read_text())
+    assert finding.localization is not None and finding.localization.verdict.value == "unsupported"
+    assert not finding.localization.depends_on_optimization
+    reduced = onnx.load(str(tmp_path / "out" / ref.reduced_path / "model.onnx"))
+    assert [n.op_type for n in reduced.graph.node] == ["Transpose", "Gemm"]

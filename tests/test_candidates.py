@@ -17,14 +17,15 @@ from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.spec import parse_backend
 from bot.campaign.triage import Side, Triage
-from bot.reduce.candidates import CandidateJudge, ClientPool
+from bot.reduce.candidates import CandidateJudge, ClientPool, SameBug
 from oracles.config import OracleConfig
 from oracles.judging import Judging
 from oracles.references import Source, Validity, invalid_by_reference, read_reference
 from oracles.sides import CrossVerdict
 from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Verdict
-from reducers.case import Case
+from oracles.verdict import MEMORY_FAULT, Judgement, Verdict, crash_kind, judge
+from reducers.candidate import Candidate
+from tests import release_cases as rc
 
 ORT = parse_backend("onnxruntime:all")
 USER_RULE = """\
@@ -94,8 +95,8 @@ def test_a_user_rule_that_filters_a_case_in_a_campaign_filters_it_in_a_reduction
         result = client.run(given.model_bytes, given.inputs)
         cross = Triage(cfg, ToleranceConfig(), judging.rules, judging).triage(given, [Side("head", client)], [result])
     assert cross.verdict is CrossVerdict.filtered and cross.rule == "known-tanh-drift"
-    assert CandidateJudge(perturbing, judging).judge(Case(model, {"x": x})) is None
-    shipped = CandidateJudge(perturbing).judge(Case(model, {"x": x}))
+    assert CandidateJudge(perturbing, judging).judge(Candidate(model, {"x": x})) is None
+    shipped = CandidateJudge(perturbing).judge(Candidate(model, {"x": x}))
     assert shipped is not None and shipped.verdict is Verdict.wrong_result, "the shipped rules alone keep it"
 
 
@@ -115,7 +116,7 @@ def test_a_candidate_the_reference_cannot_compute_is_no_candidate(perturbing: Cl
         ints,
     )
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
-    case = Case(model, {"x": np.arange(4, dtype=np.float32), "steps": np.zeros(1, np.int64)})
+    case = Candidate(model, {"x": np.arange(4, dtype=np.float32), "steps": np.zeros(1, np.int64)})
     assert invalid_by_reference(model, read_reference(model, case.inputs).outputs) is not None
     assert CandidateJudge(perturbing, validity=Validity(computed=True)).judge(case) is None
     judged = CandidateJudge(perturbing).judge(case)
@@ -145,7 +146,7 @@ def test_a_candidate_with_an_empty_output_the_original_lacked_is_no_candidate(pe
     reading = read_reference(empty, ex).outputs
     assert reading is not None and reading["y"].size == 0 and invalid_by_reference(empty, reading) is None
     assert validity.refuses(empty, reading) == "output 'y' is empty, and the original's outputs were not"
-    assert CandidateJudge(perturbing, validity=validity).judge(Case(empty, ex)) is None
+    assert CandidateJudge(perturbing, validity=validity).judge(Candidate(empty, ex)) is None
     # The same shape of candidate with elements stays one; an original with an empty output
     # allows empty candidates.
     three, tx = _resize(4)
@@ -169,3 +170,35 @@ def test_an_index_outside_its_dim_is_refused_by_the_reference() -> None:
     assert outside.outputs is None and "outside [-dim, dim - 1]" in outside.gap
     inside = read_reference(model, {"x": x, "i": np.array([[-8]], np.int64)})
     assert inside.outputs is not None and int(inside.outputs["y"].reshape(-1)[0]) == 0
+
+
+def _death(python: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray], fault: str | None) -> Judgement:
+    client = WorkerClient(ORT, python, 30.0, fault={"kind": fault} if fault else None)
+    try:
+        result = client.run(model.SerializeToString(), inputs)
+    finally:
+        client.close()
+    return judge(result, {}, "")
+
+
+def test_a_memory_fault_is_one_symptom_whatever_the_signal_and_an_abort_is_another() -> None:
+    """A reduction keeps a candidate that dies of the same memory corruption under another
+    signal: onnxruntime 1.25.1's stack smash while optimizing a Shape -> Gather aborts with
+    glibc's "stack smashing detected" on one run and build, and segfaults on another (the
+    campaign that found it saw SIGSEGV), and a reducer that asked for the same signal kept
+    an unrelated branch. An abort that is not memory corruption (an uncaught exception, a
+    plain abort) stays another bug. Real deaths: the 1.25.1 worker, and the segv and abort
+    test faults."""
+    model, inputs = rc.shape_gather_after_cast()
+    smash = _death(str(rc.ort_python(rc.STACK_SMASH)), model, inputs, None)
+    # in the worker it is a SIGSEGV after glibc's words, in a plain interpreter a SIGABRT
+    assert smash.symptom.startswith("signal SIG") and "stack smashing detected" in smash.message, smash.message
+    segv = _death(sys.executable, model, inputs, "segv")
+    abort = _death(sys.executable, model, inputs, "abort")
+    assert segv.symptom == "signal SIGSEGV" and abort.symptom == "signal SIGABRT"
+    assert crash_kind(smash) == crash_kind(segv) == MEMORY_FAULT != crash_kind(abort)
+    assert crash_kind(smash.model_copy(update={"symptom": "signal SIGABRT"})) == MEMORY_FAULT
+    pool = ClientPool(lambda: WorkerClient(ORT), 1)
+    assert SameBug(segv, pool).matches(smash) and SameBug(smash, pool).matches(segv)
+    assert not SameBug(segv, pool).matches(abort) and not SameBug(abort, pool).matches(smash)
+    pool.close()

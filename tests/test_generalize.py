@@ -9,11 +9,11 @@ from onnx import TensorProto, helper, numpy_helper
 from bot.findings.bundle import DtypeEvidence
 from bot.reduce.generalize import Outcome, dtype_evidence, generalized_name
 from oracles.verdict import Judgement, Verdict
-from reducers.case import Case
+from reducers.candidate import Candidate
 from reducers.retype import main_dtype, retype
 
 
-def _fused(dtype: int = TensorProto.FLOAT) -> Case:
+def _fused(dtype: int = TensorProto.FLOAT) -> Candidate:
     """Sub(Mul(a, b), c) with c an initializer, then Cast back to the same type."""
     np_type = helper.tensor_dtype_to_np_dtype(dtype)
     nodes = [
@@ -26,7 +26,7 @@ def _fused(dtype: int = TensorProto.FLOAT) -> Case:
     graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", dtype, [3])], [c])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     inputs = {"a": np.array([1.25, 2.0, 3.5]).astype(np_type), "b": np.array([2.0, 0.5, 1.0]).astype(np_type)}
-    return Case(model, inputs)
+    return Candidate(model, inputs)
 
 
 def test_retype_moves_every_tensor_of_the_type_and_keeps_the_graph_checked() -> None:
@@ -58,14 +58,14 @@ def test_a_type_passes_only_when_no_set_of_values_fails() -> None:
     """Ints fail only on the fresh positive draw (variant 1): still "fails". Floats pass on
     every draw: "passes". Bool is refused by the ops: no evidence."""
 
-    def outcome(case: Case) -> Outcome:
+    def outcome(case: Candidate) -> Outcome:
         kind = next(iter(case.inputs.values())).dtype.kind
         if kind in "iu":
             return "fails" if (case.inputs["a"] > 0).all() else "passes"
         return "passes"
 
     found = _fused(TensorProto.INT64)
-    found = Case(found.model, {**found.inputs, "a": np.array([0, 2, 3], np.int64)})  # passes as it is
+    found = Candidate(found.model, {**found.inputs, "a": np.array([0, 2, 3], np.int64)})  # passes as it is
     ev = dtype_evidence(found, outcome)
     assert ev is not None and ev.dtype == "int64"
     assert set(ev.fails) == {"int64", "int8", "uint8", "int32"}
@@ -96,7 +96,7 @@ def test_names_keep_the_type_only_where_the_failure_needs_it() -> None:
     assert generalized_name(model, segv, "toycc", None) != generalized_name(other, segv, "toycc", None)
 
 
-def _gather(dtype: int) -> Case:
+def _gather(dtype: int) -> Candidate:
     """GatherElements(data, indices) along axis 0, with data of `dtype`."""
     node = helper.make_node("GatherElements", ["data", "idx"], ["y"], axis=0)
     ins = [
@@ -106,7 +106,7 @@ def _gather(dtype: int) -> Case:
     graph = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", dtype, [2, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     data = (np.arange(24).reshape(6, 4) % 3).astype(helper.tensor_dtype_to_np_dtype(dtype))
-    return Case(model, {"data": data, "idx": np.array([[0, 5, 1, 2], [3, 4, 0, 1]], np.int64)})
+    return Candidate(model, {"data": data, "idx": np.array([[0, 5, 1, 2], [3, 4, 0, 1]], np.int64)})
 
 
 def test_a_wrong_pick_is_not_named_by_the_types_whose_values_hid_it() -> None:
@@ -115,7 +115,7 @@ def test_a_wrong_pick_is_not_named_by_the_types_whose_values_hid_it() -> None:
     cell differ, so no type passes by its values alone; and bool, whose cells hold one bit,
     never counts as passing: the name is `(T: any)`."""
 
-    def outcome(case: Case) -> Outcome:
+    def outcome(case: Candidate) -> Outcome:
         data = case.inputs["data"]
         if data.dtype == np.bool_:
             return "passes"  # as if every draw happened to agree

@@ -17,6 +17,7 @@ import pytest
 
 from bot.campaign.run import Campaign, Lane
 from bot.campaign.sides import prepare_sides
+from bot.campaign.state import CampaignState
 from bot.cases.shard import Shard
 from bot.config import load_config
 from bot.findings.bundle import Finding
@@ -60,9 +61,9 @@ def _two_labels(root: Path, seed: int, tests: int = 8, shard: Shard | None = Non
     config.write_text(TWO_LABELS.format(python=PYTHON, tests=tests, seed=seed))
     out = root / "out"
     cfg = load_config(config, {"out": out})
-    setups, records = prepare_sides(cfg)
-    campaign = BaseAlsoPerturbs(cfg, setups, shard)
-    campaign.summary.sides = records
+    state = CampaignState.of(cfg, shard)
+    setups, _ = prepare_sides(cfg, records=state.sides)
+    campaign = BaseAlsoPerturbs(cfg, setups, shard, state)
     campaign.run()
     return out
 

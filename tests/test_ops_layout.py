@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from backends.reference import run_reference
-from generator.api import Case, GenConfig, generate
+from generator.api import GenConfig, GeneratedCase, generate
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.ops.base import OpSpec
@@ -169,7 +169,9 @@ def _bool_as_uint8(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _evaluator_check(op_type: str, case: Case, ours: dict[str, np.ndarray], ort_out: list[np.ndarray] | None) -> str:
+def _evaluator_check(
+    op_type: str, case: GeneratedCase, ours: dict[str, np.ndarray], ort_out: list[np.ndarray] | None
+) -> str:
     """Compare with the evaluator, or with a stand-in where it is known wrong; returns which."""
     names = [o.name for o in case.model.graph.output]
     model, inputs, how = case.model, case.inputs, "evaluator"
@@ -195,8 +197,8 @@ def _params() -> list[tuple[str, DType]]:
     return [(name, dtype) for name, spec in SPECS.items() for dtype in spec.dtypes]
 
 
-def _cases(spec: type[OpSpec], dtype: DType) -> list[Case]:
-    found: list[Case] = []
+def _cases(spec: type[OpSpec], dtype: DType) -> list[GeneratedCase]:
+    found: list[GeneratedCase] = []
     opsets = [o for o in OPSETS if spec.exists_at(o)]
     for seed in range(SEEDS):
         if len(found) >= CASES:

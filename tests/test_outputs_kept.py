@@ -160,6 +160,40 @@ def test_a_signalled_campaign_writes_its_summary_marked_interrupted(
     assert kept == {Path(f.path).name for f in s.findings}, "every bundle on disk is listed"
 
 
+def test_a_campaign_signalled_while_it_probes_writes_its_summary_marked_interrupted(tmp_path: Path) -> None:
+    """SIGTERM (a CI job cancelled) while the support probe runs, before any test: a fresh
+    probe cache makes the probe run, and the signal comes once it has asked the build's
+    opsets and probes what each runs (a slow worker keeps it at that)."""
+    config = tmp_path / "fuzzbot.yml"
+    config.write_text(NO_REDUCE)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    args = ["fuzz", "--config", str(config), "--out", str(out), "--budget", "600s", "--cache-dir", str(cache)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", *args, "--test-fault", "slow"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(cache.glob("support/*-opsets.json")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the campaign ended before it was signalled"
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == INTERRUPT_CODES[signal.SIGTERM], err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: interrupted by SIGTERM; the results so far are in {out / 'summary.json'}"], err
+    s = _summary(out)
+    assert s.stopped_by == "SIGTERM" and s.interrupted and s.stopped_at and s.tests == 0
+    assert s.backend is not None, "the worker had started"
+    assert f"**Interrupted by SIGTERM at {s.stopped_at}**" in (out / "summary.md").read_text()
+
+
 def _two_bundles(out: Path) -> bool:
     findings = out / "findings"
     return findings.is_dir() and sum(1 for p in findings.iterdir() if not p.name.startswith(".")) >= 2

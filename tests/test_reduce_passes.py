@@ -15,7 +15,7 @@ from bench.reduce import plant
 from bot.reduce.candidates import reference_values
 from generator.api import GenConfig, generate
 from reducers import passes
-from reducers.case import Case, onnx_reference_values
+from reducers.candidate import Candidate, onnx_reference_values
 from reducers.driver import NotInteresting, reduce_case
 from reducers.passes import Context
 from reducers.tester import ReduceConfig
@@ -42,7 +42,7 @@ def _model(
     return model
 
 
-def _runs(case: Case) -> bool:
+def _runs(case: Candidate) -> bool:
     so = ort.SessionOptions()
     so.log_severity_level = 3
     try:
@@ -54,19 +54,19 @@ def _runs(case: Case) -> bool:
     return True
 
 
-def _has(op: str) -> Callable[[Case], bool]:
+def _has(op: str) -> Callable[[Candidate], bool]:
     return lambda c: any(n.op_type == op for n in c.model.graph.node) and _runs(c)
 
 
-def _ctx(pred: Callable[[Case], bool], values: bool = True) -> Context:
-    return Context(CandidateTester(pred, Case.key, ReduceConfig()), onnx_reference_values if values else None)
+def _ctx(pred: Callable[[Candidate], bool], values: bool = True) -> Context:
+    return Context(CandidateTester(pred, Candidate.key, ReduceConfig()), onnx_reference_values if values else None)
 
 
 def _x(*shape: int) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
-def _chain() -> Case:
+def _chain() -> Candidate:
     """x -> Relu -> Neg -> Abs -> y, and x -> Sigmoid -> z."""
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="relu"),
@@ -74,7 +74,7 @@ def _chain() -> Case:
         helper.make_node("Abs", ["b"], ["y"], name="abs"),
         helper.make_node("Sigmoid", ["x"], ["z"], name="sig"),
     ]
-    return Case(_model(nodes, {"x": [2, 3]}, {"y": [2, 3], "z": [2, 3]}), {"x": _x(2, 3)})
+    return Candidate(_model(nodes, {"x": [2, 3]}, {"y": [2, 3], "z": [2, 3]}), {"x": _x(2, 3)})
 
 
 def test_drop_outputs_keeps_only_what_the_failure_needs() -> None:
@@ -98,7 +98,7 @@ def test_drop_nodes_feeds_cut_tensors_their_recorded_values() -> None:
 
 def test_bypass_replaces_a_node_by_its_same_typed_input() -> None:
     nodes = [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
-    case = Case(_model(nodes, {"x": [4]}, {"y": [4]}), {"x": _x(4)})
+    case = Candidate(_model(nodes, {"x": [4]}, {"y": [4]}), {"x": _x(4)})
     out = passes.bypass_nodes(case, _ctx(_has("Relu")))
     assert out is not None
     assert [(n.op_type, list(n.input)) for n in out.model.graph.node] == [("Relu", ["x"])]
@@ -106,7 +106,7 @@ def test_bypass_replaces_a_node_by_its_same_typed_input() -> None:
 
 def test_initializers_become_zeros() -> None:
     w = numpy_helper.from_array(_x(3), "w")
-    case = Case(_model([helper.make_node("Add", ["x", "w"], ["y"])], {"x": [3]}, {"y": [3]}, [w]), {"x": _x(3)})
+    case = Candidate(_model([helper.make_node("Add", ["x", "w"], ["y"])], {"x": [3]}, {"y": [3]}, [w]), {"x": _x(3)})
     out = passes.simplify_initializers(case, _ctx(_has("Add")))
     assert out is not None
     (init,) = out.model.graph.initializer
@@ -126,7 +126,7 @@ def test_a_quantization_scale_is_never_polished_to_zero() -> None:
         [scale],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    out = passes.simplify_initializers(Case(model, {"x": _x(3)}), _ctx(_has("QuantizeLinear")))
+    out = passes.simplify_initializers(Candidate(model, {"x": _x(3)}), _ctx(_has("QuantizeLinear")))
     assert out is not None, "ones (or an input) is still a simplification"
     assert all(numpy_helper.to_array(t).all() for t in out.model.graph.initializer)
 
@@ -136,7 +136,7 @@ def test_optional_attributes_go_back_to_their_defaults_required_ones_stay() -> N
         helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3),
         helper.make_node("Concat", ["a", "a"], ["y"], axis=0),
     ]
-    case = Case(_model(nodes, {"x": [2]}, {"y": [4]}), {"x": _x(2)})
+    case = Candidate(_model(nodes, {"x": [2]}, {"y": [4]}), {"x": _x(2)})
     ctx = _ctx(lambda c: _has("LeakyRelu")(c) and _has("Concat")(c))
     out = passes.default_attributes(case, ctx)
     assert out is not None
@@ -147,7 +147,7 @@ def test_optional_attributes_go_back_to_their_defaults_required_ones_stay() -> N
 
 def test_polish_at_once_is_one_test_when_the_bug_ignores_attributes_shapes_and_names() -> None:
     nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3), helper.make_node("Neg", ["a"], ["y"])]
-    case = Case(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})
+    case = Candidate(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})
     ctx = _ctx(_has("LeakyRelu"))
     out = passes.polish_at_once(case, ctx)
     assert out is not None and ctx.tester.stats.tests == 1
@@ -162,7 +162,7 @@ def test_polish_at_once_is_one_test_when_the_bug_ignores_attributes_shapes_and_n
 
 def test_input_shapes_shrink_and_outputs_follow() -> None:
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
-    case = Case(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})
+    case = Candidate(_model(nodes, {"x": [4, 6]}, {"y": [4, 6]}), {"x": _x(4, 6)})
     out = passes.shrink_shapes(case, _ctx(_has("Relu")))
     assert out is not None
     dims = [d.dim_value for d in out.model.graph.output[0].type.tensor_type.shape.dim]
@@ -172,7 +172,7 @@ def test_input_shapes_shrink_and_outputs_follow() -> None:
 def test_shapes_stay_when_the_checker_would_refuse_the_smaller_model() -> None:
     nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
     w = numpy_helper.from_array(_x(4), "w")
-    case = Case(_model(nodes, {"x": [4]}, {"y": [4]}, [w]), {"x": _x(4)})
+    case = Candidate(_model(nodes, {"x": [4]}, {"y": [4]}, [w]), {"x": _x(4)})
     ctx = _ctx(_has("Add"))
     out = passes.shrink_shapes(case, ctx)
     # [1] broadcasts against w[4] but changes the output shape: valid, so it is tested
@@ -186,7 +186,7 @@ def _shrink_int32(shape: list[int]) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _shrink_is_wrong(case: Case) -> bool:
+def _shrink_is_wrong(case: Candidate) -> bool:
     """onnxruntime's Shrink on int32 computes x - bias in float32, so a large x rounds up
     (4816896 - 0.248 gives 4816896, not 4816895): a real wrong result, in one element."""
     onnx.checker.check_model(case.model, full_check=True)  # every tested candidate is valid ONNX
@@ -203,7 +203,7 @@ def test_input_shapes_shrink_to_the_element_the_bug_lives_in() -> None:
     x = np.zeros((14, 15, 1, 10), np.int32)
     x[9, 11, 0, 7] = 4816896
     x[2, 3, 0, 4] = 100  # right on every build: a value that is not the bug
-    case = Case(_shrink_int32([14, 15, 1, 10]), {"x": x})
+    case = Candidate(_shrink_int32([14, 15, 1, 10]), {"x": x})
     assert _shrink_is_wrong(case)
     ctx = _ctx(_shrink_is_wrong, values=False)
     out = passes.shrink_shapes(case, ctx)
@@ -217,12 +217,12 @@ def test_inputs_that_broadcast_together_shrink_together() -> None:
     cutting one input alone no longer broadcasts, so both are cut alike."""
     x, y = np.zeros((6, 8), np.float32), np.zeros((6, 8), np.float32)
     x[4, 5], y[4, 5] = 7000.0, 777.0
-    case = Case(
+    case = Candidate(
         _model([helper.make_node("Add", ["x", "y"], ["s"])], {"x": [6, 8], "y": [6, 8]}, {"s": [6, 8]}),
         {"x": x, "y": y},
     )
 
-    def sums_to_7777(c: Case) -> bool:
+    def sums_to_7777(c: Candidate) -> bool:
         onnx.checker.check_model(c.model, full_check=True)
         session = ort.InferenceSession(c.model.SerializeToString(), providers=["CPUExecutionProvider"])
         return bool((session.run(None, c.inputs)[0] == 7777.0).any())
@@ -245,7 +245,7 @@ def test_a_value_dependent_output_shape_does_not_block_shrinking() -> None:
         [helper.make_tensor_value_info("y", F, [3, 4])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    case = Case(model, {"x": _x(6, 10), "sizes": np.array([3, 4], np.int64)})
+    case = Candidate(model, {"x": _x(6, 10), "sizes": np.array([3, 4], np.int64)})
     out = passes.shrink_shapes(case, _ctx(_has("Resize")))
     assert out is not None and out.inputs["x"].shape == (1, 1)
     np.testing.assert_array_equal(out.inputs["sizes"], [3, 4])
@@ -259,9 +259,9 @@ def test_tidy_gives_short_names() -> None:
 
 
 def test_invalid_candidates_are_not_tests() -> None:
-    calls: list[Case] = []
+    calls: list[Candidate] = []
 
-    def pred(c: Case) -> bool:
+    def pred(c: Candidate) -> bool:
         calls.append(c)
         onnx.checker.check_model(c.model, full_check=True)  # every tested candidate is valid
         return _has("Neg")(c)
@@ -271,16 +271,16 @@ def test_invalid_candidates_are_not_tests() -> None:
     assert ctx.tester.stats.tests == len(calls)
 
 
-def _planted(seed: int, nodes: int) -> Case:
+def _planted(seed: int, nodes: int) -> Candidate:
     for s in range(seed, seed + 50):
         case = generate(s, GenConfig(nodes=nodes, values="none"))
         planted = plant(case.model, "pair")
-        if planted is not None and _trigger(Case(planted, case.inputs)):
-            return Case(planted, case.inputs)
+        if planted is not None and _trigger(Candidate(planted, case.inputs)):
+            return Candidate(planted, case.inputs)
     raise AssertionError("no generated model took the trigger")
 
 
-def _trigger(c: Case) -> bool:
+def _trigger(c: Candidate) -> bool:
     made = {o: n.op_type for n in c.model.graph.node for o in n.output}
     edge = any(n.op_type == "Softsign" and made.get(i) == "Sigmoid" for n in c.model.graph.node for i in n.input)
     return edge and _runs(c)

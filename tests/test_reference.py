@@ -21,6 +21,7 @@ FAMILY_TESTS = {
     **{f"generator.ops.{m}": "test_ops_layout.py" for m in ("indexing", "selection")},
     **{f"generator.ops.{m}": "test_ops_nn.py" for m in ("nn", "windows", "conv", "pool", "norm", "reduce")},
     "generator.ops.quant": "test_ops_quant.py",
+    "generator.ops.recurrent": "test_ops_recurrent.py",
 }
 """Op families whose own test files check them op x dtype (with their evaluator workarounds);
 this file checks the elementwise families and that no op is left without such a test."""

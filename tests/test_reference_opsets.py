@@ -343,6 +343,22 @@ def _shapes() -> list[Case]:
     ]
 
 
+def _recurrent() -> list[Case]:
+    """RNN, GRU and LSTM at 7, 14 (layout) and 22 (bfloat16 only), in the default forms
+    onnx.reference reads (tests/test_ops_recurrent.py checks every other form)."""
+    cases = []
+    for op, gates in (("RNN", 1), ("GRU", 3), ("LSTM", 4)):
+        w, r, b = _f32(1, gates * 3, 4) * 0.5, _f32(1, gates * 3, 3) * 0.5, _f32(1, 6 * gates) * 0.5
+        both = (_f32(2, gates * 3, 4) * 0.5, _f32(2, gates * 3, 3) * 0.5)
+        cases += [
+            Case(op, 7, (X3, w, r, b), {"hidden_size": 3}, outputs=2),
+            Case(op, 14, (X3, *both), {"hidden_size": 3, "direction": "bidirectional"}, outputs=2),
+            Case(op, 14, (X3, w, r), {"hidden_size": 3, "layout": 1, "direction": "reverse"}, outputs=2),
+            Case(op, 22, (X3, w, r, b), {"hidden_size": 3, "layout": 1}),
+        ]
+    return cases
+
+
 def _misc() -> list[Case]:
     a, b, c = _f32(3, 4), _f32(4, 5), _f32(5)
     g = _f32(2, 4, 3, 3)
@@ -414,6 +430,7 @@ CASES = [
     *_scatter(),
     *_shapes(),
     *_misc(),
+    *_recurrent(),
     *_type_only_versions(),
 ]
 

@@ -6,10 +6,14 @@ build each came from is named), except where a test says it follows a system's t
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
+from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Stage, Status
-from oracles.signature import is_meaningful_name, normalize
+from backends.spec import parse_backend
+from oracles.signature import crash_site, is_meaningful_name, normalize
 from oracles.verdict import judge
 
 TVM = BackendInfo(name="tvm", level="O0", version="0.27.0.post1")
@@ -148,3 +152,29 @@ def test_openvino_names_collapse_across_seeds_and_two_bugs_stay_apart() -> None:
     nullnode = normalize(_OV_NULLNODE.format(n=25034))
     assert nullnode == normalize(_OV_NULLNODE.format(n=4))
     assert nullnode != seed_a and "NullNode operation with dynamic rank" in nullnode
+
+
+def _one_hot(depth: np.ndarray) -> onnx.ModelProto:
+    node = helper.make_node("OneHot", ["x", "depth", "values"], ["y"])
+    inits = [numpy_helper.from_array(depth, "depth"), numpy_helper.from_array(np.zeros(2, np.float32), "values")]
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, [3])
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_one_refused_ffi_argument_is_one_crash_site_whatever_the_value_it_got() -> None:
+    """TVM's OneHot converter hands a constant depth to `relax.op.one_hot`, whose FFI wants
+    an `int`: a scalar float depth "got `float`", a depth of shape [1] "got `ffi.Array`",
+    two reports of one line in a TVM 0.25 to 0.27 campaign. The function refusing it is kept
+    in the name (the quoted call signature was erased whole), so a refusal by another
+    function stays another site. Run on the real TVM."""
+    x = {"x": np.array([0, 1, 2], np.int64)}
+    with WorkerClient(parse_backend("tvm:default"), timeout_s=120) as client:
+        messages = [
+            client.run(_one_hot(d).SerializeToString(), x).message
+            for d in (np.array(3.0, np.float32), np.array([3], np.float16))
+        ]
+    sites = {crash_site(normalize(m)) for m in messages}
+    assert len(sites) == 1 and "`relax.op.one_hot`" in sites.pop(), messages
+    other = messages[0].replace("relax.op.one_hot", "relax.op.reshape")
+    assert crash_site(normalize(other)) != crash_site(normalize(messages[0]))

@@ -146,6 +146,33 @@ def test_a_side_that_fails_every_run_differently_is_failing_not_flaky(
     assert triage.triage(case, [base, flaky], _first(case, base, flaky)).verdict is CrossVerdict.flaky
 
 
+def test_the_most_frequent_failure_speaks_for_a_mixed_side_over_the_fresh_worker() -> None:
+    """TVM 0.25 corrupts its heap on GatherND's negative indices: wrong values in three runs,
+    non-finite values in the fourth, the fresh worker's. The fresh run spoke for the side,
+    and the reducer, chasing non-finite values, never reproduced the finding. A side that
+    fails every run in one way still speaks by its fresh run; memory faults under two
+    signals are one kind."""
+
+    def wrong(symptom: str) -> Judgement:
+        return Judgement(verdict=Verdict.wrong_result, symptom=symptom, signature=f"{symptom} in GatherND")
+
+    runs = [wrong("values"), wrong("values"), wrong("values"), wrong("nonfinite")]
+    side = SideRuns(side="base", runs=runs, fresh=runs[-1])
+    assert side.mixed and side.first.symptom == "values"
+    same = SideRuns(side="base", runs=[wrong("values")] * 3 + [wrong("values").model_copy(update={"message": "f"})])
+    same.fresh = same.runs[-1]
+    assert not same.mixed and side.first is not None and same.first.message == "f"
+    segv = Judgement(verdict=Verdict.crash, symptom="signal SIGSEGV", signature="signal SIGSEGV")
+    smash = Judgement(
+        verdict=Verdict.crash,
+        symptom="signal SIGABRT",
+        signature="signal SIGABRT",
+        message="worker killed by SIGABRT: *** stack smashing detected ***: terminated",
+    )
+    dying = SideRuns(side="base", runs=[wrong("values"), segv, smash], fresh=smash)
+    assert dying.first.verdict is Verdict.crash, "two memory faults outnumber one wrong value"
+
+
 def _poisoner_and_every(victim: bytes) -> tuple[_Case, int]:
     """A case the `poison` fault triggers on and a period it spares `victim` at."""
     model = _model([helper.make_node("Relu", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [8])

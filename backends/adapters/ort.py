@@ -71,13 +71,18 @@ class OrtAdapter(Adapter):
         r"is not (?:currently )?supported",
         r"Unsupported model IR version",
         r"official support for domain \S+ is till opset",
+        r"operations \(layout == 1\) are not supported",
+        r"does not support \w+ yet",
     )
     """Also a model newer than the build reads (its IR version or opset): a declared limit,
-    not a crash of the build (`fuzzbot check` judged an IR-14 model a crash on 1.31.1)."""
+    not a crash of the build (`fuzzbot check` judged an IR-14 model a crash on 1.31.1); and
+    the recurrent kernels' own refusals: "Batchwise recurrent operations (layout == 1) are
+    not supported", "GRU operator does not support double yet"."""
     repro_requires = ("onnxruntime=={version}",)
     options = {
         "provider": "execution provider(s), '+'-separated in priority order [CPUExecutionProvider]",
         "threads": "intra-op threads [1]",
+        "trace": "1: log each graph transformer as it runs, so a crash inside one is named by it [0]",
     }
     count_options = ("threads",)
 
@@ -88,6 +93,7 @@ class OrtAdapter(Adapter):
         self.ort = onnxruntime
         self.providers = str(options.get("provider", "CPUExecutionProvider")).split("+")
         self.threads = int(options.get("threads", 1))
+        self.trace = options.get("trace", "0") == "1"
         have = onnxruntime.get_available_providers()
         missing = [p for p in self.providers if p not in have]
         if missing:
@@ -106,7 +112,7 @@ class OrtAdapter(Adapter):
         so.graph_optimization_level = getattr(self.ort.GraphOptimizationLevel, self.level_names[level])
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
-        so.log_severity_level = 3
+        so.log_severity_level = 1 if self.trace else 3
         return so
 
     def compile(self, model: Any, level: str) -> Any:

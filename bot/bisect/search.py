@@ -24,7 +24,7 @@ from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
 from oracles.sides import CrossVerdict
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Verdict, judge
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind, judge
 
 
 class BisectError(UserError):
@@ -67,13 +67,17 @@ class BugIdentity:
 
     A wrong result's signature names the model's ops, and the model does not change while
     bisecting (a reduced bundle's is in canonical form), so there the kind of mismatch
-    (`symptom`: values, shape, ...) is what must stay the same.
+    (`symptom`: values, shape, ...) is what must stay the same. So does a death's kind
+    (`crash`, oracles.verdict.crash_kind) for a crash without a message, whose reduced
+    signature names the ops too, and whose signal memory corruption varies.
     """
 
     verdict: Verdict
     signature: str
     symptom: str = ""
     declined_is_good: bool = False
+    crash: str = ""
+    """Of a crash without a message: its kind (a signal, or `memory fault`)."""
     """For a `new_in_head` finding: a commit that declines the model (unsupported) is before
     the bug, so the search names the first commit that runs it wrong."""
 
@@ -82,6 +86,8 @@ class BugIdentity:
             return False
         if self.verdict is Verdict.wrong_result and self.symptom:
             return judgement.symptom == self.symptom
+        if self.crash:
+            return judgement.symptom != Symptom.exception and crash_kind(judgement) == self.crash
         return judgement.signature == self.signature
 
 
@@ -170,7 +176,11 @@ class CommitTester:
     @staticmethod
     def identity_of(finding: Judgement, across: str) -> BugIdentity:
         """The bug a finding names, as bisection looks for it."""
-        return BugIdentity(finding.verdict, finding.signature, finding.symptom, across == CrossVerdict.new_in_head)
+        died = finding.verdict is Verdict.crash and finding.symptom != Symptom.exception
+        crash = crash_kind(finding) if died else ""
+        return BugIdentity(
+            finding.verdict, finding.signature, finding.symptom, across == CrossVerdict.new_in_head, crash
+        )
 
     def runs(self, python: str, roots: BuildRoots | None = None) -> list[Judgement]:
         """k judged runs on the build under `python`; with `roots`, the worker must prove it

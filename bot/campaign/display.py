@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,10 +19,21 @@ PLAIN_EVERY_S = 30.0
 """How often a log that is not a terminal (a CI job) gets a progress line."""
 
 
+class Tally(Protocol):
+    """What a watcher is shown after each test: a running campaign's state
+    (bot.campaign.state.CampaignState), or a finished campaign's Summary."""
+
+    @property
+    def tests(self) -> int: ...
+
+    @property
+    def finding_count(self) -> int: ...
+
+
 @contextmanager
 def live_progress(
     console: Console, budget_s: float, plain_every_s: float = PLAIN_EVERY_S
-) -> Iterator[Callable[[Summary], None]]:
+) -> Iterator[Callable[[Tally], None]]:
     """Yields the per-test callback: a live bar on a terminal (time against budget); in a
     log, where a bar never renders, one plain line every `plain_every_s`."""
     if not console.is_terminal:
@@ -37,7 +49,7 @@ def live_progress(
     start = time.monotonic()
     task = progress.add_task("fuzz", total=budget_s, tests=0, rate=0.0, findings=0)
 
-    def update(s: Summary) -> None:
+    def update(s: Tally) -> None:
         elapsed = time.monotonic() - start
         progress.update(
             task,
@@ -52,12 +64,12 @@ def live_progress(
         progress.update(task, completed=budget_s)
 
 
-def plain_progress(console: Console, budget_s: float, every_s: float) -> Callable[[Summary], None]:
+def plain_progress(console: Console, budget_s: float, every_s: float) -> Callable[[Tally], None]:
     """One line, like "fuzzing: 0:01:30 of 0:02:00, 4021 tests, 44.7/s, 3 findings", per `every_s`."""
     start = time.monotonic()
     last = start
 
-    def update(s: Summary) -> None:
+    def update(s: Tally) -> None:
         nonlocal last
         now = time.monotonic()
         if now - last < every_s:

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from backends.reference import model_opset
 from backends.results import RunResult
-from bot.campaign.reduction import CampaignReduction
 from bot.campaign.side_setup import SideSetup
+from bot.campaign.state import CampaignState
 from bot.cases.making import Prepared
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, move_bundle, write_bundle
 from bot.findings.repro import render_repro
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import FindingRef, Summary, in_output, seen_union
+from bot.findings.summary import FindingRef, in_output, seen_union
+from bot.reduce.campaign import CampaignReduction
 from bot.reduce.finding import input_form
 from generator.api import OLDEST_GENERATED, GenConfig
 from generator.emit import NEWEST_OPSET
@@ -25,55 +26,58 @@ from oracles.sides import CrossJudgement, CrossVerdict
 
 
 class FindingKeeper:
-    """Keeps the findings of one campaign, in the order its lanes report them."""
+    """Keeps the findings of one campaign, in the order its lanes report them, in the
+    campaign's kept findings (`state.kept`); base's build, once started, is `state.base`.
+    `count_key` is how the campaign counts a verdict (its symptom with one build, its label
+    with two); `clock`, the seconds since the fuzzing started."""
 
     def __init__(
         self,
         cfg: FuzzConfig,
         setups: Sequence[SideSetup],
-        summary: Summary,
+        state: CampaignState,
         store: FindingStore,
         reduction: CampaignReduction,
         count_key: Callable[[CrossJudgement], str],
+        clock: Callable[[], float],
     ) -> None:
         self.cfg = cfg
         self.setups = setups
-        self.summary = summary
+        self.state = state
+        self.kept = state.kept
         self.store = store
         self.reduction = reduction
         self.count_key = count_key
-        """How the campaign counts a verdict (its symptom with one build, its label with two)."""
-        self.clock: Callable[[], float] = lambda: 0.0
-        """Seconds since the fuzzing started (the campaign sets it when it starts)."""
+        self.clock = clock
 
     def keep(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> FindingRef | None:
         """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
 
         A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
         than the finding's bundles show earns a bundle, and the weaker bundles go to
-        duplicates/; a weaker sighting is counted, not kept (Summary.superseded_by). A sighting
+        duplicates/; a weaker sighting is counted, not kept (KeptFindings.superseded_by). A sighting
         under the first fingerprint of a finding already reduced is an occurrence of the bug
         its reduction named (CampaignReduction.occurrence)."""
         j = cross.culprit.first
         finding = self._finding(case, results, cross)
         known = self.reduction.occurrence(j.fingerprint, cross.key)
         if known is not None:
-            self.summary.occurrences[known.fingerprint] = self.summary.occurrences.get(known.fingerprint, 0) + 1
+            self.kept.seen(known.fingerprint)
             known.seen = seen_union(known.seen, [input_form(case.model)])
             named = finding.model_copy(update={"fingerprint": known.fingerprint, "signature": known.signature})
-            self.store.record(named, None, shard=self.summary.shard)
+            self.store.record(named, None, shard=self.state.shard)
             return None
-        self.summary.occurrences[j.fingerprint] = self.summary.occurrences.get(j.fingerprint, 0) + 1
-        superseded = self.summary.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
+        self.kept.seen(j.fingerprint)
+        superseded = self.kept.superseded_by(j.fingerprint, cross.key, self.cfg.keep_per_fingerprint)
         if superseded is None:
-            self.store.record(finding, None, shard=self.summary.shard)
+            self.store.record(finding, None, shard=self.state.shard)
             return None
         out = Path(self.cfg.out)
         dest = out / "findings" / f"{self.count_key(cross)}-{j.fingerprint}-seed{case.seed}"
         self._write(dest, case, cross, finding, results)
-        self.store.record(finding, dest, shard=self.summary.shard)
+        self.store.record(finding, dest, shard=self.state.shard)
         for ref in superseded:
-            self.summary.findings.remove(ref)
+            self.kept.findings.remove(ref)
             move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
         ref = FindingRef(
@@ -91,7 +95,7 @@ class FindingKeeper:
         if case.regression_of is not None:  # already reduced: its own bundle is the reduced one
             ref.regression_of, ref.reduced_path = case.regression_of, ref.path
             ref.reduced_nodes = len(case.model.graph.node)
-        self.summary.findings.append(ref)
+        self.kept.findings.append(ref)
         return ref
 
     def keep_aside(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
@@ -139,7 +143,7 @@ class FindingKeeper:
         return Finding(
             **dict(side.first),
             backend=result.backend,
-            base_backend=self.summary.base,
+            base_backend=self.state.base,
             side=side.side,
             spec=str(self.setups[self._culprit_index(cross)].spec),
             seed=case.seed,

@@ -26,8 +26,8 @@ from bot.campaign.hint import change_hint
 from bot.campaign.keeping import FindingKeeper
 from bot.campaign.perf import compare_perf
 from bot.campaign.probing import Probed, ask_opsets, loads_up_to, plan_opsets, probe_range
-from bot.campaign.reduction import CampaignReduction
 from bot.campaign.side_setup import SideSetup
+from bot.campaign.state import CampaignState, Tallies
 from bot.campaign.triage import Side, Triage
 from bot.cases.corpus_feed import CorpusFeed
 from bot.cases.making import Prepared
@@ -38,15 +38,9 @@ from bot.config import FuzzConfig
 from bot.findings.bundle import write_bundle
 from bot.findings.known_bugs import KNOWN_FILE, write_known
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import (
-    PerfFinding,
-    RegressionSummary,
-    Summary,
-    ci_run_url,
-    in_output,
-    write_summary,
-)
+from bot.findings.summary import PerfFinding, RegressionSummary, Summary, in_output, write_summary
 from bot.findings.summary_md import write_summary_md
+from bot.reduce.campaign import CampaignReduction
 from bot.reduce.finding import SideRun
 from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
@@ -80,23 +74,28 @@ Lane = list[Side]
 
 
 class Campaign:
-    def __init__(self, cfg: FuzzConfig, sides: list[SideSetup] | None = None, shard: Shard | None = None) -> None:
+    """One campaign. Its parts share `state` (bot.campaign.state), which open_campaign may
+    have begun (the sides it built); summary.json is built from it once, when it finishes."""
+
+    def __init__(
+        self,
+        cfg: FuzzConfig,
+        sides: list[SideSetup] | None = None,
+        shard: Shard | None = None,
+        state: CampaignState | None = None,
+    ) -> None:
         self.cfg = cfg
         self.setups = sides or [SideSetup("head", parse_backend(cfg.backend), cfg.python or sys.executable)]
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
-        self.source = CaseSource(cfg.generator, cfg.seed, shard)
-        processes = cfg.generation_processes
-        self.source.processes = processes if processes is not None else default_processes(cfg.jobs)
-        if cfg.corpus is not None:
-            self.source.corpus = CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard)
+        self.state = state or CampaignState.of(cfg, shard)
+        self._summary: Summary | None = None
         self.regressions = RegressionCorpus.open(cfg.regressions) if cfg.regressions is not None and not shard else None
         """Replayed by the unsharded run (or a merge's first shard would replay it N times)."""
-        part = str(shard) if shard else None
-        self.summary = Summary(seed_first=cfg.seed, budget_s=cfg.budget, shard=part, run_url=ci_run_url(os.environ))
         self.counts: Counter[str] = Counter()
         self.deadline = 0.0
-        self.on_test: Callable[[Summary], None] = lambda s: None
+        self._fuzzing_since: float | None = None
+        self.on_test: Callable[[CampaignState], None] = lambda s: None
         self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None
         self.on_probe_progress: Callable[[int, int], None] | None = None
         self.lanes: list[Lane] = [self._lane() for _ in range(cfg.jobs)]
@@ -105,12 +104,20 @@ class Campaign:
         self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
         self.store = FindingStore.in_dir(Path(cfg.out))
         runs = {s.name: self._side_run(i) for i, s in enumerate(self.setups)}
-        self.reduction = CampaignReduction(cfg, runs, self.summary, self.store)
-        self.keeping = FindingKeeper(cfg, self.setups, self.summary, self.store, self.reduction, self._count_key)
-        self.source.avoid = self.reduction.avoid
-        self.reduction.on_known = self.source.forget_known
+        self.reduction = CampaignReduction(cfg, runs, self.state.kept, self.store, on_known=self._bug_known)
+        self.source = CaseSource(
+            cfg.generator,
+            cfg.seed,
+            shard,
+            processes=default_processes(cfg.jobs) if cfg.generation_processes is None else cfg.generation_processes,
+            corpus=CorpusFeed.open(cfg.corpus, cfg.generator, cfg.seed, shard) if cfg.corpus is not None else None,
+            avoid=self.reduction.avoid,
+            mutation=cfg.guide.mutation,
+        )
+        self.keeping = FindingKeeper(
+            cfg, self.setups, self.state, self.store, self.reduction, self._count_key, self._fuzzing_s
+        )
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
-        self.source.mutation.enabled = cfg.guide.mutation
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
@@ -135,6 +142,21 @@ class Campaign:
     def next_seed(self) -> int:
         return self.source.next_seed
 
+    @property
+    def summary(self) -> Summary:
+        """summary.json as the campaign wrote it when it finished (or was stopped)."""
+        if self._summary is None:
+            raise RuntimeError("the campaign has not finished: its state is `state`")
+        return self._summary
+
+    def _bug_known(self) -> None:
+        """A bug became known while fuzzing: generation forgets the parents that show it."""
+        self.source.forget_known()
+
+    def _fuzzing_s(self) -> float:
+        """Seconds since the fuzzing started (0 before, and for cases a user hands over)."""
+        return 0.0 if self._fuzzing_since is None else time.monotonic() - self._fuzzing_since
+
     def stop(self) -> None:
         """End the fuzzing after the cases in flight (a watcher that has seen enough)."""
         self._stop.set()
@@ -151,22 +173,22 @@ class Campaign:
         start, or imports another's code, fails here, before any test."""
         try:
             infos = [side.client.start() for lane in self.lanes for side in lane]
-            self.summary.backend = infos[len(self.setups) - 1]
-            self.summary.base = infos[0] if self.two_sided else None
+            self.state.backend = infos[len(self.setups) - 1]
+            self.state.base = infos[0] if self.two_sided else None
             self.check_sides()
             self._read_hint()
             self.probe()
         except BaseException:
             self.close()
             raise
-        return self.summary.backend
+        return self.state.backend
 
     def check_sides(self) -> None:
         """Record where each side's modules came from, and refuse a side fuzzbot built whose
         system under test (or any dependency) comes from outside its build."""
         for setup, side in zip(self.setups, self.lanes[0], strict=True):
             modules = side.client.modules
-            self.summary.imports[setup.name] = modules
+            self.state.imports[setup.name] = modules
             if setup.roots is not None:
                 system = (*system_modules(setup.spec), *side.client.handshake.get("system_modules", ()))
                 check_isolation(setup.name, modules, setup.roots, tuple(system))
@@ -177,8 +199,8 @@ class Campaign:
             return
         client = self.lanes[0][-1].client
         systems = [*system_modules(self.spec), *client.handshake.get("system_modules", ())]
-        summary, layer = change_hint(self.setups, self.summary.sides, self.summary.imports, systems, registry())
-        self.summary.hint = summary
+        hint, layer = change_hint(self.setups, self.state.sides, self.state.imports, systems, registry())
+        self.state.hint = hint
         self.source.focus.hinted = layer
 
     def _worth_probing(self) -> bool:
@@ -219,21 +241,20 @@ class Campaign:
             self.source.cfg = gen.model_copy(update={"opset_min": plan.low, "opset_max": plan.high})
         if self.source.corpus is not None:
             self.source.corpus.rekey(self.source.cfg)
-        self.summary.backend = loads_up_to(self.summary.backend, probed.answers[-1])
+        self.state.backend = loads_up_to(self.state.backend, probed.answers[-1])
         if self.two_sided:
-            self.summary.base = loads_up_to(self.summary.base, probed.answers[0])
+            self.state.base = loads_up_to(self.state.base, probed.answers[0])
         support = probed.support_summary(self.two_sided, failures)
         if support is not None:
-            self.summary.support = support
+            self.state.support = support
 
-    def run(self, on_test: Callable[[Summary], None] | None = None) -> Summary:
+    def run(self, on_test: Callable[[CampaignState], None] | None = None) -> Summary:
         if on_test is not None:
             self.on_test = on_test
-        if self.summary.backend is None:
+        if self.state.backend is None:
             self.start()
-        start = time.monotonic()
+        start = self._fuzzing_since = time.monotonic()
         self.deadline = start + self.cfg.budget
-        self.keeping.clock = lambda: time.monotonic() - start
         try:
             self._replay_regressions()
             self._run_lanes()
@@ -242,9 +263,9 @@ class Campaign:
             self.bisect_regressions()
         finally:
             # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
-            if not self.summary.wall_s:
+            if not self.state.wall_s:
                 self._stop_fuzzing(start)
-            self._write_results()
+            self.write_results()
         return self.summary
 
     def _replay_regressions(self) -> None:
@@ -253,36 +274,40 @@ class Campaign:
         if self.regressions is None:
             return
         t0 = time.monotonic()
-        summary = self.summary.regressions = RegressionSummary(path=str(self.regressions.folder))
+        replay = self.state.regressions = RegressionSummary(path=str(self.regressions.folder))
         lane = self.lanes[0]
         while self._may_start() and (replayed := self.regressions.next()) is not None:
             replayed.case.regression_of = replayed.fingerprint
             cross, _ = self._run_case(replayed.case, lane)
-            summary.replayed += 1
+            replay.replayed += 1
             if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
-                summary.regressed.append(replayed.fingerprint)
+                replay.regressed.append(replayed.fingerprint)
             elif cross.verdict.is_reported:
-                summary.failing.append(replayed.fingerprint)
+                replay.failing.append(replayed.fingerprint)
             else:
-                summary.passing += 1
-        summary.skipped = dict(self.regressions.skipped)
-        summary.seconds = round(time.monotonic() - t0, 3)
+                replay.passing += 1
+        replay.skipped = dict(self.regressions.skipped)
+        replay.seconds = round(time.monotonic() - t0, 3)
 
-    def _write_results(self) -> None:
+    def write_results(self) -> None:
+        """summary.json (built here, once), summary.md and the known bugs: when the campaign
+        ends, and from a `finally` or an `except` when a signal stops it (then marked so)."""
         self.reduction.close()
-        self.finish()
         out = Path(self.cfg.out)
-        if self.regressions is not None and self.summary.regressions is not None:
-            self.summary.regressions.added = self.regressions.add(out, self.summary.findings)
-            self.summary.regressions.unsaved = dict(self.regressions.unsaved)
-        write_summary(self.summary, out)
-        write_summary_md(out, self.summary)
+        regressions = self.state.regressions
+        if self.regressions is not None and regressions is not None:
+            regressions.added = self.regressions.add(out, self.state.kept.findings)
+            regressions.unsaved = dict(self.regressions.unsaved)
+        tallies = Tallies.of(self.counts, self.source, self.triage, self.reduction, self.divergence)
+        summary = self._summary = self.state.summary(tallies)
+        write_summary(summary, out)
+        write_summary_md(out, summary)
         write_known(out / KNOWN_FILE, list(self.reduction.known.values()))
 
     def _stop_fuzzing(self, start: float) -> None:
         """wall_s is the fuzzing time; reduction and bisection have their own timings."""
-        self.summary.wall_s = time.monotonic() - start
-        self.summary.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
+        self.state.wall_s = time.monotonic() - start
+        self.state.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
         self.close()
         self.source.close()
 
@@ -348,7 +373,7 @@ class Campaign:
         """Judge cases a user already has, as the campaign judges its own (`fuzzbot check`):
         the same sides, rules, references, re-runs and localization, no generation; with
         `reduce`, their findings are then reduced across the sides (`fuzzbot reduce --config`)."""
-        if self.summary.backend is None:
+        if self.state.backend is None:
             self.start()
         lane = self.lanes[0]
         judged = []
@@ -360,9 +385,9 @@ class Campaign:
             if reduce:
                 self.reduction.after()
         finally:
-            if not self.summary.wall_s:
+            if not self.state.wall_s:
                 self._stop_fuzzing(start)
-            self._write_results()
+            self.write_results()
         return judged
 
     def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
@@ -382,7 +407,7 @@ class Campaign:
         judged = time.perf_counter() - t0
         self.source.note_rewrites(results[-1].rewrites, case.seed)
         with self._lock:
-            times = self.summary.time_s
+            times = self.state.times
             times.triage += judged
             times.backend += sum(r.wall_s for r in results)
             for side, r in zip(lane, results, strict=True):
@@ -400,10 +425,10 @@ class Campaign:
             elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
                 self.keeping.keep_aside(case, results, cross)
             self.source.credit(case, gain)
-            self.summary.tests += 1
-            self.summary.seed_last = max(case.seed, self.summary.seed_last or case.seed)
-            tests = self.summary.tests
-            self.on_test(self.summary)  # tests and findings are current; the rest waits for finish()
+            self.state.tests += 1
+            self.state.seed_last = max(case.seed, self.state.seed_last or case.seed)
+            tests = self.state.tests
+            self.on_test(self.state)  # tests and findings are current; the rest is counted where it happens
         every = self.cfg.oracles.perf.every
         if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
             self.check_perf(case, lane)
@@ -448,7 +473,7 @@ class Campaign:
     def bisect_regressions(self) -> None:
         if not (self.cfg.bisect and self.two_sided):
             return
-        for ref in self.summary.findings:
+        for ref in self.state.kept.findings:
             if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 result = bisect_finding(self.cfg, in_output(Path(self.cfg.out), ref.path))
                 if result is not None and result.culprit is not None:
@@ -471,26 +496,4 @@ class Campaign:
             (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
             self.counts["perf_regression"] += 1
             path = relative_to_root(dest, Path(self.cfg.out))
-            self.summary.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))
-
-    def finish(self) -> None:
-        self.summary.coverage = self.source.coverage_stats()
-        self.summary.counts = dict(sorted(self.counts.items()))
-        self.summary.dropped = dict(sorted(self.source.dropped.items()))
-        self.summary.time_s.generation = self.source.times.generation
-        self.summary.time_s.values = self.source.times.values
-        self.summary.value_work = dict(sorted(self.source.value_work.items()))
-        self.summary.solver_backstops = self.source.solver_backstops
-        self.summary.time_s.reference = self.source.times.reference
-        self.summary.time_s.corpus = self.source.times.corpus
-        if self.source.corpus is not None:
-            self.summary.corpus = self.source.corpus.summary.model_copy()
-        self.summary.references = dict(sorted(self.source.references.items()))
-        self.summary.reference_gaps = dict(sorted(self.source.reference_gaps.items()))
-        self.summary.tiebreaks = dict(sorted(self.triage.tiebreaks.items()))
-        self.summary.reference_warnings = self.source.reference_warnings + self.triage.reference_warnings
-        self.summary.steered = dict(sorted(self.reduction.avoid.steered.items()))
-        if self.divergence is not None:
-            self.summary.divergence = self.divergence.summary()
-            self.summary.support_changes = self.divergence.support
-        self.summary.mutation = self.source.mutation_summary()
+            self.state.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))

@@ -1,7 +1,9 @@
 """Turning the `compiler:` section into two runnable sides, or into "cannot compare".
 
 A side that fails to build must never look like a regression: the campaign does not
-start, summary.json says why, and the exit status is an error, not a finding.
+start, summary.json says why, and the exit status is an error, not a finding. A signal
+while the sides build or the workers start and probe stops it the same way, with a
+summary.json that says it was interrupted.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from backends.client import BackendUnavailable
 from backends.spec import BackendSpec, parse_backend, worker_requirements
 from bot.campaign.run import Campaign
 from bot.campaign.side_setup import SideSetup
+from bot.campaign.state import CampaignState
 from bot.cases.shard import Shard
 from bot.config import FuzzConfig
-from bot.errors import UserError
+from bot.errors import Interrupted, UserError
 from bot.findings.summary import SideRecord, Summary, write_summary
+from bot.findings.summary_md import write_summary_md
 from bot.sides.config import CompilerConfig, SideSpec
 from bot.sides.isolation import BuildRoots, IsolationError
 from bot.sides.workspace import Workspace, WorkspaceError
@@ -50,14 +54,18 @@ def requirement_name(requirement: str) -> str:
 
 
 def prepare_sides(
-    cfg: FuzzConfig, on_side: Callable[[str, SideRecord], None] = lambda name, rec: None
+    cfg: FuzzConfig,
+    on_side: Callable[[str, SideRecord], None] = lambda name, rec: None,
+    records: dict[str, SideRecord] | None = None,
 ) -> tuple[list[SideSetup], dict[str, SideRecord]]:
-    """Build (or reuse) base and head. On failure, summary.json records why before raising."""
+    """Build (or reuse) base and head, each recorded in `records` (a campaign's state) as it
+    is ready, so that a signal during the next build still finds it. On failure,
+    summary.json records why before raising."""
     assert cfg.compiler is not None
     spec = parse_backend(cfg.backend)
     workspace = Workspace(with_worker_requirements(cfg.compiler, spec), Path(cfg.cache_dir) / "sides")
     setups: list[SideSetup] = []
-    records: dict[str, SideRecord] = {}
+    records = {} if records is None else records
     for which in (SideName.base.value, SideName.head.value):
         try:
             side = workspace.prepare_side(which)
@@ -97,20 +105,35 @@ def open_campaign(
 ) -> Campaign:
     """A started campaign: sides built or reused, every worker up and proven to import its
     own build. A side that fails any of it is `cannot compare`, in summary.json and in the
-    one-line error. `configure` sets the campaign's hooks before it starts."""
-    setups: list[SideSetup] | None = None
-    records: dict[str, SideRecord] = {}
-    if cfg.compiler is not None:
-        setups, records = prepare_sides(cfg, on_side)
-    campaign = Campaign(cfg, setups, shard)
-    campaign.summary.sides = records
-    if cfg.compiler is not None:
-        campaign.summary.compiler = pinned(cfg.compiler, records)
+    one-line error. `configure` sets the campaign's hooks before it starts. A signal on the
+    way (SIGINT, SIGTERM: a CI job cancelled while it builds or probes) leaves a summary
+    that says it was interrupted, as one during the fuzzing does."""
+    state = CampaignState.of(cfg, shard)
+    try:
+        setups: list[SideSetup] | None = None
+        if cfg.compiler is not None:
+            setups, _ = prepare_sides(cfg, on_side, state.sides)
+            state.compiler = pinned(cfg.compiler, state.sides)
+        campaign = Campaign(cfg, setups, shard, state)
+    except (Interrupted, KeyboardInterrupt):
+        write_interrupted(state, Path(cfg.out))
+        raise
     configure(campaign)
     try:
         campaign.start()
     except (BackendUnavailable, IsolationError) as e:
         if cfg.compiler is None:
             raise
-        raise cannot_compare(cfg, records, e) from e
+        raise cannot_compare(cfg, state.sides, e) from e
+    except (Interrupted, KeyboardInterrupt):
+        campaign.write_results()  # marked interrupted: the signal is being handled
+        raise
     return campaign
+
+
+def write_interrupted(state: CampaignState, out: Path) -> None:
+    """summary.json and summary.md of a campaign a signal stopped before it could start: the
+    sides built so far, no tests. Called while the signal is handled, so marked with it."""
+    summary = state.summary()
+    write_summary(summary, out)
+    write_summary_md(out, summary)

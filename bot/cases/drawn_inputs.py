@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 from bot.cases.index_values import INDEX_VALUES
 from bot.cases.operand_flow import assign_back, fitted, operand_like
 from bot.cases.shape_alternatives import candidates
-from bot.cases.shape_sites import Site, SiteRef, consistent, constants, find_sites, static_shapes
+from bot.cases.shape_sites import Site, SiteRef, consistent, constants, find_sites, producers, static_shapes
 from bot.errors import UserError
 from generator.dtypes import DType
 from generator.emit import draw_values
@@ -91,7 +91,7 @@ def _fill_sites(
     fixed: dict[str, str] = {}
     chosen: dict[str, np.ndarray] = {}
     known = constants(model)
-    producers = {out: node for node in model.graph.node for out in node.output}
+    made_by = producers(model)
     shapes, shaped_with = static_shapes(model, {}), -1
     for ref in sites:
         pending = [name for name in ref.sources if name not in fixed]
@@ -100,7 +100,7 @@ def _fill_sites(
         if len(chosen) != shaped_with:
             shapes, shaped_with = static_shapes(model, chosen), len(chosen)
         site = _site(ref, inputs, shapes, {**known, **chosen}, rng)
-        trace = Trace(model, producers, inputs, shapes, known)
+        trace = Trace(model, made_by, inputs, shapes, known)
         found = _choose(site, ref, trace, chosen) if site is not None else None
         if found is None and ref.direct:
             raise CannotDraw(f"fuzzbot cannot tell a valid value for input {ref.operand!r}, the {ref.what}")

@@ -141,16 +141,22 @@ def find_sites(model: onnx.ModelProto, drawn: set[str]) -> list[SiteRef]:
     """Where the graph inputs in `drawn` are read as shapes, counts, axes or indices, in
     graph order (a node's axes before its ends, see FIRST)."""
     sites: list[SiteRef] = []
-    producers = {out: node for node in model.graph.node for out in node.output}
+    made_by = producers(model)
     for node in model.graph.node:
         slots = SLOTS.get(node.op_type, {})
         ordered = sorted(slots.items(), key=lambda kv: (kv[1] not in FIRST, kv[0]))
         for slot, role in ordered:
             name = node.input[slot] if slot < len(node.input) else ""
-            sources = tuple(sorted(_sources(name, producers, drawn))) if name else ()
+            sources = tuple(sorted(_sources(name, made_by, drawn))) if name else ()
             if sources:
                 sites.append(SiteRef(node, slot, role, name, (name,) if name in drawn else sources))
     return sites
+
+
+def producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    """Tensor name -> the node that computes it: what finding a slot's sources and tracing a
+    value back to the drawn inputs (bot.cases.drawn_inputs) both walk."""
+    return {out: node for node in model.graph.node for out in node.output}
 
 
 def _sources(name: str, producers: Mapping[str, onnx.NodeProto], drawn: set[str]) -> set[str]:

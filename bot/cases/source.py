@@ -52,7 +52,20 @@ class SourceTimes:
 
 
 class CaseSource:
-    def __init__(self, cfg: GenConfig, first_seed: int, shard: Shard | None = None) -> None:
+    def __init__(
+        self,
+        cfg: GenConfig,
+        first_seed: int,
+        shard: Shard | None = None,
+        *,
+        processes: int = 0,
+        corpus: CorpusFeed | None = None,
+        avoid: Avoid | None = None,
+        mutation: bool = True,
+    ) -> None:
+        """`processes` generation processes (0: cases are made in this process); `corpus`, a
+        case corpus replayed first; `avoid`, known bugs' triggers to steer away from;
+        `mutation`, whether interesting cases get mutants (guide.mutation)."""
         self.cfg = cfg
         self.shard = shard or Shard(0, 1)
         self.next_seed = first_seed + self.shard.index
@@ -62,7 +75,7 @@ class CaseSource:
         more than head (for another); no support matrix: no probe, everything."""
         self.coverage = Coverage()
         self.contexts = ContextSupply()
-        self.avoid: Avoid | None = None
+        self.avoid = avoid
         """Known bugs' triggers to steer away from (generator.avoid); the campaign's, shared by every lane."""
         self.dropped: Counter[str] = Counter()
         self.value_work: Counter[str] = Counter()
@@ -85,15 +98,15 @@ class CaseSource:
         """Where two builds diverged (generator.focus): what the next models draw toward."""
         self._focused: list[tuple[CaseFeatures, float, tuple[str, ...]]] = []
         """(features, weight, rewrite keys) of divergent cases judged since generation last took the lock."""
-        self.corpus: CorpusFeed | None = None
+        self.corpus = corpus
         """Stored cases replayed before any is generated, and where fresh ones are added."""
         self._learned: list[tuple[int, str]] = []
         """(seed, rewrite:<key>) features for the corpus, moved into it under `_lock`."""
-        self.mutation = Mutation()
+        self.mutation = Mutation(enabled=mutation)
         """Parents worth searching around, and how much of the seeds their mutants get."""
         self._specs: dict[tuple[int, int], dict[str, type[OpSpec]]] = {}
         """step_specs by the opset and the id of the support matrix they were made for."""
-        self.processes = 0
+        self.processes = processes
         """Generation processes (bot.cases.generation_pool); 0: cases are made in this process."""
         self.pool: GenerationPool | None = None
         self._seeds = self._upcoming()

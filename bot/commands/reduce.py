@@ -1,8 +1,16 @@
-"""`fuzzbot reduce`: the command-line face of bot/reduce/candidates.py, registered by bot/cli.py.
+"""`fuzzbot reduce`: the command-line verb over bot/reduce (one finding's bundle), registered
+by bot/cli.py.
 
 Kept apart from cli.py so the reducer's options, progress bar and error wording live
 with the reducer; every user mistake becomes a `ReduceError`, which cli.py prints as
 one `error:` line.
+
+With `--config`, a model someone already has is reduced across the config's two builds:
+judged exactly as `fuzzbot check` judges it, by a one-case campaign, whose finding is then
+reduced as a campaign's are (bot.reduce.campaign): every candidate must keep head's failure,
+the same signature, and base's right answer, and must not fall under a false-positive rule.
+The result is an output folder like a campaign's (summary.json, the finding bundle and its
+reduced bundle), so `fuzzbot report` reads it.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -20,13 +29,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bot.campaign.reduce_across import default_out, reduce_across
+from bot.campaign.sides import open_campaign
+from bot.cases.user_cases import find_targets, load_user_case, user_case_config
 from bot.config import parse_duration, parse_test_fault
 from bot.errors import UserError
 from bot.findings.bundle import load_bundle
 from bot.findings.out_folder import claim_out
 from bot.findings.smaller import Outcome, check_dest, reduce_keeping_smaller
 from bot.findings.store import REDUCED_DIR
+from bot.findings.summary import FindingRef, in_output
 from bot.reduce.candidates import reduce_bundle, reduce_model_file
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
@@ -151,6 +162,51 @@ def _reduce_across(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@dataclass(frozen=True)
+class AcrossResult:
+    """The reduced bundle, and the finding as the campaign named and labelled it."""
+
+    reduced: Path
+    ref: FindingRef
+
+
+def default_out(target: Path) -> Path:
+    """`model.reduced/` beside `model.onnx` (or beside a bundle folder)."""
+    return target.with_name(target.stem + ".reduced")
+
+
+def reduce_across(
+    target: Path,
+    config: Path,
+    out: Path | None,
+    budget_s: float,
+    max_tests: int | None,
+    console: Console,
+    timeout: str | None = None,
+) -> AcrossResult:
+    """Judge `target` on the config's sides, then reduce its finding on them; UserError when
+    there is nothing to reduce (it passes, or a rule explains it) or it does not reproduce."""
+    found = find_targets([target])
+    if len(found) != 1:
+        raise UserError(f"{target}: give one model or bundle to reduce, not a folder of {len(found)}")
+    dest = out or default_out(target)
+    reduce = {"enabled": True, "budget": budget_s, "share": 1.0, "max_findings": 1}
+    cfg = user_case_config(config, dest, timeout, reduce | ({"max_tests": max_tests} if max_tests else {}))
+    cfg = cfg.model_copy(update={"budget": budget_s, "bisect": False})
+    case = load_user_case(*found[0])
+    campaign = open_campaign(
+        cfg, on_side=lambda name, r: console.print(f"{name}: {r.label}", markup=False, soft_wrap=True)
+    )
+    [(cross, _)] = campaign.run_cases([case], reduce=True)
+    if not campaign.summary.findings:
+        rule = f" ({cross.rule})" if cross.rule else ""
+        raise UserError(f"{target}: {cross.verdict.value}{rule} across the sides, so there is nothing to reduce")
+    ref = campaign.summary.findings[0]
+    if ref.reduced_path is None:
+        raise UserError(f"{target}: the {ref.across or ref.verdict.value} did not reproduce while reducing")
+    return AcrossResult(in_output(dest, ref.reduced_path), ref)
 
 
 def _reduce_with_check(

@@ -84,6 +84,26 @@ class FindingRef(BaseModel):
     """When a mutant found it: its mutation (`sibling: Add -> Max at step 3`) and parent seed."""
 
 
+def count_key_of(ref: FindingRef, two_builds: bool) -> str:
+    """A finding's key in the vocabulary of `counts`: its label across builds, or, with
+    one build (nothing to compare), its verdict, as its tests were counted."""
+    return ref.across if two_builds and ref.across else ref.verdict.value
+
+
+def distinct_keys(findings: Iterable[FindingRef], two_builds: bool) -> dict[str, int]:
+    """Findings by key, one per fingerprint under its one label (Summary.distinct): shared with
+    the count a watcher sees while a campaign runs, before its Summary exists."""
+    keys: dict[str, str] = {}
+    for ref in findings:
+        keys[ref.fingerprint] = finding_label([keys.get(ref.fingerprint, ""), count_key_of(ref, two_builds)])
+    return dict(sorted(Counter(keys.values()).items()))
+
+
+def bug_count(distinct: Mapping[str, int]) -> int:
+    """Distinct findings that are bugs (fixed ones are good news), from `distinct_keys`."""
+    return sum(n for k, n in distinct.items() if is_bug_key(k))
+
+
 def seen_union(*forms: Iterable[str]) -> list[str]:
     """Input forms of several sightings, each once, in the order first seen (FindingRef.seen)."""
     return list(dict.fromkeys(form for group in forms for form in group))
@@ -357,9 +377,8 @@ class Summary(BaseModel):
         return f"{info.name} {info.version} ({info.level})" + (f" @ `{commit[:12]}`" if commit else "")
 
     def key_of(self, ref: FindingRef) -> str:
-        """A finding's key in the vocabulary of `counts`: its label across builds, or, with
-        one build (nothing to compare), its verdict, as its tests were counted."""
-        return ref.across if self.base is not None and ref.across else ref.verdict.value
+        """A finding's key in the vocabulary of `counts` (`count_key_of`)."""
+        return count_key_of(ref, self.base is not None)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -367,15 +386,12 @@ class Summary(BaseModel):
         """Findings by key: one per fingerprint, under its one label. `counts` counts tests by
         the same keys, so a bug seen by five seeds is 5 there and 1 here; every report
         that says "finding" means this number, and "test" or "case" means the other."""
-        keys: dict[str, str] = {}
-        for ref in self.findings:
-            keys[ref.fingerprint] = finding_label([keys.get(ref.fingerprint, ""), self.key_of(ref)])
-        return dict(sorted(Counter(keys.values()).items()))
+        return distinct_keys(self.findings, self.base is not None)
 
     @property
     def finding_count(self) -> int:
         """Distinct findings that are bugs (fixed ones are good news)."""
-        return sum(n for k, n in self.distinct.items() if is_bug_key(k))
+        return bug_count(self.distinct)
 
     @property
     def new_regressions(self) -> int:
@@ -388,19 +404,6 @@ class Summary(BaseModel):
         dropped = self.support_changes
         lost = len(dropped.dropped_keys) if dropped is not None and dropped.fails_check else 0
         return self.new_regressions + self.distinct.get(CrossVerdict.new_in_head.value, 0) + lost
-
-    def superseded_by(self, fingerprint: str, label: str, quota: int) -> list[FindingRef] | None:
-        """Whether a sighting of `fingerprint` under `label` earns a bundle: None when it does
-        not (its label is weaker than the finding's, or `quota` bundles of its label are listed
-        already); else the listed refs it replaces, those of weaker labels (often none). So a
-        finding's bundles are always sightings of its label, and its repro shows what the
-        label says (a new regression's passes on base)."""
-        listed = [r for r in self.findings if r.fingerprint == fingerprint]
-        if finding_label([label, *(r.across for r in listed)]) != label:
-            return None
-        if sum(1 for r in listed if r.across == label) >= quota:
-            return None
-        return [r for r in listed if r.across != label]
 
     def settle_labels(self) -> dict[str, str]:
         """Give every ref of a fingerprint the finding's one label (a reduction may relabel

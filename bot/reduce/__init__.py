@@ -1,7 +1,10 @@
-"""Reducing a finding to a minimal model that still shows the bug: judging candidates as a
-campaign judges cases, the reduction of one bundle with its relabelling, and the
-generalization of what the reduced trigger needs.
+"""Reducing findings to minimal models that still show the bug, with the generic engine in
+reducers/: judging candidates as a campaign judges cases (`candidates`), the reduction of
+one bundle with its relabelling and naming (`finding`), the generalization of what the
+reduced trigger needs (`generalize`), and a campaign's reduction phase, while and after
+fuzzing, with the known bugs it learns (`campaign`). The `fuzzbot reduce` verb is
+bot/commands/reduce.py.
 
-May import: bot.config, bot.findings, backends, oracles, reducers
+May import: bot.config, bot.findings, backends, generator, oracles, reducers
 (docs/architecture.md; tests/test_layout.py enforces it).
 """

@@ -50,8 +50,8 @@ from bot.findings.repro import render_repro
 from oracles.judging import Judging
 from oracles.references import Validity, read_reference
 from oracles.signature import normalize
-from oracles.verdict import Judgement, Symptom, Verdict
-from reducers.case import Case, onnx_reference_values, with_all_outputs
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
+from reducers.candidate import Candidate, onnx_reference_values, with_all_outputs
 from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
 from reducers.tester import ReduceConfig
 
@@ -68,7 +68,7 @@ class ShowsBug(Protocol):
     """Decides whether a candidate model still shows the bug being reduced (the build stays
     fixed and the model changes)."""
 
-    def holds(self, case: Case) -> bool: ...
+    def holds(self, case: Candidate) -> bool: ...
 
 
 class ClientPool:
@@ -125,7 +125,7 @@ class CandidateJudge:
         self.judging = judging or Judging()
         self.validity = validity or Validity()
 
-    def judge(self, case: Case) -> Judgement | None:
+    def judge(self, case: Candidate) -> Judgement | None:
         """The candidate's judgement after the rules and the confirmation (None: they set it
         aside, or it is invalid)."""
         ev = self.judging.compute(case.model, case.inputs)
@@ -146,7 +146,7 @@ class StillPasses:
         self.judge = CandidateJudge(pool, judging)
         self.side = side
 
-    def holds(self, case: Case) -> bool:
+    def holds(self, case: Candidate) -> bool:
         j = self.judge.judge(case)
         return j is not None and j.verdict is Verdict.pass_
 
@@ -163,7 +163,7 @@ class StillFails:
         self.side = side
         self.verdict = original.verdict
 
-    def holds(self, case: Case) -> bool:
+    def holds(self, case: Candidate) -> bool:
         """The same kind of failure (verdict, stage, symptom): the other build's message is
         its own release's wording, which a reworded release must not turn into "passes"."""
         j = self.judge.judge(case)
@@ -183,11 +183,11 @@ class SameBug:
         self.original = original
         self.candidates = CandidateJudge(pool, judging, validity)
 
-    def judge(self, case: Case) -> Judgement | None:
+    def judge(self, case: Candidate) -> Judgement | None:
         """The candidate's judgement, or None when a false-positive rule explains it."""
         return self.candidates.judge(case)
 
-    def holds(self, case: Case) -> bool:
+    def holds(self, case: Candidate) -> bool:
         j = self.judge(case)
         return j is not None and self.matches(j)
 
@@ -201,7 +201,7 @@ class SameBug:
             return set(j.symptom.split("+")) <= set(self.original.symptom.split("+"))
         if self.original.stage and j.stage != self.original.stage:
             return False
-        if j.symptom != self.original.symptom:
+        if crash_kind(j) != crash_kind(self.original):
             return False
         return j.symptom != Symptom.exception or similar_messages(j.message, self.original.message)
 
@@ -251,11 +251,11 @@ def reduce_bundle(
         validity = Validity.of(bundle.model, read_reference(bundle.model, bundle.inputs).outputs)
         identity = SameBug(bundle.finding, pool, judging, validity)
 
-        def holds(case: Case) -> bool:
+        def holds(case: Candidate) -> bool:
             return identity.holds(case) and all(other.holds(case) for other in also)
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
-        start = Case(bundle.model, bundle.inputs)
+        start = Candidate(bundle.model, bundle.inputs)
         try:
             reduced, result = reduce_case(start, holds, config, reference_values, on_progress=on_progress)
         except NotInteresting as e:
@@ -274,7 +274,7 @@ def reduce_bundle(
 
 def write_reduced(
     dest: Path,
-    case: Case,
+    case: Candidate,
     original: Finding,
     final: Judgement,
     spec: BackendSpec,
@@ -326,7 +326,7 @@ class ExternalCheck:
             self._count += 1
             return Path(self._dir.name) / f"candidate-{self._count}.onnx"
 
-    def run(self, case: Case) -> subprocess.CompletedProcess[bytes] | None:
+    def run(self, case: Candidate) -> subprocess.CompletedProcess[bytes] | None:
         """The command's run on the candidate; None when it ran past its time limit."""
         path = self._path()
         path.write_bytes(case.model.SerializeToString())
@@ -338,7 +338,7 @@ class ExternalCheck:
         finally:
             path.unlink(missing_ok=True)
 
-    def learn(self, case: Case) -> None:
+    def learn(self, case: Candidate) -> None:
         """Take the original's failure as the one to keep; NotInteresting when it passes or
         does not fail the way the given code and regex say."""
         done = self.run(case)
@@ -359,7 +359,7 @@ class ExternalCheck:
         text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         return self.fail_regex.search(text) is not None
 
-    def holds(self, case: Case) -> bool:
+    def holds(self, case: Candidate) -> bool:
         done = self.run(case)
         return done is not None and self._same_failure(done)
 
@@ -384,9 +384,9 @@ def reduce_model_file(
     model = load_model(path)
     check = ExternalCheck(command, fail_code=fail_code, fail_regex=fail_regex)
     try:
-        check.learn(Case(model))
+        check.learn(Candidate(model))
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
-        reduced, result = reduce_case(Case(model), check.holds, config, on_progress=on_progress)
+        reduced, result = reduce_case(Candidate(model), check.holds, config, on_progress=on_progress)
     finally:
         check.close()
     final = _without_value_info(reduced.model)

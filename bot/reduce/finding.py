@@ -1,6 +1,6 @@
 """Reducing a campaign's findings, and naming each bug by what its failure depends on.
 
-The pieces a campaign's reduction is made of; when each runs is bot.campaign.reduction's
+The pieces a campaign's reduction is made of; when each runs is bot.reduce.campaign's
 call (the first finding of a kind while fuzzing, the rest after, within `reduce.share`).
 The order spends the time where a maintainer looks first: one finding of each kind
 (verdict and pre-reduction signature) before the second of any kind, and new
@@ -20,12 +20,15 @@ from pathlib import Path
 import onnx
 
 from backends.client import WorkerClient
+from backends.death import optimizer_site
 from backends.faults import FaultSpec
-from backends.spec import parse_backend
+from backends.results import Status
+from backends.spec import BackendSpecError, parse_backend
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
+from bot.findings.kept import KeptFindings
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import FindingRef, Summary, seen_union
+from bot.findings.summary import FindingRef, seen_union
 from bot.reduce.candidates import (
     CandidateJudge,
     ClientPool,
@@ -40,8 +43,8 @@ from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, label_rank
 from oracles.signature import crash_site, fingerprint
-from oracles.verdict import Symptom, Verdict
-from reducers.case import Case
+from oracles.verdict import Symptom, Verdict, crash_kind
+from reducers.candidate import Candidate
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def reduce_one(
     if local is not None and local.depends_on_optimization:
         also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
     try:
-        return reduce_bundle(
+        reduced = reduce_bundle(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
@@ -135,6 +138,33 @@ def reduce_one(
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
+    name_optimizer_death(reduced, pools.runs[culprit])
+    return reduced
+
+
+def name_optimizer_death(reduced: Path, side: SideRun) -> None:
+    """Record in the reduced finding where in the optimizer its worker died, for a signal
+    at compile: the reduced model runs once more in a worker that logs each transformer
+    (backends.death.optimizer_site). Triggers differ (a Cast before a Shape, a branch beside
+    it) where the pass they crash does not; the pass names the bug. A build or backend
+    that does not log its passes leaves the structural name."""
+    path = reduced / "finding.json"
+    finding = Finding.model_validate_json(path.read_text())
+    if finding.verdict is not Verdict.crash or finding.symptom == Symptom.exception or finding.stage != "compile":
+        return
+    try:
+        spec = parse_backend(f"{side.spec},trace=1")
+    except BackendSpecError:
+        return
+    bundle = load_bundle(reduced)
+    client = WorkerClient(spec, side.python, side.timeout_s)
+    try:
+        result = client.run(bundle.model.SerializeToString(), bundle.inputs)
+    finally:
+        client.close()
+    site = optimizer_site(result.stderr_tail) if result.status is Status.crash else ""
+    if site:
+        path.write_text(finding.model_copy(update={"kernel": site}).model_dump_json(indent=2) + "\n")
 
 
 def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
@@ -143,7 +173,7 @@ def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools)
     assert bundle.finding is not None
     same = SameBug(bundle.finding, pools.pool(culprit), pools.judging, Validity.of(bundle.model, bundle.reference))
     outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard), pools.judging) if guard else None)
-    return dtype_evidence(Case(bundle.model, bundle.inputs), outcome)
+    return dtype_evidence(Candidate(bundle.model, bundle.inputs), outcome)
 
 
 def across_after_reduction(
@@ -157,7 +187,7 @@ def across_after_reduction(
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
     same = SameBug(bundle.finding, pools.pool(base), pools.judging)
-    j = same.judge(Case(bundle.model, bundle.inputs))
+    j = same.judge(Candidate(bundle.model, bundle.inputs))
     if j is None or j.undefined or j.verdict is Verdict.unsupported:
         return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
@@ -180,14 +210,17 @@ def kernel_fingerprint(finding: Finding, label: str) -> str:
 
 
 def crash_site_fingerprint(finding: Finding, label: str) -> str:
-    """A reduced crash's identity: the check that failed (oracles.signature.crash_site), its
-    stage and the label. Another label splits them, as for a wrong result's kernel."""
-    name = f"{finding.stage} crash at {crash_site(finding.signature)} {label}"
+    """A reduced crash's identity: the check that failed (oracles.signature.crash_site), or
+    for a death in the optimizer the pass it died in (`finding.kernel`, with the kind of
+    death: backends.death), its stage and the label. Another label splits them, as for a
+    wrong result's kernel."""
+    site = f"{crash_kind(finding)} {finding.kernel}" if finding.kernel else crash_site(finding.signature)
+    name = f"{finding.stage} crash at {site} {label}"
     return fingerprint(finding.backend.name, Verdict.crash.value, name)
 
 
 def rename_finding(
-    ref: FindingRef, bundle: Path, reduced: Path, summary: Summary, store: FindingStore, ev: DtypeEvidence | None
+    ref: FindingRef, bundle: Path, reduced: Path, kept: KeptFindings, store: FindingStore, ev: DtypeEvidence | None
 ) -> bool:
     """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
     an earlier finding, whose occurrences then absorb this one's."""
@@ -196,7 +229,7 @@ def rename_finding(
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
     if finding.verdict is Verdict.wrong_result and finding.kernel:
         fp = kernel_fingerprint(finding, ref.across or "")
-    elif finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
+    elif finding.verdict is Verdict.crash and (finding.symptom == Symptom.exception or finding.kernel):
         fp = crash_site_fingerprint(finding, ref.across or "")
     ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)
@@ -207,7 +240,7 @@ def rename_finding(
     old = ref.fingerprint
     if fp != old:
         store.rename(old, fp, signature)
-        summary.occurrences[fp] = summary.occurrences.get(fp, 0) + summary.occurrences.pop(old, 0)
+        kept.occurrences[fp] = kept.occurrences.get(fp, 0) + kept.occurrences.pop(old, 0)
         ref.fingerprint, ref.signature = fp, signature
     store.offer(fp, bundle)
-    return not any(other is not ref and other.fingerprint == fp for other in summary.findings)
+    return not any(other is not ref and other.fingerprint == fp for other in kept.findings)

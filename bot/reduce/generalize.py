@@ -22,8 +22,8 @@ import onnx
 from bot.findings.bundle import DtypeEvidence
 from bot.reduce.candidates import CandidateJudge, SameBug
 from oracles.signature import canonical_ops, fingerprint
-from oracles.verdict import Judgement, Symptom, Verdict, wrong_result_name
-from reducers.case import Case
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind, wrong_result_name
+from reducers.candidate import Candidate
 from reducers.retype import GENERALIZE_DTYPES, VALUE_VARIANTS, dtype_name, main_dtype, retype
 
 Outcome = Literal["fails", "passes", "untestable"]
@@ -37,7 +37,7 @@ class TriggerOutcome:
         self.same = same
         self.guard = guard
 
-    def __call__(self, case: Case) -> Outcome:
+    def __call__(self, case: Candidate) -> Outcome:
         j = self.same.judge(case)
         if j is None or j.undefined or j.verdict is Verdict.unsupported:
             return "untestable"
@@ -53,7 +53,7 @@ class TriggerOutcome:
         return "fails"
 
 
-def dtype_evidence(case: Case, outcome: Callable[[Case], Outcome]) -> DtypeEvidence | None:
+def dtype_evidence(case: Candidate, outcome: Callable[[Candidate], Outcome]) -> DtypeEvidence | None:
     """The trigger at every type of GENERALIZE_DTYPES; None when it has no typed input."""
     old = main_dtype(case.model)
     if old is None or old not in GENERALIZE_DTYPES:
@@ -65,7 +65,7 @@ def dtype_evidence(case: Case, outcome: Callable[[Case], Outcome]) -> DtypeEvide
     return evidence
 
 
-def _at(case: Case, old: int, new: int, outcome: Callable[[Case], Outcome]) -> Outcome:
+def _at(case: Candidate, old: int, new: int, outcome: Callable[[Candidate], Outcome]) -> Outcome:
     """The trigger at type `new`: "fails" as soon as one set of values fails, "passes" only
     when every set that could be judged passed. bool never passes: its cells hold one bit,
     so a wrong pick agrees with the right one half the time, and a pass there shows nothing."""
@@ -98,7 +98,8 @@ def generalized_name(model: onnx.ModelProto, j: Judgement, backend: str, ev: Dty
     a message by its normalized message. Where the failure does not need the type, the
     type becomes `T`; where it does, the types that fail are part of the name."""
     named_by_model = j.verdict is Verdict.wrong_result or j.symptom != Symptom.exception
-    text = f"{j.symptom} in {canonical_ops(model)}" if named_by_model else j.signature
+    kind = j.symptom if j.verdict is Verdict.wrong_result else crash_kind(j)
+    text = f"{kind} in {canonical_ops(model)}" if named_by_model else j.signature
     if ev is not None:
         text = _erase_dtype(text, ev.dtype)
         text += f" (T: {','.join(sorted(ev.fails))})" if ev.needs_dtype else " (T: any)"

@@ -10,65 +10,74 @@ from collections.abc import Callable
 import torch
 
 from generator.quantization import dynamic_range, per_axis
-from generator.values.predicate import Attrs, Operands, Violation, _abs_nz, _is_float, _periodic_unit, _unit, _x
+from generator.values.predicate import (
+    Attrs,
+    Operands,
+    Violation,
+    abs_nz,
+    is_float,
+    operand,
+    periodic_unit,
+    rounding_unit,
+)
 
 
-def _int_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def int_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to the nearest integer, where Floor, Ceil and a cast to
     an integer jump by 1: an operand a few ulps from it lands on either side by backend."""
-    x = _x(ops)
-    return -_abs_nz(x - torch.round(x).detach()) / _periodic_unit(x)
+    x = operand(ops)
+    return -abs_nz(x - torch.round(x).detach()) / periodic_unit(x)
 
 
-def _trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    """`_int_gap` for a cast to an integer, which truncates toward zero: continuous at 0
+def trunc_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`int_gap` for a cast to an integer, which truncates toward zero: continuous at 0
     (-0.3 and 0.3 both give 0), so only the nonzero integers are jumps."""
-    x = _x(ops)
+    x = operand(ops)
     r = torch.round(x).detach()
     r = torch.where(r == 0, torch.where(x < 0, -1.0, 1.0).to(x.dtype), r)
-    return -_abs_nz(x - r) / _periodic_unit(x)
+    return -abs_nz(x - r) / periodic_unit(x)
 
 
-def _mod_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def mod_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance of x / divisor to the nearest nonzero integer, where a
     float Mod (C's fmod) jumps by the divisor: fmod(1.505863, elu(-0.0223939)) is 0.0221 or
     0 depending on how the backend rounds Elu's exp(x) - 1, a quotient 5e-5 from 68."""
-    x, d = _x(ops, 0), _x(ops, 1)
+    x, d = operand(ops, 0), operand(ops, 1)
     q = x / torch.where(d == 0, torch.ones_like(d), d)
-    return _trunc_gap([q], attrs)
+    return trunc_gap([q], attrs)
 
 
-def _threshold_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def threshold_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to alpha, where ThresholdedRelu jumps from 0 to x."""
-    x = _x(ops)
-    return -_abs_nz(x - float(attrs.get("alpha", 1.0))) / _unit(x)
+    x = operand(ops)
+    return -abs_nz(x - float(attrs.get("alpha", 1.0))) / rounding_unit(x)
 
 
-def _shrink_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def shrink_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to ±lambd, where Shrink jumps by lambd - bias."""
-    x, lambd = _x(ops), float(attrs.get("lambd", 0.5))
-    return -torch.minimum(_abs_nz(x - lambd), _abs_nz(x + lambd)) / _unit(x)
+    x, lambd = operand(ops), float(attrs.get("lambd", 0.5))
+    return -torch.minimum(abs_nz(x - lambd), abs_nz(x + lambd)) / rounding_unit(x)
 
 
-def _shrink_jumps(ops: Operands, attrs: Attrs) -> bool:
-    return _is_float(ops[0]) and float(attrs.get("bias", 0.0)) != float(attrs.get("lambd", 0.5))
+def shrink_jumps(ops: Operands, attrs: Attrs) -> bool:
+    return is_float(ops[0]) and float(attrs.get("bias", 0.0)) != float(attrs.get("lambd", 0.5))
 
 
-def _half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def half_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance to the nearest half-integer, where Round jumps."""
-    return _half_gap_of(_x(ops))
+    return _half_gap_of(operand(ops))
 
 
 def _half_gap_of(v: torch.Tensor) -> torch.Tensor:
-    return -_abs_nz(v - torch.floor(v).detach() - 0.5) / _periodic_unit(v)
+    return -abs_nz(v - torch.floor(v).detach() - 0.5) / periodic_unit(v)
 
 
-def _quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the relative distance of x / scale to the nearest half-integer, where
     QuantizeLinear's round-half-to-even jumps by one quantum; far (-1) where the result
     saturates whichever way it rounds."""
-    x = _x(ops)
-    v = x / per_axis(_x(ops, 1), attrs, x.dim()).to(x.dtype)
+    x = operand(ops)
+    v = x / per_axis(operand(ops, 1), attrs, x.dim()).to(x.dtype)
     zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
     info = torch.iinfo(zero.dtype)
     q = v.detach() + per_axis(zero, attrs, x.dim()).to(x.dtype)
@@ -76,24 +85,24 @@ def _quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     return torch.where((q < info.min - 1) | (q > info.max + 1), -torch.ones_like(gap), gap)
 
 
-def _dynamic_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    """`_quant_gap` under DynamicQuantizeLinear's computed scale."""
-    x = _x(ops)
+def dynamic_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """`quant_gap` under DynamicQuantizeLinear's computed scale."""
+    x = operand(ops)
     return _half_gap_of(x / dynamic_range(x)[0])
 
 
-def _dynamic_zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def dynamic_zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """The zero point is rounded too: -min / scale must not sit next to a half-integer."""
-    return _half_gap_of(dynamic_range(_x(ops))[1]).reshape(1)
+    return _half_gap_of(dynamic_range(operand(ops))[1]).reshape(1)
 
 
-def _nonempty_float(ops: Operands, attrs: Attrs) -> bool:
-    return _is_float(ops[0]) and _x(ops).numel() > 0
+def nonempty_float(ops: Operands, attrs: Attrs) -> bool:
+    return is_float(ops[0]) and operand(ops).numel() > 0
 
 
-def _zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def zero_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus |x|: Sign (and a cast to bool) jump at 0."""
-    return -_abs_nz(_x(ops))
+    return -abs_nz(operand(ops))
 
 
 def _winner_gap(x: torch.Tensor, k: int, axis: int, largest: bool) -> torch.Tensor:
@@ -106,39 +115,39 @@ def _winner_gap(x: torch.Tensor, k: int, axis: int, largest: bool) -> torch.Tens
     positives remain."""
     v = torch.topk(x, k, dim=axis, largest=largest, sorted=True).values
     hi, lo = v.narrow(axis, 0, k - 1), v.narrow(axis, 1, k - 1)
-    gap = -_abs_nz(hi - lo) / _unit(hi, lo)
+    gap = -abs_nz(hi - lo) / rounding_unit(hi, lo)
     return torch.where(hi == lo, -torch.ones_like(gap), gap)
 
 
-def _arg_gap(largest: bool, default_axis: int = 0) -> Violation:
+def arg_gap(largest: bool, default_axis: int = 0) -> Violation:
     """ArgMax/ArgMin/Hardmax: the winner must beat the runner-up, or the index (the 1's
     position) depends on rounding."""
 
     def f(ops: Operands, attrs: Attrs) -> torch.Tensor:
-        x = _x(ops)
+        x = operand(ops)
         return _winner_gap(x, 2, int(attrs.get("axis", default_axis)) % x.dim(), largest)
 
     return f
 
 
-def _arg_applies(default_axis: int = 0) -> Callable[[Operands, Attrs], bool]:
+def arg_applies(default_axis: int = 0) -> Callable[[Operands, Attrs], bool]:
     def applies(ops: Operands, attrs: Attrs) -> bool:
-        x = _x(ops)
+        x = operand(ops)
         return x.dim() > 0 and x.shape[int(attrs.get("axis", default_axis)) % x.dim()] >= 2
 
     return applies
 
 
-def _topk_count(ops: Operands, attrs: Attrs) -> int:
+def topk_count(ops: Operands, attrs: Attrs) -> int:
     """How many leading elements decide TopK's indices: the k chosen and the first left out."""
     if len(ops) < 2 or ops[1] is None:
         return 0
-    x, k = _x(ops, 0), _x(ops, 1)
+    x, k = operand(ops, 0), operand(ops, 1)
     n = x.shape[int(attrs.get("axis", -1)) % x.dim()] if x.dim() else 0
     return min(int(k.reshape(-1)[0]) + 1, n) if k.numel() else 0
 
 
-def _topk_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    x = _x(ops)
+def topk_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = operand(ops)
     axis = int(attrs.get("axis", -1)) % x.dim()
-    return _winner_gap(x, _topk_count(ops, attrs), axis, bool(attrs.get("largest", 1)))
+    return _winner_gap(x, topk_count(ops, attrs), axis, bool(attrs.get("largest", 1)))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from generator.values.predicate import Attrs, Operands, Predicate, Violation, _reduce_axes, _x
+from generator.values.predicate import Attrs, Operands, Predicate, Violation, operand, reduce_axes
 
 OVERFLOW_DTYPES = (torch.int32, torch.int64)
 """Where onnxruntime saturates or traps and torch wraps: overflow is undefined, so neither
@@ -28,25 +28,25 @@ def _overflow(log2_mag: torch.Tensor, has_zero: torch.Tensor, dtype: torch.dtype
     return torch.where(has_zero, torch.full_like(f, -1.0), f)
 
 
-def _mul_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    a, b = _x(ops, 0), _x(ops, 1)
+def mul_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    a, b = operand(ops, 0), operand(ops, 1)
     return _overflow(_log2_mag(a) + _log2_mag(b), (a == 0) | (b == 0), a.dtype)
 
 
-def _prod_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def prod_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """ReduceProd's exact product, in log space (so a long slice cannot overflow float64)."""
-    x = _x(ops)
-    axes = _reduce_axes(ops, attrs, x.dim())
+    x = operand(ops)
+    axes = reduce_axes(ops, attrs, x.dim())
     if axes is None or x.dim() == 0:
         return _overflow(_log2_mag(x), x == 0, x.dtype)
     mag = _log2_mag(x).sum(dim=axes, keepdim=True)
     return _overflow(mag, (x == 0).any(dim=axes, keepdim=True) if axes else x == 0, x.dtype)
 
 
-def _sum_square_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def sum_square_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """ReduceSumSquare's exact sum of squares (in float64: its log2 is all that matters)."""
-    x = _x(ops)
-    axes = _reduce_axes(ops, attrs, x.dim())
+    x = operand(ops)
+    axes = reduce_axes(ops, attrs, x.dim())
     sq = x.double() ** 2
     total = sq if axes is None or x.dim() == 0 else sq.sum(dim=axes, keepdim=True)
     return _overflow(torch.log2(total.clamp_min(1.0)), total == 0, x.dtype)
@@ -56,26 +56,26 @@ WIDEST_INT_BITS = 63
 """The magnitude bits of int64, the widest accumulator any backend has for an integer op."""
 
 
-def _l2_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def l2_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Integer ReduceL2: undefined where its result leaves the type, or where its sum of
     squares leaves int64, so that no backend could compute it. Inside those bounds it is
     defined: onnxruntime up to 1.26.0 summed int32 squares in int32 and returned INT32_MIN
     for sqrt(30000**2 + 40000**2) = 50000; 1.27.0 fixed it (a real bug, kept reported)."""
-    x = _x(ops)
-    axes = _reduce_axes(ops, attrs, x.dim())
+    x = operand(ops)
+    axes = reduce_axes(ops, attrs, x.dim())
     sq = x.double() ** 2
     total = sq if axes is None or x.dim() == 0 else sq.sum(dim=axes, keepdim=True)
     limit = min(2 * (torch.iinfo(x.dtype).bits - 1), WIDEST_INT_BITS)
     return torch.where(total == 0, torch.full_like(total, -1.0), torch.log2(total.clamp_min(1.0)) - limit + 0.5)
 
 
-def _log_sum_exp_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def log_sum_exp_overflow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Integer ReduceLogSumExp: its result (about the largest element) always fits, but the
     exponentials it is defined through leave int64 from x = 44 on. ONNX names no
     intermediate type, so past that a backend that computes exp(x) in the input's type and
     one that computes it in float64 are both right: undefined."""
-    x = _x(ops)
-    axes = _reduce_axes(ops, attrs, x.dim())
+    x = operand(ops)
+    axes = reduce_axes(ops, attrs, x.dim())
     log2e = x.double() * math.log2(math.e)
     biggest = (
         log2e
@@ -92,7 +92,7 @@ def _small_ints(dtype: torch.dtype) -> list[int]:
     return [1, 2]
 
 
-def _overflow_check(f: Violation) -> Predicate:
+def overflow_check(f: Violation) -> Predicate:
     return Predicate(
         "exact integer result fits its type",
         (0,),
@@ -100,12 +100,12 @@ def _overflow_check(f: Violation) -> Predicate:
         integer=True,
         repair=0,
         safe_values=_small_ints,
-        applies=lambda ops, a: _x(ops).dtype in OVERFLOW_DTYPES,
+        applies=lambda ops, a: operand(ops).dtype in OVERFLOW_DTYPES,
         undefined=True,
     )
 
 
-def _exact_overflow(compute: Callable[[list[torch.Tensor], Attrs], torch.Tensor]) -> Violation:
+def exact_overflow(compute: Callable[[list[torch.Tensor], Attrs], torch.Tensor]) -> Violation:
     """The op's exact result, computed in float64 (integers of the operands' magnitude are
     exact there, and an overflow of int64 is still far beyond its range), against the
     operand type's range: where the reference wraps, a backend may saturate or trap."""
@@ -113,7 +113,7 @@ def _exact_overflow(compute: Callable[[list[torch.Tensor], Attrs], torch.Tensor]
     def f(ops: Operands, attrs: Attrs) -> torch.Tensor:
         args = [t.double() for t in ops if t is not None]
         exact = compute(args, attrs)
-        dtype = _x(ops).dtype
+        dtype = operand(ops).dtype
         return _overflow(torch.log2(exact.abs().clamp_min(1.0)), exact == 0, dtype)
 
     return f
@@ -121,7 +121,7 @@ def _exact_overflow(compute: Callable[[list[torch.Tensor], Attrs], torch.Tensor]
 
 def _axis_sum(args: list[torch.Tensor], attrs: Attrs) -> torch.Tensor:
     x = args[0]
-    axes = _reduce_axes([x, *args[1:2]], attrs, x.dim())
+    axes = reduce_axes([x, *args[1:2]], attrs, x.dim())
     return x if axes is None or x.dim() == 0 else x.sum(dim=axes, keepdim=True)
 
 

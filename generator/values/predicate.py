@@ -92,7 +92,7 @@ class Predicate:
         """Whether the predicate constrains this node: operands present, dtypes matching."""
         if any(s >= len(operands) or operands[s] is None for s in self.slots):
             return False
-        if self.integer == _is_float(operands[self.slots[0]]):
+        if self.integer == is_float(operands[self.slots[0]]):
             return False
         return self.applies(operands, attrs)
 
@@ -128,17 +128,22 @@ class Predicate:
         return torch.relu(f).sum()
 
 
-def _is_float(t: torch.Tensor | None) -> bool:
+# The helpers below are shared by the predicate tables (unsafe.py, jumps.py, overflow.py,
+# proxies.py): public, so that no module reaches into another's private names.
+
+
+def is_float(t: torch.Tensor | None) -> bool:
     return t is not None and t.is_floating_point()
 
 
-def _x(ops: Operands, i: int = 0) -> torch.Tensor:
+def operand(ops: Operands, i: int = 0) -> torch.Tensor:
+    """The `i`-th operand, which the op's schema says is present."""
     t = ops[i]
     assert t is not None
     return t
 
 
-def _abs_nz(x: torch.Tensor) -> torch.Tensor:
+def abs_nz(x: torch.Tensor) -> torch.Tensor:
     """|x| whose derivative at 0 is ±1 instead of torch's 0, so a zero divisor moves: away
     from 0 on the side of its sign bit, so a -0.0 (Ceil(-0.3)) is pushed down, where the
     nonzero values on its side are."""
@@ -146,30 +151,30 @@ def _abs_nz(x: torch.Tensor) -> torch.Tensor:
     return x * sign
 
 
-def _nonzero_ints(dtype: torch.dtype) -> list[int]:
+def nonzero_ints(dtype: torch.dtype) -> list[int]:
     lo = 1 if dtype == torch.uint8 else -8
     return [v for v in range(lo, 9) if v != 0]
 
 
-def _shift_amounts(dtype: torch.dtype) -> list[int]:
+def shift_amounts(dtype: torch.dtype) -> list[int]:
     return list(range(min(8, torch.iinfo(dtype).bits)))
 
 
-def _cast_target(ops: Operands, attrs: Attrs) -> torch.dtype | int:
+def cast_target(ops: Operands, attrs: Attrs) -> torch.dtype | int:
     """Cast names its target in `to` (an ONNX type code), CastLike by its second input."""
     like = ops[1] if len(ops) > 1 else None
     return like.dtype if like is not None else int(attrs.get("to", 0))
 
 
-def _int_info(ops: Operands, attrs: Attrs) -> torch.iinfo | None:
-    to = _cast_target(ops, attrs)
+def int_info(ops: Operands, attrs: Attrs) -> torch.iinfo | None:
+    to = cast_target(ops, attrs)
     if isinstance(to, torch.dtype):
         return None if to.is_floating_point or to == torch.bool else torch.iinfo(to)
     return _ONNX_INT.get(to)
 
 
-def _to_float16(ops: Operands, attrs: Attrs) -> bool:
-    return _cast_target(ops, attrs) in (torch.float16, ONNX_FLOAT16)
+def to_float16(ops: Operands, attrs: Attrs) -> bool:
+    return cast_target(ops, attrs) in (torch.float16, ONNX_FLOAT16)
 
 
 _ONNX_INT: dict[int, torch.iinfo] = {
@@ -191,17 +196,17 @@ ONNX_FLOAT16 = 10
 FLOAT16_MAX = 65504.0
 
 
-def _cast_range(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def cast_range(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Truncation toward zero must land in the target type: lo - 1 < x < hi + 1."""
-    info = _int_info(ops, attrs)
+    info = int_info(ops, attrs)
     assert info is not None
-    x = _x(ops)
+    x = operand(ops)
     return torch.maximum((float(info.min) - 1) - x, x - (float(info.max) + 1))
 
 
-def _tan_pole(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def tan_pole(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Minus the distance to the nearest pole pi/2 + k*pi."""
-    r = torch.remainder(_x(ops) - math.pi / 2, math.pi)
+    r = torch.remainder(operand(ops) - math.pi / 2, math.pi)
     return -torch.minimum(r, math.pi - r)
 
 
@@ -212,67 +217,67 @@ tolerance / u of it, over max(1, |tan x|) (atol below 1, rtol above). float16's 
 against rtol 1e-2 leaves about 20; 8 keeps a two-ulp disagreement well inside."""
 
 
-def _tan_conditioning(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def tan_conditioning(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """|x|(1 + tan²x) / max(1, |tan x|) below the dtype's limit: near a pole, the error of
     Tan(y) for a y rounded differently upstream (float16 Tan(Tan(x))) outgrows any tolerance."""
-    x = _x(ops)
+    x = operand(ops)
     y = x.double() if x.dtype == torch.float64 else x.float()
     t = torch.tan(y)
     return (y.abs() * (1 + t * t) / t.abs().clamp_min(1.0) - CONDITION_LIMIT.get(x.dtype, 4096.0)).to(x.dtype)
 
 
-def _trig_bound(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    x = _x(ops)
+def trig_bound(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = operand(ops)
     return x.abs() - TRIG_LIMIT.get(x.dtype, 256.0)
 
 
-def _pow_base(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def pow_base(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """A float base must be positive under a fractional exponent (a negative one gives
     NaN), but any base is defined under an integer exponent: x**2 of a negative x is
     exact, and only 0 under a negative integer exponent divides by zero."""
-    x, y = _x(ops, 0), _x(ops, 1)
+    x, y = operand(ops, 0), operand(ops, 1)
     whole = (y == torch.round(y)) if y.is_floating_point() else torch.ones_like(y, dtype=torch.bool)
     whole, x = torch.broadcast_tensors(whole, x)
     free = -torch.ones_like(x)
-    zero_gap = torch.where(torch.broadcast_to(y < 0, x.shape), -_abs_nz(x), free)
+    zero_gap = torch.where(torch.broadcast_to(y < 0, x.shape), -abs_nz(x), free)
     return torch.where(whole, zero_gap, -x)
 
 
-def _pow_base_computed(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def pow_base_computed(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """A computed exponent is an integer only up to rounding (1.0 in one backend,
     0.99951 in another), so under it a negative base is as unsafe as under 0.5."""
-    x, y = _x(ops, 0), _x(ops, 1)
+    x, y = operand(ops, 0), operand(ops, 1)
     base: torch.Tensor = torch.broadcast_tensors(-x.to(y.dtype) if y.is_floating_point() else -x, y)[0]
     return base
 
 
-def _pow_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def pow_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """y * ln|x| stays below the growth limit (|x|: an integer exponent takes any base); ln of
     the clamped magnitude keeps the loss finite."""
-    x, y = _x(ops, 0), _x(ops, 1)
+    x, y = operand(ops, 0), operand(ops, 1)
     tiny = torch.finfo(x.dtype).tiny
-    return y.to(x.dtype) * torch.log(_abs_nz(x).clamp_min(tiny)) - growth_limit(x.dtype)
+    return y.to(x.dtype) * torch.log(abs_nz(x).clamp_min(tiny)) - growth_limit(x.dtype)
 
 
-def _exp_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    x = _x(ops)
+def exp_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = operand(ops)
     return x - growth_limit(x.dtype)
 
 
-def _cosh_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
-    x = _x(ops)
+def cosh_growth(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    x = operand(ops)
     return x.abs() - growth_limit(x.dtype)
 
 
-def _int_pow(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def int_pow(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Integer Pow: a non-negative exponent and |x|^y well inside the type's range."""
-    x, y = _x(ops, 0), _x(ops, 1)
+    x, y = operand(ops, 0), operand(ops, 1)
     bits = torch.iinfo(x.dtype).bits - 2
     mag = torch.log2(x.abs().clamp_min(1).double()) * y.double()
     return torch.maximum(-y.double() - 0.5, mag - bits)
 
 
-def _reduce_axes(ops: Operands, attrs: Attrs, rank: int) -> list[int] | None:
+def reduce_axes(ops: Operands, attrs: Attrs, rank: int) -> list[int] | None:
     """ONNX reduction axes, from the second input or the attribute; None: reduce nothing."""
     axes_in = ops[1] if len(ops) > 1 else None
     axes = [int(a) for a in axes_in.tolist()] if axes_in is not None else list(attrs.get("axes", []))
@@ -281,33 +286,33 @@ def _reduce_axes(ops: Operands, attrs: Attrs, rank: int) -> list[int] | None:
     return [a + rank if a < 0 else a for a in axes]
 
 
-def _log_sum(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def log_sum(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """ReduceLogSum takes the log of the sum: the sum must be positive."""
-    x = _x(ops)
-    axes = _reduce_axes(ops, attrs, x.dim())
+    x = operand(ops)
+    axes = reduce_axes(ops, attrs, x.dim())
     return -(x if axes is None else x.sum(dim=axes, keepdim=True))
 
 
-def _lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """LpNormalization divides by the norm; an exactly zero slice is left alone by every backend."""
-    x = _x(ops)
+    x = operand(ops)
     axis = int(attrs.get("axis", -1))
     p = int(attrs.get("p", 2))
     norm = x.abs().sum(dim=axis, keepdim=True) if p == 1 else (x * x).sum(dim=axis, keepdim=True).sqrt()
     return -norm
 
 
-def _mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
+def mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation. Even an
     exact 0 (a constant slice, a slice of one element) is unsafe: the spec's epsilon makes
     the result 0 there, onnxruntime, which drops it, gives 0/0."""
-    x = _x(ops)
+    x = operand(ops)
     axes = [a + x.dim() if a < 0 else a for a in attrs.get("axes", [0, 2, 3])]
     mean = x.mean(dim=axes, keepdim=True)
     return -((x * x).mean(dim=axes, keepdim=True) - mean * mean)
 
 
-def _unit(*xs: torch.Tensor) -> torch.Tensor:
+def rounding_unit(*xs: torch.Tensor) -> torch.Tensor:
     """max(1, |x|, ...), detached: the scale a rounding difference of these operands has."""
     m = torch.ones((), dtype=xs[0].dtype)
     for x in xs:
@@ -315,8 +320,8 @@ def _unit(*xs: torch.Tensor) -> torch.Tensor:
     return m
 
 
-def _periodic_unit(x: torch.Tensor) -> torch.Tensor:
-    """`_unit`, capped where the margin would reach a quarter of the period (1): jumps that
+def periodic_unit(x: torch.Tensor) -> torch.Tensor:
+    """`rounding_unit`, capped where the margin would reach a quarter of the period (1): jumps that
     recur every 1 leave no room for more, and a large |x| is there to be searched, not refused."""
     cap = 0.25 / JUMP_MARGIN.get(x.dtype, JUMP_MARGIN[torch.float32])
-    return _unit(x).clamp_max(cap)
+    return rounding_unit(x).clamp_max(cap)

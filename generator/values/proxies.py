@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from generator.values.predicate import Attrs
+from generator.values.predicate import Attrs, operand
 
 Tensors = list[torch.Tensor | None]
 Reference = Callable[[Attrs, Tensors], list[torch.Tensor]]
@@ -27,12 +27,6 @@ ALPHA = 0.1
 proxy never pulls against the real gradient of the ops around it."""
 
 
-def _x(ins: Tensors, i: int = 0) -> torch.Tensor:
-    t = ins[i]
-    assert t is not None
-    return t
-
-
 def _clip_bounds(attrs: Attrs, ins: Tensors) -> tuple[torch.Tensor | float | None, torch.Tensor | float | None]:
     """Clip's bounds are inputs since opset 11, attributes before."""
     lo: torch.Tensor | float | None = ins[1] if len(ins) > 1 else attrs.get("min")
@@ -41,7 +35,7 @@ def _clip_bounds(attrs: Attrs, ins: Tensors) -> tuple[torch.Tensor | float | Non
 
 
 def _clip(attrs: Attrs, ins: Tensors) -> torch.Tensor:
-    x = _x(ins)
+    x = operand(ins)
     lo, hi = _clip_bounds(attrs, ins)
     inner = x
     if lo is not None:
@@ -63,31 +57,31 @@ def _flat_below(x: torch.Tensor, edge: float | torch.Tensor, inside: torch.Tenso
 
 
 def _hard_sigmoid(attrs: Attrs, ins: Tensors) -> torch.Tensor:
-    lin: torch.Tensor = attrs.get("alpha", 0.2) * _x(ins) + attrs.get("beta", 0.5)
+    lin: torch.Tensor = attrs.get("alpha", 0.2) * operand(ins) + attrs.get("beta", 0.5)
     inner = torch.clamp(lin, 0.0, 1.0)
     return inner + ALPHA * (lin - inner)
 
 
 def _hard_swish(attrs: Attrs, ins: Tensors) -> torch.Tensor:
-    x = _x(ins)
+    x = operand(ins)
     return _flat_below(x, -3.0, x * torch.clamp(x / 6 + 0.5, 0.0, 1.0))
 
 
 def _shrink(attrs: Attrs, ins: Tensors) -> torch.Tensor:
-    x = _x(ins)
+    x = operand(ins)
     return torch.where(x.abs() > attrs.get("lambd", 0.5), x, ALPHA * x)
 
 
 SURROGATES: dict[str, Surrogate] = {
-    "Relu": lambda a, ins: F.leaky_relu(_x(ins), ALPHA),
-    "ThresholdedRelu": lambda a, ins: _flat_below(_x(ins), a.get("alpha", 1.0), _x(ins)),
+    "Relu": lambda a, ins: F.leaky_relu(operand(ins), ALPHA),
+    "ThresholdedRelu": lambda a, ins: _flat_below(operand(ins), a.get("alpha", 1.0), operand(ins)),
     "HardSigmoid": _hard_sigmoid,
     "HardSwish": _hard_swish,
     "Shrink": _shrink,
-    "Floor": lambda a, ins: _x(ins),
-    "Ceil": lambda a, ins: _x(ins),
-    "Round": lambda a, ins: _x(ins),
-    "Sign": lambda a, ins: ALPHA * _x(ins),
+    "Floor": lambda a, ins: operand(ins),
+    "Ceil": lambda a, ins: operand(ins),
+    "Round": lambda a, ins: operand(ins),
+    "Sign": lambda a, ins: ALPHA * operand(ins),
     "Clip": _clip,
 }
 

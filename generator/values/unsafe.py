@@ -32,32 +32,32 @@ from typing import Any
 import torch
 
 from generator.values.jumps import (
-    _arg_applies,
-    _arg_gap,
-    _dynamic_gap,
-    _dynamic_zero_gap,
-    _half_gap,
-    _int_gap,
-    _mod_gap,
-    _nonempty_float,
-    _quant_gap,
-    _shrink_gap,
-    _shrink_jumps,
-    _threshold_gap,
-    _topk_count,
-    _topk_gap,
-    _trunc_gap,
-    _zero_gap,
+    arg_applies,
+    arg_gap,
+    dynamic_gap,
+    dynamic_zero_gap,
+    half_gap,
+    int_gap,
+    mod_gap,
+    nonempty_float,
+    quant_gap,
+    shrink_gap,
+    shrink_jumps,
+    threshold_gap,
+    topk_count,
+    topk_gap,
+    trunc_gap,
+    zero_gap,
 )
 from generator.values.overflow import (
     INT_OVERFLOW,
-    _exact_overflow,
-    _l2_overflow,
-    _log_sum_exp_overflow,
-    _mul_overflow,
-    _overflow_check,
-    _prod_overflow,
-    _sum_square_overflow,
+    exact_overflow,
+    l2_overflow,
+    log_sum_exp_overflow,
+    mul_overflow,
+    overflow_check,
+    prod_overflow,
+    sum_square_overflow,
 )
 from generator.values.predicate import (
     FLOAT16_MAX,
@@ -66,27 +66,27 @@ from generator.values.predicate import (
     Operands,
     Predicate,
     Violation,
-    _abs_nz,
-    _cast_range,
-    _cast_target,
-    _cosh_growth,
-    _exp_growth,
-    _int_info,
-    _int_pow,
-    _is_float,
-    _log_sum,
-    _lp_norm,
-    _mvn_variance,
-    _nonzero_ints,
-    _pow_base,
-    _pow_base_computed,
-    _pow_growth,
-    _shift_amounts,
-    _tan_conditioning,
-    _tan_pole,
-    _to_float16,
-    _trig_bound,
-    _x,
+    abs_nz,
+    cast_range,
+    cast_target,
+    cosh_growth,
+    exp_growth,
+    int_info,
+    int_pow,
+    is_float,
+    log_sum,
+    lp_norm,
+    mvn_variance,
+    nonzero_ints,
+    operand,
+    pow_base,
+    pow_base_computed,
+    pow_growth,
+    shift_amounts,
+    tan_conditioning,
+    tan_pole,
+    to_float16,
+    trig_bound,
 )
 
 
@@ -94,7 +94,7 @@ def _int_shrink_biased(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """Positive where an integer Shrink adds its float bias: the spec does not say whether
     the bias is cast to the integer type first (onnxruntime and TVM: -5 + 0.326 is -5) or
     the sum is (onnx.reference: -4), so both are right."""
-    x = _x(ops)
+    x = operand(ops)
     lambd = float(attrs.get("lambd", 0.5))
     return torch.where(x.double().abs() > lambd, 1.0, -1.0)
 
@@ -105,25 +105,25 @@ def _jump(name: str, f: Violation, slots: tuple[int, ...] = (0,), **kw: Any) -> 
 
 
 def _to_bool(ops: Operands, attrs: Attrs) -> bool:
-    return _cast_target(ops, attrs) in (torch.bool, ONNX_BOOL)
+    return cast_target(ops, attrs) in (torch.bool, ONNX_BOOL)
 
 
 ONNX_BOOL = 9
 
 
 def _float_divisor(name: str) -> Predicate:
-    return Predicate(f"{name} != 0", (1,), lambda ops, a: -_abs_nz(_x(ops, 1)), strict=True)
+    return Predicate(f"{name} != 0", (1,), lambda ops, a: -abs_nz(operand(ops, 1)), strict=True)
 
 
 def _int_divisor(name: str) -> Predicate:
     return Predicate(
         f"{name} != 0",
         (1,),
-        lambda ops, a: -_x(ops, 1).abs().double(),
+        lambda ops, a: -operand(ops, 1).abs().double(),
         strict=True,
         integer=True,
         repair=1,
-        safe_values=_nonzero_ints,
+        safe_values=nonzero_ints,
         undefined=True,
     )
 
@@ -132,91 +132,91 @@ CAST: tuple[Predicate, ...] = (
     Predicate(
         "float fits the integer target",
         (0,),
-        _cast_range,
+        cast_range,
         strict=True,
         fixed_margin=0.5,
-        applies=lambda ops, a: _int_info(ops, a) is not None,
+        applies=lambda ops, a: int_info(ops, a) is not None,
         undefined=True,
     ),
     Predicate(
         "|x| <= float16 max",
         (0,),
-        lambda ops, a: _x(ops).abs() - FLOAT16_MAX,
+        lambda ops, a: operand(ops).abs() - FLOAT16_MAX,
         fixed_margin=504.0,
-        applies=_to_float16,
+        applies=to_float16,
     ),
-    _jump("float not near a nonzero integer", _trunc_gap, applies=lambda ops, a: _int_info(ops, a) is not None),
-    _jump("float not near 0", _zero_gap, applies=_to_bool),
+    _jump("float not near a nonzero integer", trunc_gap, applies=lambda ops, a: int_info(ops, a) is not None),
+    _jump("float not near 0", zero_gap, applies=_to_bool),
 )
 """Cast and CastLike: a float must fit an integer target after truncation, or float16."""
 
 
 UNSAFE: dict[str, tuple[Predicate, ...]] = {
-    "Log": (Predicate("x > 0", (0,), lambda ops, a: -_x(ops), strict=True),),
-    "Sqrt": (Predicate("x >= 0", (0,), lambda ops, a: -_x(ops)),),
-    "Reciprocal": (Predicate("x != 0", (0,), lambda ops, a: -_abs_nz(_x(ops)), strict=True),),
+    "Log": (Predicate("x > 0", (0,), lambda ops, a: -operand(ops), strict=True),),
+    "Sqrt": (Predicate("x >= 0", (0,), lambda ops, a: -operand(ops)),),
+    "Reciprocal": (Predicate("x != 0", (0,), lambda ops, a: -abs_nz(operand(ops)), strict=True),),
     "Div": (_float_divisor("divisor"), _int_divisor("divisor")),
-    "Mul": (_overflow_check(_mul_overflow),),
+    "Mul": (overflow_check(mul_overflow),),
     "Mod": (
         _float_divisor("divisor"),
         _int_divisor("divisor"),
-        _jump("x / divisor not near a nonzero integer", _mod_gap, (0, 1), applies=lambda ops, a: _is_float(ops[0])),
+        _jump("x / divisor not near a nonzero integer", mod_gap, (0, 1), applies=lambda ops, a: is_float(ops[0])),
     ),
     "Pow": (
-        Predicate("base > 0, or != 0 under an integer exponent", (0,), _pow_base, strict=True),
-        Predicate("exponent * ln(base) <= limit", (0, 1), _pow_growth, applies=lambda ops, a: _is_float(ops[0])),
-        Predicate("base > 0 under a computed exponent", (1,), _pow_base_computed, strict=True, inexact_only=True),
+        Predicate("base > 0, or != 0 under an integer exponent", (0,), pow_base, strict=True),
+        Predicate("exponent * ln(base) <= limit", (0, 1), pow_growth, applies=lambda ops, a: is_float(ops[0])),
+        Predicate("base > 0 under a computed exponent", (1,), pow_base_computed, strict=True, inexact_only=True),
         Predicate(
             "integer exponent >= 0 and no overflow",
             (0, 1),
-            _int_pow,
+            int_pow,
             integer=True,
             repair=1,
             safe_values=lambda dt: [0, 1, 2],
             undefined=True,
         ),
     ),
-    "Asin": (Predicate("|x| <= 1", (0,), lambda ops, a: _x(ops).abs() - 1),),
-    "Acos": (Predicate("|x| <= 1", (0,), lambda ops, a: _x(ops).abs() - 1),),
-    "Atanh": (Predicate("|x| < 1", (0,), lambda ops, a: _x(ops).abs() - 1, strict=True),),
-    "Acosh": (Predicate("x >= 1", (0,), lambda ops, a: 1 - _x(ops)),),
-    "Exp": (Predicate("x <= growth limit", (0,), _exp_growth),),
-    "Softplus": (Predicate("x <= growth limit", (0,), _exp_growth),),
-    "Mish": (Predicate("x <= growth limit", (0,), _exp_growth),),
-    "Sinh": (Predicate("|x| <= growth limit", (0,), _cosh_growth),),
-    "Cosh": (Predicate("|x| <= growth limit", (0,), _cosh_growth),),
+    "Asin": (Predicate("|x| <= 1", (0,), lambda ops, a: operand(ops).abs() - 1),),
+    "Acos": (Predicate("|x| <= 1", (0,), lambda ops, a: operand(ops).abs() - 1),),
+    "Atanh": (Predicate("|x| < 1", (0,), lambda ops, a: operand(ops).abs() - 1, strict=True),),
+    "Acosh": (Predicate("x >= 1", (0,), lambda ops, a: 1 - operand(ops)),),
+    "Exp": (Predicate("x <= growth limit", (0,), exp_growth),),
+    "Softplus": (Predicate("x <= growth limit", (0,), exp_growth),),
+    "Mish": (Predicate("x <= growth limit", (0,), exp_growth),),
+    "Sinh": (Predicate("|x| <= growth limit", (0,), cosh_growth),),
+    "Cosh": (Predicate("|x| <= growth limit", (0,), cosh_growth),),
     "Tan": (
-        Predicate("|x| <= trig limit", (0,), _trig_bound),
-        Predicate("cos(x) != 0", (0,), _tan_pole, strict=True),
-        Predicate("rounding of x stays within tolerance", (0,), _tan_conditioning, fixed_margin=1.0, inexact_only=True),
+        Predicate("|x| <= trig limit", (0,), trig_bound),
+        Predicate("cos(x) != 0", (0,), tan_pole, strict=True),
+        Predicate("rounding of x stays within tolerance", (0,), tan_conditioning, fixed_margin=1.0, inexact_only=True),
     ),
-    "Sin": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
-    "Cos": (Predicate("|x| <= trig limit", (0,), _trig_bound),),
+    "Sin": (Predicate("|x| <= trig limit", (0,), trig_bound),),
+    "Cos": (Predicate("|x| <= trig limit", (0,), trig_bound),),
     "Cast": CAST,
     "CastLike": CAST,
     "BitShift": (
         Predicate(
             "0 <= shift < bits",
             (1,),
-            lambda ops, a: torch.maximum(-_x(ops, 1).double(), _x(ops, 1).double() - (_bits(ops[0]) - 1)),
+            lambda ops, a: torch.maximum(-operand(ops, 1).double(), operand(ops, 1).double() - (_bits(ops[0]) - 1)),
             integer=True,
             repair=1,
-            safe_values=_shift_amounts,
+            safe_values=shift_amounts,
             undefined=True,
         ),
     ),
-    "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -_x(ops, 4)),),
-    "ReduceLogSum": (Predicate("sum > 0", (0,), _log_sum, strict=True),),
+    "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -operand(ops, 4)),),
+    "ReduceLogSum": (Predicate("sum > 0", (0,), log_sum, strict=True),),
     "ReduceLogSumExp": (
-        Predicate("x <= growth limit", (0,), _exp_growth),
-        _overflow_check(_log_sum_exp_overflow),
+        Predicate("x <= growth limit", (0,), exp_growth),
+        overflow_check(log_sum_exp_overflow),
     ),
-    "ReduceL2": (_overflow_check(_l2_overflow),),
-    "ReduceProd": (_overflow_check(_prod_overflow),),
-    "Floor": (_jump("x not near an integer", _int_gap),),
-    "ThresholdedRelu": (_jump("x not near alpha", _threshold_gap),),
+    "ReduceL2": (overflow_check(l2_overflow),),
+    "ReduceProd": (overflow_check(prod_overflow),),
+    "Floor": (_jump("x not near an integer", int_gap),),
+    "ThresholdedRelu": (_jump("x not near alpha", threshold_gap),),
     "Shrink": (
-        _jump("x not near ±lambd", _shrink_gap, applies=_shrink_jumps),
+        _jump("x not near ±lambd", shrink_gap, applies=shrink_jumps),
         Predicate(
             "integer x within ±lambd under a fractional bias",
             (0,),
@@ -228,22 +228,22 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
             undefined=True,
         ),
     ),
-    "OneHot": (_jump("float index not near an integer", _int_gap, applies=lambda ops, a: _is_float(ops[0])),),
-    "Ceil": (_jump("x not near an integer", _int_gap),),
-    "Round": (_jump("x not near a half-integer", _half_gap),),
-    "QuantizeLinear": (_jump("x / scale not near a half-integer", _quant_gap, (0, 1), applies=_nonempty_float),),
+    "OneHot": (_jump("float index not near an integer", int_gap, applies=lambda ops, a: is_float(ops[0])),),
+    "Ceil": (_jump("x not near an integer", int_gap),),
+    "Round": (_jump("x not near a half-integer", half_gap),),
+    "QuantizeLinear": (_jump("x / scale not near a half-integer", quant_gap, (0, 1), applies=nonempty_float),),
     "DynamicQuantizeLinear": (
-        _jump("x / scale not near a half-integer", _dynamic_gap, applies=_nonempty_float),
-        _jump("zero point not near a half-integer", _dynamic_zero_gap, applies=_nonempty_float),
+        _jump("x / scale not near a half-integer", dynamic_gap, applies=nonempty_float),
+        _jump("zero point not near a half-integer", dynamic_zero_gap, applies=nonempty_float),
     ),
-    "Sign": (_jump("x not near 0", _zero_gap),),
-    "ReduceSumSquare": (_overflow_check(_sum_square_overflow),),
-    "ArgMax": (_jump("a clear maximum", _arg_gap(True), applies=_arg_applies()),),
-    "ArgMin": (_jump("a clear minimum", _arg_gap(False), applies=_arg_applies()),),
-    "Hardmax": (_jump("a clear maximum", _arg_gap(True, -1), applies=_arg_applies(-1)),),
-    "TopK": (_jump("no near-ties among the k + 1 best", _topk_gap, applies=lambda o, a: _topk_count(o, a) >= 2),),
-    "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), _lp_norm),),
-    "MeanVarianceNormalization": (Predicate("variance > 0", (0,), _mvn_variance, strict=True),),
+    "Sign": (_jump("x not near 0", zero_gap),),
+    "ReduceSumSquare": (overflow_check(sum_square_overflow),),
+    "ArgMax": (_jump("a clear maximum", arg_gap(True), applies=arg_applies()),),
+    "ArgMin": (_jump("a clear minimum", arg_gap(False), applies=arg_applies()),),
+    "Hardmax": (_jump("a clear maximum", arg_gap(True, -1), applies=arg_applies(-1)),),
+    "TopK": (_jump("no near-ties among the k + 1 best", topk_gap, applies=lambda o, a: topk_count(o, a) >= 2),),
+    "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), lp_norm),),
+    "MeanVarianceNormalization": (Predicate("variance > 0", (0,), mvn_variance, strict=True),),
 }
 
 
@@ -296,7 +296,7 @@ def _bits(t: torch.Tensor | None) -> int:
 
 
 for _op, _compute in INT_OVERFLOW.items():
-    UNSAFE[_op] = (*UNSAFE.get(_op, ()), _overflow_check(_exact_overflow(_compute)))
+    UNSAFE[_op] = (*UNSAFE.get(_op, ()), overflow_check(exact_overflow(_compute)))
 
 
 def predicates(op_type: str) -> tuple[Predicate, ...]:

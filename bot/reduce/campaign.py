@@ -1,4 +1,4 @@
-"""A campaign's reduction: the first finding of each kind while fuzzing, the rest after.
+"""A campaign's reduction phase: the first finding of each kind while fuzzing, the rest after.
 
 Reducing the first finding of a kind at once turns it into a known bug: its trigger goes
 to the generator (generator.avoid), and the rest of the campaign spends its budget on
@@ -17,9 +17,10 @@ import onnx
 
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, move_bundle
+from bot.findings.kept import KeptFindings
 from bot.findings.known_bugs import KnownBug, known_bug, read_known
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import FindingRef, Summary, in_output, seen_union
+from bot.findings.summary import FindingRef, in_output, seen_union
 from bot.reduce.finding import (
     SidePools,
     SideRun,
@@ -39,14 +40,29 @@ the phase after the budget, which has its own share."""
 
 
 class CampaignReduction:
-    """The reduction phase of one campaign, with the known bugs it learns."""
+    """The reduction phase of one campaign, with the known bugs it learns and the time it took.
 
-    def __init__(self, cfg: FuzzConfig, runs: dict[str, SideRun], summary: Summary, store: FindingStore) -> None:
+    It shares the campaign's kept findings (`kept`), which it renames, relabels and folds;
+    `on_known` is called when a bug becomes known (its trigger is in `avoid`)."""
+
+    def __init__(
+        self,
+        cfg: FuzzConfig,
+        runs: dict[str, SideRun],
+        kept: KeptFindings,
+        store: FindingStore,
+        on_known: Callable[[], None] = lambda: None,
+    ) -> None:
         self.cfg = cfg
         self.sides = list(runs)
         """Side names, base first."""
-        self.summary = summary
+        self.kept = kept
         self.store = store
+        self.on_known = on_known
+        self.spent_s = 0.0
+        """Seconds spent reducing, while fuzzing and after (summary.json's time_s.reduction)."""
+        self.spent_during_s = 0.0
+        """The part of `spent_s` spent while fuzzing, inside the fuzzing's wall time."""
         self.out = Path(cfg.out)
         self.pools = SidePools(runs, Judging(cfg.oracles, cfg.tolerances))
         """Candidates are judged as the campaign judges (its rules and tolerances), with
@@ -54,8 +70,6 @@ class CampaignReduction:
         self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
         self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
         self._kinds: set[tuple[str, str]] = set()
-        self.on_known: Callable[[], None] = lambda: None
-        """Called when a bug becomes known (its trigger is in `avoid`)."""
         self.aliases: dict[str, str] = {}
         """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
         first one is an occurrence of the named bug, not a new finding to reduce again."""
@@ -67,7 +81,7 @@ class CampaignReduction:
         if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
             return
         left = deadline - time.monotonic()
-        allowed = settings.during_share * self.cfg.budget - self.summary.time_s.reduction_during
+        allowed = settings.during_share * self.cfg.budget - self.spent_during_s
         if left < MIN_DURING_S or allowed < MIN_DURING_S:
             return
         left = min(left, allowed)
@@ -75,8 +89,8 @@ class CampaignReduction:
         t0 = time.monotonic()
         self.reduce(ref, min(settings.budget, left))
         spent = time.monotonic() - t0
-        self.summary.time_s.reduction += spent
-        self.summary.time_s.reduction_during += spent
+        self.spent_s += spent
+        self.spent_during_s += spent
 
     def after(self) -> None:
         """Reduce what is still unreduced, within `reduce.share` of the budget."""
@@ -85,12 +99,12 @@ class CampaignReduction:
             return
         t0 = time.monotonic()
         deadline = t0 + settings.share * self.cfg.budget if self.cfg.budget else None
-        for ref in reduction_order(self.summary.findings)[: settings.max_findings]:
+        for ref in reduction_order(self.kept.findings)[: settings.max_findings]:
             if deadline is not None and time.monotonic() > deadline:
                 break
-            if ref.reduced_path is None and ref in self.summary.findings:
+            if ref.reduced_path is None and ref in self.kept.findings:
                 self.reduce(ref, settings.budget)
-        self.summary.time_s.reduction += time.monotonic() - t0
+        self.spent_s += time.monotonic() - t0
 
     def reduce(self, ref: FindingRef, budget_s: float) -> None:
         """Reduce, relabel, generalize and name one finding; fold it into an earlier one
@@ -115,15 +129,15 @@ class CampaignReduction:
             bundle, reduced = self._relabelled(ref, bundle, reduced, was)
         evidence = generalize(reduced, finding.side, guard, self.pools) if settings.generalize else None
         first_seen = ref.fingerprint
-        named = rename_finding(ref, bundle, reduced, self.summary, self.store, evidence)
+        named = rename_finding(ref, bundle, reduced, self.kept, self.store, evidence)
         self.aliases[first_seen] = ref.fingerprint
         if named:
             self._learn(reduced)
             return
-        first = next(r for r in self.summary.findings if r.fingerprint == ref.fingerprint and r is not ref)
+        first = next(r for r in self.kept.findings if r.fingerprint == ref.fingerprint and r is not ref)
         first.seen = seen_union(first.seen, ref.seen)
         first.triggers = seen_union(first.triggers, ref.triggers)
-        self.summary.findings.remove(ref)
+        self.kept.findings.remove(ref)
         move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
     def occurrence(self, fingerprint: str, label: str) -> FindingRef | None:
@@ -131,7 +145,7 @@ class CampaignReduction:
         occurrence of, when that fingerprint's finding was reduced into it and the label is
         the bug's; else None (a stronger label still earns its own bundle)."""
         name = self.aliases.get(fingerprint)
-        return next((r for r in self.summary.findings if r.fingerprint == name and r.across == label), None)
+        return next((r for r in self.kept.findings if r.fingerprint == name and r.across == label), None)
 
     def _learn(self, reduced: Path) -> None:
         finding = Finding.model_validate_json((reduced / "finding.json").read_text())

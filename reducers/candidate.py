@@ -1,4 +1,4 @@
-"""An ONNX test case (model plus the input values it is run with) and its invariants.
+"""A reduction candidate (an ONNX model plus the input values it is run with) and its invariants.
 
 Every candidate a pass proposes goes through `finalize`: value_info is dropped and
 re-inferred, and the ONNX checker (full check, with strict shape inference) must
@@ -24,7 +24,11 @@ with the values they had, so a wrong-result bug keeps its operands."""
 
 
 @dataclass(frozen=True)
-class Case:
+class Candidate:
+    """A model and the inputs it runs with, as the reducer tests it: the original failing
+    one and every smaller one a pass proposes (the generator's output is
+    generator.api.GeneratedCase; the bot's runnable case, bot.cases.making.Prepared)."""
+
     model: onnx.ModelProto
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     """Values for graph inputs; may be empty when an external check makes its own."""
@@ -60,7 +64,7 @@ class Case:
         for t in g.initializer:
             t.name = names.get(t.name, t.name)
         g.name = ""
-        return Case(m, {names.get(k, k): v for k, v in self.inputs.items()}).key()
+        return Candidate(m, {names.get(k, k): v for k, v in self.inputs.items()}).key()
 
     @property
     def size(self) -> int:
