@@ -43,7 +43,7 @@ from bot.commands.merge import merge_command
 from bot.commands.reduce import reduce_command
 from bot.commands.report import report_command
 from bot.config import FuzzConfig, load_config, parse_duration, parse_test_fault
-from bot.errors import Interrupted, UserError, signal_of
+from bot.errors import EXIT_SIGNALLED, Interrupted, UserError, signal_of
 from bot.findings.bundle import write_bundle
 from bot.findings.out_folder import claim_out
 from bot.findings.outcome import findings_exit
@@ -67,8 +67,6 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
-EXIT_SIGNALLED = {"SIGINT": 130, "SIGTERM": 143}
-"""128 + the signal's number, as a shell reports a process the signal ended."""
 
 
 @app.command()

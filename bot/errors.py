@@ -28,3 +28,8 @@ class Interrupted(BaseException):
 def signal_of(interrupt: BaseException) -> str:
     """The signal behind an interrupt: a bare KeyboardInterrupt is Python's own SIGINT."""
     return interrupt.signal if isinstance(interrupt, Interrupted) else "SIGINT"
+
+
+EXIT_SIGNALLED = {"SIGINT": 130, "SIGTERM": 143}
+"""A command's exit code when a signal stopped it (docs/exit-codes.md): 128 + the signal's
+number, as a shell reports a process the signal ended."""

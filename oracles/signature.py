@@ -150,16 +150,23 @@ _GOT_TYPE = re.compile(r"(Mismatched type on argument #\S+ when calling: .*?\. E
 got is the trigger's."""
 
 
+_NODE_NAMED = re.compile(r"\bNode \([^)]*\) Op \(")
+"""onnxruntime's "Node (<name>) Op (<type>)": the node is the trigger's (its own, or one its
+optimizer made and named, `gemm_input_reshape_arg_q`), the op type the site's."""
+
+
 def crash_site(signature: str) -> str:
     """Where a crash's normalized message says the check failed, without the node that ran
     into it: onnxruntime's "Size of X.shape[axis:] must be larger than 1" is one check of
     one normalization kernel, whether a LayerNormalization or the SimplifiedLayerNormalization
     a fusion made ran it (two reports of one bug before). syzbot titles a crash the same way,
-    by the function that crashed; the node is a trigger. So is the value that a TVM FFI call
+    by the function that crashed; the node is a trigger (a QuantizeLinear that onnxruntime's
+    QDQ rewrites made, `t1_q` in one graph and `gemm_input_reshape_arg_q` in another, failed
+    one type check: two reports). So is the value that a TVM FFI call
     refused: its OneHot converter passes a constant depth on to `relax.op.one_hot`, which
     expects an `int`, and "got `float`" (a scalar depth) and "got `ffi.Array`" (a depth of
     shape [1]) were two reports of that one line."""
-    return _GOT_TYPE.sub(r"\1", _RUNNING_NODE.sub("", signature))
+    return _GOT_TYPE.sub(r"\1", _NODE_NAMED.sub("Node Op (", _RUNNING_NODE.sub("", signature)))
 
 
 def normalize(message: str) -> str:

@@ -327,6 +327,80 @@ def identity_transpose_gemm_beside_gelu() -> Case:
     return model, {"x": np.linspace(-2, 2, 9).reshape(1, 9)}
 
 
+PAD_WRAP = "1.28.0"
+"""A release whose "wrap" Pad writes zeros where a pad longer than the axis should repeat it
+(1.27.0 too)."""
+
+
+def _pad_wrap(then_div: bool) -> Case:
+    nodes = [helper.make_node("Pad", ["x", "pads", "", "axes"], ["p"], mode="wrap")]
+    if then_div:
+        nodes.append(helper.make_node("Div", ["p", "p"], ["y"]))
+    inits = [onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")]
+    ins = [_value("x", _I64, [1]), _value("pads", _I64, [2])]
+    model = _model(nodes, ins, [_value("y" if then_div else "p", _I64, [38])], inits, opset=19, ir=9)
+    return model, {"x": np.array([1461], np.int64), "pads": np.array([37, 0], np.int64)}
+
+
+def pad_wrap_longer_than_the_axis() -> Case:
+    """Pad(mode="wrap") of a one-element int64 vector by 37 before it, at opset 19: 1461 38
+    times. 1.28.0 (and 1.27.0) give zeros for most of the padding."""
+    return _pad_wrap(then_div=False)
+
+
+def pad_wrap_then_div() -> Case:
+    """pad_wrap_longer_than_the_axis, divided by itself: 1.28.0 raises "Integer division by
+    zero" on the zeros its Pad wrote, where every quotient is 1. A 1.27.0 to 1.28.0
+    campaign reported it apart from the wrong Pad itself."""
+    return _pad_wrap(then_div=True)
+
+
+QUICK_GELU_FLOAT64 = ("1.28.0", "1.31.1")
+"""Releases whose QuickGeluFusion makes a float64 com.microsoft.QuickGelu it has no kernel
+for (1.20.1 to 1.28.0), and one that runs the model (1.31.1)."""
+
+
+def quick_gelu_float64() -> Case:
+    """x * Sigmoid(x) * 1.702 over float64: at `all`, 1.20.1 to 1.28.0 fuse it into a
+    com.microsoft.QuickGelu and then fail to load the model: "Failed to find kernel for
+    com.microsoft.QuickGelu(1) (node:'/QuickGeluFusion/' ...)" (NOT_IMPLEMENTED). At
+    `disable` they run it; 1.31.1 runs it at every level. A 1.27.0 to 1.28.0 campaign set 17
+    such cases aside as declined."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("Mul", ["x", "s"], ["m"]),
+        helper.make_node("Mul", ["m", "c"], ["y"]),
+    ]
+    c = onnx.numpy_helper.from_array(np.array(1.702), "c")
+    model = _model(nodes, [_value("x", TensorProto.DOUBLE, [4])], [_value("y", TensorProto.DOUBLE, [4])], [c])
+    return model, {"x": np.linspace(-2, 2, 4)}
+
+
+RNN_ALPHA_ABORT = "1.28.0"
+"""A release that aborts on a bidirectional RNN given an activation_alpha its activations
+do not read (1.27.0 too)."""
+
+
+def relu_then_rnn_with_an_unread_alpha() -> Case:
+    """Relu -> a bidirectional RNN (hidden 3, its default Tanh activations, which read no
+    alpha) with activation_alpha [0.5], at opset 22: 1.28.0 reads the alpha list by
+    position and dies of its own bounds assertion ("stl_vector.h ... operator[]", SIGABRT)
+    when it runs the node. Found by a 1.27.0 to 1.28.0 campaign."""
+    rng = np.random.default_rng(0)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (2, 3, 2)).astype(np.float32), "w"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (2, 3, 3)).astype(np.float32), "r"),
+    ]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node(
+            "RNN", ["a", "w", "r"], ["y"], hidden_size=3, direction="bidirectional", activation_alpha=[0.5]
+        ),
+    ]
+    model = _model(nodes, [_value("x", _F32, [4, 1, 2])], [_value("y", _F32, [4, 2, 1, 3])], inits, opset=22, ir=10)
+    return model, {"x": rng.uniform(-1, 1, (4, 1, 2)).astype(np.float32)}
+
+
 def rms_norm_single_element_axis() -> Case:
     """The RMSNorm pattern over a last axis of size 1, which SimplifiedLayerNormFusion fuses
     at `extended` and above: 1.21.1 to 1.23.2 refuse it with the very check

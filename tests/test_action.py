@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -323,3 +325,29 @@ def test_the_open_issues_triggers_reach_the_campaign_and_an_outage_does_not_stop
         assert known_from_issues(parse_inputs(no_token), no_token, tmp_path) is None
         github.fail_next(100)
         assert known_from_issues(parse_inputs(env), env, tmp_path / "outage") is None
+
+
+def test_a_cancelled_job_s_sigterm_reaches_the_campaign_which_writes_its_summary(tmp_path: Path) -> None:
+    """A cancelled job's runner sends SIGTERM to the container's first process: the
+    entrypoint, which ran the CLI as a child and, as PID 1, ignored the signal (the kernel
+    drops a signal PID 1 has no handler for) until the SIGKILL after it. The campaign never
+    heard of it and wrote no summary. Passed on, the CLI writes its results, marked
+    interrupted, and both exit 143; nothing is posted."""
+    (tmp_path / "fuzzbot.yml").write_text(yaml.safe_dump({"probe": False, "reduce": {"enabled": False}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_"))}
+    inputs = {"MODE": "fuzz-only", "BACKEND": "onnxruntime", "BUDGET": "5m", "CONFIG": "fuzzbot.yml", "OUT": "out"}
+    env.update({f"INPUT_{k}": v for k, v in inputs.items()})
+    env.update(GITHUB_WORKSPACE=str(tmp_path), GITHUB_OUTPUT=str(tmp_path / "github_output"), GITHUB_REPOSITORY="a/b")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.github.entrypoint"], env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").glob("findings.sqlite")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # fuzzing, past the probe
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["tests"] >= 1
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err

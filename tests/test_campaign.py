@@ -146,27 +146,34 @@ def test_a_reduced_wrong_result_is_named_by_its_kernel_symptom_and_label(tmp_pat
     )
 
 
+def _reduced_one_build(tmp_path: Path, makers: list[Callable[[], rc.Case]], version: str) -> Campaign:
+    """A one-build campaign on the real onnxruntime `version` over `makers`' cases, reduced."""
+    cases = []
+    for i, make in enumerate(makers):
+        model, inputs = make()
+        onnx.save(model, str(tmp_path / f"case{i}.onnx"))
+        np.savez(tmp_path / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
+        cases.append(load_user_case(str(tmp_path / f"case{i}.onnx"), tmp_path / f"case{i}.onnx"))
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:all",
+        python=str(rc.ort_python(version)),
+        reduce={"generalize": False, "budget": 60},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases(list(cases), reduce=True)
+    return campaign
+
+
 def test_one_failed_check_reached_through_two_ops_is_one_report(tmp_path: Path) -> None:
     """onnxruntime 1.21.1 to 1.23.2 refuse a normalization over one element with one check,
     "Size of X.shape[axis:] must be larger than 1", whether a LayerNormalization or the
     SimplifiedLayerNormalization its fusion made from an RMSNorm pattern runs it: two
     reports of one bug in a 1.22.1 to 1.23.2 campaign. A reduced crash is named by the check
     that failed, and lists both triggers. Run on the real 1.21.1."""
-    cases = []
-    for name, make in (("ln", rc.layernorm_single_element_axis), ("rms", rc.rms_norm_single_element_axis)):
-        model, inputs = make()
-        onnx.save(model, str(tmp_path / f"{name}.onnx"))
-        np.savez(tmp_path / f"{name}.npz", **inputs)  # type: ignore[arg-type]
-        cases.append(load_user_case(str(tmp_path / f"{name}.onnx"), tmp_path / f"{name}.onnx"))
-    cfg = FuzzConfig(
-        out=tmp_path / "out",
-        probe=False,
-        backend="onnxruntime:all",
-        python=str(rc.ort_python(rc.REGRESSION_RAISES[1])),
-        reduce={"generalize": False, "budget": 30},
-    )
-    campaign = open_campaign(cfg)
-    campaign.run_cases(list(cases), reduce=True)
+    makers = [rc.layernorm_single_element_axis, rc.rms_norm_single_element_axis]
+    campaign = _reduced_one_build(tmp_path, makers, rc.REGRESSION_RAISES[1])
     refs = campaign.summary.findings
     assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
     assert len(refs[0].triggers) == 2 and any("SimplifiedLayerNormalization" in t for t in refs[0].triggers)
@@ -183,21 +190,9 @@ def test_one_death_in_the_optimizer_reached_two_ways_is_one_report(tmp_path: Pat
     neither reduces to the other, and the signal varies (SIGABRT here, SIGSEGV in the
     campaign that found them: two reports). A death in the optimizer is named by the pass it
     died in, read from a worker that logs its transformers. Run on the real 1.25.1."""
-    cases = []
-    for name, make in (("cast", rc.shape_gather_after_cast), ("branch", rc.shape_gather_beside_a_branch)):
-        model, inputs = make()
-        onnx.save(model, str(tmp_path / f"{name}.onnx"))
-        np.savez(tmp_path / f"{name}.npz", **inputs)  # type: ignore[arg-type]
-        cases.append(load_user_case(str(tmp_path / f"{name}.onnx"), tmp_path / f"{name}.onnx"))
-    cfg = FuzzConfig(
-        out=tmp_path / "out",
-        probe=False,
-        backend="onnxruntime:all",
-        python=str(rc.ort_python(rc.STACK_SMASH)),
-        reduce={"generalize": False, "budget": 60},
+    campaign = _reduced_one_build(
+        tmp_path, [rc.shape_gather_after_cast, rc.shape_gather_beside_a_branch], rc.STACK_SMASH
     )
-    campaign = open_campaign(cfg)
-    campaign.run_cases(list(cases), reduce=True)
     refs = campaign.summary.findings
     assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
     assert len(refs[0].triggers) == 2 and any("Mish" in t for t in refs[0].triggers)
@@ -221,18 +216,7 @@ def test_a_crash_the_lowest_level_declines_is_reduced(tmp_path: Path) -> None:
     optimizer. Taken as "passes there", the reduction had to keep the model passing at
     `disable`, which the original itself does not, and a 1.27.0 to 1.28.0 campaign's
     GemmTransposeFusion crash stayed unreduced ("does not reproduce"). Run on the real 1.28.0."""
-    model, inputs = rc.identity_transpose_gemm_beside_gelu()
-    onnx.save(model, str(tmp_path / "case.onnx"))
-    np.savez(tmp_path / "case.npz", **inputs)  # type: ignore[arg-type]
-    cfg = FuzzConfig(
-        out=tmp_path / "out",
-        probe=False,
-        backend="onnxruntime:all",
-        python=str(rc.ort_python(rc.IDENTITY_TRANSPOSE_GEMM)),
-        reduce={"generalize": False, "budget": 60},
-    )
-    campaign = open_campaign(cfg)
-    campaign.run_cases([load_user_case(str(tmp_path / "case.onnx"), tmp_path / "case.onnx")], reduce=True)
+    campaign = _reduced_one_build(tmp_path, [rc.identity_transpose_gemm_beside_gelu], rc.IDENTITY_TRANSPOSE_GEMM)
     [ref] = campaign.summary.findings
     assert ref.verdict.value == "crash" and ref.reduced_path is not None, ref
     finding = Finding.model_validate_json((tmp_path / "out" / ref.path / "finding.json").read_text())
@@ -240,3 +224,22 @@ def test_a_crash_the_lowest_level_declines_is_reduced(tmp_path: Path) -> None:
     assert not finding.localization.depends_on_optimization
     reduced = onnx.load(str(tmp_path / "out" / ref.reduced_path / "model.onnx"))
     assert [n.op_type for n in reduced.graph.node] == ["Transpose", "Gemm"]
+
+
+def test_a_crash_caused_by_a_wrong_tensor_upstream_is_that_wrong_result(tmp_path: Path) -> None:
+    """onnxruntime 1.28.0's "wrap" Pad writes zeros where a pad longer than the axis should
+    repeat it: seen as the Pad's wrong values, and as a Div's "Integer division by zero" on
+    the Pad divided by itself, two reports of a 1.27.0 to 1.28.0 campaign. The crash is
+    blamed on the first wrong tensor before the node it names, and the two are one report.
+    Run on the real 1.28.0."""
+    makers = [rc.pad_wrap_longer_than_the_axis, rc.pad_wrap_then_div]
+    campaign = _reduced_one_build(tmp_path, makers, rc.PAD_WRAP)
+    refs = campaign.summary.findings
+    assert len(refs) == 1, [(r.verdict, r.signature, r.fingerprint) for r in refs]
+    assert len(refs[0].triggers) == 2 and any("Div" in t for t in refs[0].triggers)
+    assert campaign.summary.occurrences[refs[0].fingerprint] == 2
+    finding = Finding.model_validate_json((tmp_path / "out" / refs[0].reduced_path / "finding.json").read_text())  # type: ignore[operator]
+    assert finding.blamed == "values at ai.onnx::Pad"
+    # Another kernel's wrong values, or the Pad's wrong shape, stay other reports.
+    other = finding.model_copy(update={"blamed": "values at ai.onnx::Div"})
+    assert kernel_fingerprint(other, "crash") != kernel_fingerprint(finding, "crash")

@@ -22,6 +22,7 @@ from backends.spec import parse_backend
 from oracles.signature import op_signature
 from oracles.verdict import Judgement, Verdict, judge
 from tests import oracle_cases as oc
+from tests import release_cases as rc
 
 MAIN = sys.executable
 CaseFn = Callable[[], oc.Case]
@@ -308,3 +309,22 @@ def test_reference_evaluator_sizes_asymmetrically_padded_maxpool_wrongly(workers
     assert _evaluator(oc.reference_maxpool_asymmetric_pads)["y"].shape == (1, 1, 2, 4)
     assert run_reference(*oc.reference_maxpool_asymmetric_pads())["y"].shape == (1, 1, 3, 3)
     assert workers.run("onnxruntime:all", MAIN, oc.reference_maxpool_asymmetric_pads)[1].verdict is Verdict.pass_
+
+
+def test_a_kernel_missing_for_a_node_the_optimizer_made_is_its_bug_not_a_declined_model() -> None:
+    """onnxruntime 1.20.1 to 1.28.0 fuse a float64 x * Sigmoid(x) * 1.702 into a
+    com.microsoft.QuickGelu they have no float64 kernel for, and fail to load at `all` a
+    model they run at `disable`: 17 cases of a 1.27.0 to 1.28.0 campaign were set aside as
+    declined. A NOT_IMPLEMENTED for a node a fusion made (`.../QuickGeluFusion/`) is the
+    optimizer's error; one for the model's own node (test_declined_models_are_unsupported)
+    stays a declined model. Run on the real 1.28.0 and 1.31.1."""
+    old, new = rc.QUICK_GELU_FLOAT64
+    model, inputs = rc.quick_gelu_float64()
+    expected = run_reference(model, inputs)
+    judged = {}
+    for version, level in ((old, "all"), (old, "disable"), (new, "all")):
+        with WorkerClient(parse_backend(f"onnxruntime:{level}"), str(rc.ort_python(version))) as client:
+            judged[version, level] = judge(client.run(model.SerializeToString(), inputs), expected, "QuickGelu")
+    crash = judged[old, "all"]
+    assert crash.verdict is Verdict.crash and "QuickGeluFusion/" in crash.message, crash.message
+    assert judged[old, "disable"].verdict is judged[new, "all"].verdict is Verdict.pass_

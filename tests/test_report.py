@@ -157,6 +157,9 @@ def test_issue_title_and_body_carry_markers_and_a_runnable_repro(two_builds: Pat
     assert "Round" in body or "ir_version" in body  # the reduced model's text form
     assert extract_repro(body) == item.repro
     assert "new_regression" in body and "optimization" in body
+    assert item.finding is not None
+    blamed = replace(item, finding=item.finding.model_copy(update={"blamed": "values at ai.onnx::Pad"}))
+    assert "| first wrong | `values at ai.onnx::Pad` |" in issue_body(blamed, rep)
 
 
 def test_a_repro_is_whole_or_named_never_cut(two_builds: Path) -> None:

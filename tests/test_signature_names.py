@@ -178,3 +178,19 @@ def test_one_refused_ffi_argument_is_one_crash_site_whatever_the_value_it_got() 
     assert len(sites) == 1 and "`relax.op.one_hot`" in sites.pop(), messages
     other = messages[0].replace("relax.op.one_hot", "relax.op.reshape")
     assert crash_site(normalize(other)) != crash_site(normalize(messages[0]))
+
+
+def test_a_check_onnxruntime_reports_for_a_named_node_is_one_site_whatever_the_node() -> None:
+    """onnxruntime 1.27 and 1.28's QDQ rewrites make QuantizeLinear nodes whose output_dtype
+    does not match their zero point's type; the type check names the node, `t1_q` in one
+    graph and `gemm_input_reshape_arg_q` in another: two reports of a 1.27.0 to 1.28.0
+    campaign (the messages below are theirs). The node is the trigger's; the op type and
+    the check are the site, and another op's check stays another site."""
+    check = "[TypeInferenceError] output_dtype INT8 does not match y_zero_point type UINT8."
+    sites = {
+        crash_site(normalize(f"Fail: [ONNXRuntimeError] : 1 : FAIL : Node ({node}) Op (QuantizeLinear) {check}"))
+        for node in ("t1_q", "gemm_input_reshape_arg_q")
+    }
+    assert len(sites) == 1, sites
+    other = crash_site(normalize(f"Fail: [ONNXRuntimeError] : 1 : FAIL : Node (t1_q) Op (DequantizeLinear) {check}"))
+    assert other not in sites

@@ -26,7 +26,6 @@ DEFAULT_DOMAIN = "ai.onnx"
 _MODEL_GRAPH = 7
 _GRAPH_NODE = 1
 _NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 4, 5, 7
-_GRAPH_OUTPUT, _VALUE_NAME = 12, 1
 _ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS = 6, 11
 
 
@@ -203,26 +202,23 @@ kernel it runs in float32): the kernel is the node before them. One that is the 
 node of the graph is the kernel itself."""
 
 
-def output_producers(model: bytes) -> dict[str, str]:
-    """Graph output name -> `domain::Op` of the top-level node that computes it, looking
-    through nodes that only move data: the kernel that ran, in an optimized graph (a fused
-    node's type where a fusion took the output). Read by the wire walker alone: a small
-    graph's nodes cost tens of microseconds."""
+def tensor_producers(model: bytes) -> dict[str, str]:
+    """Tensor name -> `domain::Op` of the top-level node that computes it, looking through
+    nodes that only move data: the kernel that ran, in an optimized graph (a fused node's
+    type where a fusion took the tensor). Every tensor a node makes, not only the graph's
+    outputs: a wrong output is blamed on the first wrong tensor upstream of it
+    (bot.reduce.blame). Read by the wire walker alone: a small graph's nodes cost tens of
+    microseconds."""
     made_by: dict[str, tuple[str, str]] = {}
-    outputs: list[str] = []
     for field, graph in _fields(memoryview(model)):
         if field != _MODEL_GRAPH or graph is None:
             continue
         for sub, payload in _fields(graph):
-            if payload is None:
-                continue
-            if sub == _GRAPH_NODE:
+            if payload is not None and sub == _GRAPH_NODE:
                 kernel, inputs, made, _ = _node_fields(payload)
                 made_by |= dict.fromkeys(made, (kernel, inputs[0] if inputs else ""))
-            elif sub == _GRAPH_OUTPUT:
-                outputs += [bytes(v).decode() for f, v in _fields(payload) if f == _VALUE_NAME and v is not None]
     found: dict[str, str] = {}
-    for name in outputs:
+    for name in made_by:
         tensor, hops = name, 0
         while tensor in made_by and hops < len(made_by):
             kernel, source = made_by[tensor]

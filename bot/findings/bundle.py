@@ -78,6 +78,10 @@ class Finding(Judgement):
     (oracles.sides.CrossJudgement.base_failure), until the reduced model settles the label."""
     dtypes: DtypeEvidence | None = None
     """Of a reduced finding: the types its trigger fails and passes at (bot.reduce.generalize)."""
+    blamed: str = ""
+    """Of a reduced finding: the first wrong tensor upstream of what was seen, as `<kind of
+    mismatch> at <kernel>` (bot.reduce.blame), when the build computed one wrong before the
+    failing output or the crashing node; the report's identity, over the failure's own."""
     kept: dict[str, str] = Field(default_factory=dict)
     """Of a reduced finding: what every candidate had to keep on each side (`head: wrong_result`,
     `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""

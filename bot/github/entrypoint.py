@@ -16,18 +16,22 @@ Exit codes are the CLI's: 0 clean, 2 new regressions (findings, for one build), 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from bot.credentials import looks_secret
+from bot.errors import EXIT_SIGNALLED
 
 if TYPE_CHECKING:
     from bot.findings.summary import Summary
@@ -227,8 +231,23 @@ def pin_head(side: Any, repo: str, env: Mapping[str, str]) -> Any:
 
 
 def fuzzbot(args: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run the CLI with this interpreter (the image's, or the test's venv)."""
-    return subprocess.run([sys.executable, "-P", "-m", "bot.cli", *args], env=dict(env), check=False).returncode
+    """Run the CLI with this interpreter (the image's, or the test's venv), passing it the
+    SIGTERM and SIGINT this process gets. A cancelled job's runner sends its SIGTERM to the
+    container's first process, this one, which as PID 1 would otherwise ignore it (the
+    kernel drops a signal PID 1 has no handler for) until the SIGKILL that follows: the CLI
+    never heard of it, and wrote no summary of what it had found."""
+    child = subprocess.Popen([sys.executable, "-P", "-m", "bot.cli", *args], env=dict(env))
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        child.send_signal(signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    kept = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+    try:
+        return child.wait()
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)
 
 
 def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> int:
@@ -384,6 +403,8 @@ def main(env: Mapping[str, str] | None = None) -> int:
     values = outputs(inputs.out, root)
     write_outputs(env.get("GITHUB_OUTPUT"), values)
     write_summary(env.get("GITHUB_STEP_SUMMARY"), inputs.out, values)
+    if code in EXIT_SIGNALLED.values():  # a cancelled job: its results are written, nothing posted
+        return code
     if code == EXIT_ERROR:  # the CLI printed its one-line error; the annotation points to it
         print("::error::fuzzbot failed: see the `error:` line in the log", flush=True)
         return EXIT_ERROR

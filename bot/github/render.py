@@ -150,6 +150,9 @@ def _facts(item: Item, report: Report) -> list[str]:
     if f is not None and f.runs:
         rows.append(("runs", ", ".join(v.value for v in f.runs)))
     rows.append(("optimization", _localization(item)))
+    if f is not None and (f.blamed or f.kernel):
+        # where the build went wrong (bot.reduce.blame), or the kernel or pass it died in
+        rows.append(("first wrong", f"`{f.blamed}`") if f.blamed else ("kernel", f"`{f.kernel}`"))
     if f is not None and f.dtypes is not None:
         rows.append(("dtypes", f.dtypes.describe()))
     if f is not None and f.kept:

@@ -29,6 +29,7 @@ from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
 from bot.findings.kept import KeptFindings
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, seen_union
+from bot.reduce.blame import blame
 from bot.reduce.candidates import (
     CandidateJudge,
     ClientPool,
@@ -139,7 +140,21 @@ def reduce_one(
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
     name_optimizer_death(reduced, pools.runs[culprit])
+    name_first_wrong(reduced, pools.pool(culprit), pools.judging)
     return reduced
+
+
+def name_first_wrong(reduced: Path, pool: ClientPool, judging: Judging) -> None:
+    """Record in the reduced finding the first tensor its build computed wrong, upstream
+    of the wrong output or the crashing node (bot.reduce.blame)."""
+    bundle = load_bundle(reduced)
+    assert bundle.finding is not None
+    if bundle.finding.verdict not in (Verdict.wrong_result, Verdict.crash):
+        return
+    found = blame(bundle, pool, judging)
+    if found is not None:
+        path = reduced / "finding.json"
+        path.write_text(bundle.finding.model_copy(update={"blamed": found.name}).model_dump_json(indent=2) + "\n")
 
 
 def name_optimizer_death(reduced: Path, side: SideRun) -> None:
@@ -205,7 +220,7 @@ def kernel_fingerprint(finding: Finding, label: str) -> str:
     beside one that does not (the kernel's own variance, wrong on two)."""
     local = finding.localization
     needs = "" if local is None else f" optimizer:{local.depends_on_optimization}"
-    name = f"{finding.symptom} at {finding.kernel} {label}{needs}"
+    name = f"{finding.blamed or f'{finding.symptom} at {finding.kernel}'} {label}{needs}"
     return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
 
 
@@ -227,7 +242,7 @@ def rename_finding(
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
     model = onnx.load(str(reduced / "model.onnx"))
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
-    if finding.verdict is Verdict.wrong_result and finding.kernel:
+    if finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
         fp = kernel_fingerprint(finding, ref.across or "")
     elif finding.verdict is Verdict.crash and (finding.symptom == Symptom.exception or finding.kernel):
         fp = crash_site_fingerprint(finding, ref.across or "")

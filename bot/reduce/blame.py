@@ -1,0 +1,164 @@
+"""Where a reduced failure starts: the first tensor the build computed wrong, and the kernel
+that computed it.
+
+A failure is often seen downstream of the bug that caused it. onnxruntime folds a Mul into
+a MatMul as a FusedMatMul whose alpha it keeps in float32; a float64 campaign saw that
+through the MatMul itself and through a Reciprocal after it, which computed the first wrong
+*output*: two reports. Its "wrap" Pad writes zeros where it should repeat values, seen as
+wrong values, and as a Div's "Integer division by zero" on a Pad of a Pad; its Resize at
+`keep_aspect_ratio_policy` makes a wrong shape, seen as that, and as a GRU refusing its
+sequence_lens. Each is one bug.
+
+So the reduced model runs once more with the tensors the build kept (those of its
+optimized graph, so the same fusions happen) made graph outputs, each judged by the
+campaign's pipeline as an output would be. The first wrong one in graph order names the
+bug: its kind of mismatch and the kernel that made it. A crash whose message names the
+node it happened in (onnxruntime's "while running <Op> node. Name:'n1'") is blamed the
+same way on its inputs, the graph cut before that node: when one of them is already wrong,
+the crash is that wrong result's consequence. A death at run time with no message is
+placed by cutting the graph after each node in turn: the first cut that dies the same way
+names the kernel. Nothing found leaves the failure's own name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import onnx
+from onnx import helper
+
+from backends.reference import trace_reference
+from backends.results import Status
+from bot.findings.bundle import Bundle
+from bot.reduce.candidates import ClientPool
+from oracles.judging import Judging
+from oracles.verdict import MEMORY_FAULT, Verdict, crash_kind, judge
+
+_RUNNING = re.compile(r"while running (\w+) node\. Name:\s*'([^']*)'")
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The first wrong tensor: its kind of mismatch, the kernel that made it, its name."""
+
+    symptom: str
+    kernel: str
+    tensor: str
+
+    @property
+    def name(self) -> str:
+        """`values at com.microsoft::FusedMatMul`: how a report is identified by it."""
+        return f"{self.symptom} at {self.kernel}"
+
+
+def crashed_node(model: onnx.ModelProto, message: str) -> int | None:
+    """Index of the node a crash's message names, if it names one of the model's: by its
+    name, or for a node without one, by its op type where one node has it."""
+    m = _RUNNING.search(message)
+    if m is None:
+        return None
+    op, name = m.groups()
+    found = [i for i, n in enumerate(model.graph.node) if (n.name == name if name else n.op_type == op)]
+    return found[0] if len(found) == 1 else None
+
+
+def _probe(model: onnx.ModelProto, upto: int, tensors: list[str], dtypes: Mapping[str, int]) -> onnx.ModelProto:
+    """The model's first `upto` nodes, with `tensors` as its outputs."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.node[upto:]
+    del probe.graph.output[:]
+    probe.graph.output.extend(helper.make_tensor_value_info(t, dtypes[t], None) for t in tensors)
+    return probe
+
+
+def _kept_tensors(model: onnx.ModelProto, upto: int, producers: dict[str, str] | None) -> list[str]:
+    """The tensors of the first `upto` nodes, in graph order, that the build's optimized
+    graph still has (all of them where the build reports no optimized graph)."""
+    made = [t for n in model.graph.node[:upto] for t in n.output if t]
+    return [t for t in made if producers is None or t in producers]
+
+
+def blame(bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
+    """Where a reduced wrong result or crash starts on `pool`'s build: the first wrong
+    tensor upstream of it, or for a death at run time the first node it dies at; None when
+    nothing says more than the failure itself."""
+    finding = bundle.finding
+    assert finding is not None
+    model = bundle.model
+    if finding.verdict is Verdict.wrong_result:
+        return _first_wrong(bundle, len(model.graph.node), pool, judging)
+    if finding.verdict is not Verdict.crash:
+        return None
+    crashed = crashed_node(model, finding.message)
+    if crashed:
+        return _first_wrong(bundle, crashed, pool, judging)
+    memory = crash_kind(finding) == MEMORY_FAULT
+    if finding.kernel:  # a death already placed in the optimizer's pass (backends.death)
+        return None
+    if finding.symptom.startswith("signal ") and (finding.stage == "run" or memory):
+        return _died_at(bundle, pool, tries=3 if memory else 1)
+    return None
+
+
+def _first_wrong(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) -> Blame | None:
+    """The first wrong tensor among those the first `upto` nodes make. Where the build says
+    which tensors its optimized graph kept, only those are exposed, so the same fusions
+    happen; where it does not (TVM), every tensor is, and the blame counts only if the
+    model's own wrong outputs stay wrong in that run."""
+    model, inputs = bundle.model, bundle.inputs
+    with pool.lend() as client:
+        first = client.run(model.SerializeToString(), inputs)
+    trace = trace_reference(model, inputs)
+    if trace.error is not None:
+        return None
+    dtypes = {t: helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype) for t, v in trace.env.items()}
+    tensors = [t for t in _kept_tensors(model, upto, first.kernels or None) if t in dtypes]
+    if not tensors:
+        return None
+    probe = _probe(model, upto, tensors, dtypes)
+    with pool.lend() as client:
+        result = client.run(probe.SerializeToString(), inputs)
+    if result.status is not Status.ok:
+        return None
+    j = judging.judge(judging.compute(probe, inputs), result)
+    wrong = {o.name: o.mismatch.value for o in j.comparison.outputs if o.mismatch} if j.comparison else {}
+    ends = {o.name for o in model.graph.output} if upto == len(model.graph.node) else set(wrong)
+    tensor = next((t for t in tensors if t in wrong), None)
+    if tensor is None or not (first.kernels or ends & set(wrong)):
+        return None
+    return Blame(wrong[tensor], _kernel(model, result.kernels, tensor), tensor)
+
+
+def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
+    """The first node a death happens at: the graph cut after each node in turn, until a
+    cut dies the same way, each cut run `tries` times. Memory corruption keeps the ops that
+    shaped the heap in its reduced trigger (an Add, a Reciprocal before TVM 0.25's
+    ScatterND on negative indices: three reports), while it dies in one kernel; it dies in
+    some runs and not others, at any stage (glibc notices a heap it broke when it frees)."""
+    finding = bundle.finding
+    assert finding is not None
+    model = bundle.model
+    trace = trace_reference(model, bundle.inputs)
+    if trace.error is not None:
+        return None
+    dtypes = {t: helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype) for t, v in trace.env.items()}
+    for upto, node in enumerate(model.graph.node, start=1):
+        made = [t for t in node.output if t in dtypes]
+        if not made:
+            continue
+        cut = _probe(model, upto, made, dtypes).SerializeToString()
+        for _ in range(tries):
+            with pool.lend() as client:
+                died = judge(client.run(cut, bundle.inputs), {}, "")
+            if died.verdict is Verdict.crash and crash_kind(died) == crash_kind(finding):
+                return Blame(crash_kind(finding), _kernel(model, {}, made[0]), made[0])
+    return None
+
+
+def _kernel(model: onnx.ModelProto, kernels: Mapping[str, str], tensor: str) -> str:
+    """The kernel that made `tensor`: the build's word for it, else the model's node."""
+    producer = next(n for n in model.graph.node if tensor in n.output)
+    return kernels.get(tensor) or f"{producer.domain or 'ai.onnx'}::{producer.op_type}"

@@ -1,0 +1,89 @@
+"""Where a reduced failure starts (bot.reduce.blame), on real onnxruntime builds: the first
+wrong tensor upstream of a wrong output or of a crashing node, and the node a death
+without a message happens at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from backends.client import WorkerClient
+from backends.reference import run_reference
+from backends.results import BackendInfo
+from backends.spec import parse_backend
+from bot.findings.bundle import Bundle, Finding
+from bot.reduce.blame import blame
+from bot.reduce.candidates import ClientPool
+from oracles.judging import Judging
+from oracles.verdict import Verdict, judge
+from tests import release_cases as rc
+
+ORT = parse_backend("onnxruntime:all")
+
+
+def _bundle(model: onnx.ModelProto, inputs: dict[str, np.ndarray], python: Path) -> tuple[Bundle, ClientPool]:
+    """The case as a reduced bundle judged on the real build under `python`, and its pool."""
+    pool = ClientPool(lambda: WorkerClient(ORT, str(python), 30.0), 1)
+    with pool.lend() as client:
+        result = client.run(model.SerializeToString(), inputs)
+    j = judge(result, run_reference(model, inputs), "case")
+    info = BackendInfo(name="onnxruntime", level="all", version="")
+    return Bundle(Path("."), model, inputs, None, Finding(**j.model_dump(), backend=info)), pool
+
+
+def _fused_matmul_then_reduce_sum() -> rc.Case:
+    """MatMul -> Mul by a float64 constant -> ReduceSum: onnxruntime folds the Mul into a
+    com.microsoft.FusedMatMul whose alpha it keeps as a float32, and the sum after it is
+    the first wrong output."""
+    rng = np.random.default_rng(3)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Mul", ["m", "c"], ["s"]),
+        helper.make_node("ReduceSum", ["s", "axes"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.ones((5, 2)), "w"),
+        numpy_helper.from_array(np.array(0.35355339059327373), "c"),
+        numpy_helper.from_array(np.array([1], np.int64), "axes"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 1, 2])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 18)], ir_version=8
+    )
+    return model, {"x": rng.uniform(-1, 1, (3, 4, 5))}
+
+
+def test_a_wrong_output_is_blamed_on_the_fused_kernel_that_made_the_first_wrong_tensor() -> None:
+    """The ReduceSum computed the wrong output, the FusedMatMul the first wrong tensor: the
+    kept tensor exposed, the fusion still happens, and the report is the FusedMatMul's
+    (two reports before: through the MatMul and through a Reciprocal after it)."""
+    bundle, pool = _bundle(*_fused_matmul_then_reduce_sum(), rc.ort_python(rc.PAD_WRAP))
+    try:
+        assert bundle.finding is not None and bundle.finding.verdict is Verdict.wrong_result
+        found = blame(bundle, pool, Judging())
+    finally:
+        pool.close()
+    assert found is not None and found.name == "values at com.microsoft::FusedMatMul", found
+
+
+def test_a_death_without_a_message_is_placed_at_the_first_node_it_happens_at() -> None:
+    """onnxruntime 1.28.0 aborts on a bidirectional RNN given an alpha its activations do
+    not read; the Relu before it runs right. Cutting the graph after each node in turn, the
+    first cut that dies names the RNN. 1.31.1 runs the model right."""
+    model, inputs = rc.relu_then_rnn_with_an_unread_alpha()
+    bundle, pool = _bundle(model, inputs, rc.ort_python(rc.RNN_ALPHA_ABORT))
+    try:
+        assert bundle.finding is not None and bundle.finding.symptom == "signal SIGABRT", bundle.finding
+        found = blame(bundle, pool, Judging())
+    finally:
+        pool.close()
+    assert found is not None and found.kernel == "ai.onnx::RNN" and found.tensor == "y", found
+    fixed, pool = _bundle(model, inputs, rc.ort_python("1.31.1"))
+    try:
+        assert fixed.finding is not None and fixed.finding.verdict is Verdict.pass_
+    finally:
+        pool.close()
