@@ -114,9 +114,10 @@ def within_tie(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Te
     return near_equal(a, b, dtype) | ((a - b).abs() <= tie_floor(dtype))
 
 
-def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, int, int]]:
-    """(slice, i, j): positions along `axis` of two of the `count` deciding elements of a
-    slice that are within TIE_WIDTH of each other (the best two, or the best k + 1)."""
+def tied_runs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, list[int]]]:
+    """(slice, positions): each run of the `count` deciding elements of a slice (the best
+    two, or the best k + 1) that tie, each within TIE_WIDTH of the next in sorted order,
+    the positions along `axis` in index order."""
     rows = torch.movedim(x, axis, -1).reshape(-1, x.shape[axis]).double()
     count = min(count, rows.shape[1])
     if count < 2:
@@ -124,7 +125,19 @@ def tied_pairs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tu
     order = torch.argsort(-rows if largest else rows, dim=1, stable=True)[:, :count]
     best = torch.gather(rows, 1, order)
     tied = within_tie(best[:, :-1], best[:, 1:], x.dtype)
-    return [(int(r), int(order[r, c]), int(order[r, c + 1])) for r, c in tied.nonzero().tolist()]
+    runs: list[tuple[int, list[int]]] = []
+    for r in range(rows.shape[0]):
+        run: list[int] = []
+        for c in range(count - 1):
+            if bool(tied[r, c]):
+                run = run or [int(order[r, c])]
+                run.append(int(order[r, c + 1]))
+            elif run:
+                runs.append((r, sorted(run)))
+                run = []
+        if run:
+            runs.append((r, sorted(run)))
+    return runs
 
 
 def deciding(op_type: str, attrs: Attrs, x: torch.Tensor, k: torch.Tensor | None) -> tuple[int, int, bool]:
@@ -156,9 +169,12 @@ def break_ties(op_type: str, pick: int) -> Substitute:
     an ulp ahead of the best (so an exact tie is broken too): for ArgMax, ArgMin and Hardmax
     the `pick`-th of the candidates tied with the best (counted from the last when negative:
     with select_last_index, a computed tie between rows that Concat or Tile copied is decided
-    among the last copies); for TopK, of each tied pair at the
-    boundary of the k chosen, the first (pick 0) or the second. Each is a winner a
-    backend's rounding may pick."""
+    among the last copies); for TopK, the `pick`-th of each run of tied values among the k + 1
+    deciding ones, within the k chosen as at their boundary: the indices come out sorted
+    by value, so a tie inside them orders them too. onnxruntime's vectorized Atan gave one of
+    three equal inputs an ulp less, and its TopK rightly put that one first; the old
+    pairwise break never moved a third member ahead. Each is a winner a backend's rounding
+    may pick."""
     reference = _spec(op_type)
 
     def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -170,16 +186,12 @@ def break_ties(op_type: str, pick: int) -> Substitute:
         moved = torch.movedim(x, axis, -1).clone()
         rows = moved.reshape(-1, x.shape[axis])
         ahead = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
-        if op_type == "TopK":
-            for r, i, j in tied_pairs(x, axis, count, largest):
-                best = torch.maximum(rows[r, i], rows[r, j]) if largest else torch.minimum(rows[r, i], rows[r, j])
-                rows[r, min(i, j) if pick == 0 else max(i, j)] = torch.nextafter(best, ahead)
-        else:
-            for r, candidates in tied_with_best(x, axis, largest):
-                values = rows[r, candidates]
-                best = values.max() if largest else values.min()
-                at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
-                rows[r, candidates[at]] = torch.nextafter(best, ahead)
+        groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
+        for r, candidates in groups:
+            values = rows[r, candidates]
+            best = values.max() if largest else values.min()
+            at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
+            rows[r, candidates[at]] = torch.nextafter(best, ahead)
         changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
         return reference(attrs, [changed, *args[1:]])
 

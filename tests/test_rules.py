@@ -174,6 +174,31 @@ def test_computed_values_closer_than_an_epsilon_are_a_tie_whatever_their_ratio(
     assert rules.match(counterfactual(tiny, m, apart)) is None
 
 
+def test_a_tie_inside_the_k_chosen_orders_them_and_is_explained(ort: WorkerClient, rules: RuleSet) -> None:
+    """onnxruntime's vectorized Atan gives the last element of a tensor (its scalar tail) an
+    ulp less than the same input elsewhere: three equal inputs of one slice become two equal
+    values and one an ulp apart, and TopK, rightly by its own values, puts that one first.
+    The three are all inside the k = 3 chosen, so only a tie-break within them explains the
+    order; breaking only the pair at the boundary of the k, the rule left it reported (a
+    1.27.0 to 1.28.0 campaign). TopK straight on those inputs, an exact tie of input values,
+    is still the first-index rule's, and onnxruntime follows it."""
+    x = np.random.default_rng(7).uniform(-1.5, 1.5, (1, 21, 6, 5)).astype(np.float32)
+    x[0, 20, :, 4] = np.array([1.0488089, -1.0488089, -1.0488089, 1.2747549, 0.95346254, -1.0488089], np.float32)
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    nodes = [
+        helper.make_node("Atan", ["x"], ["a"]),
+        helper.make_node("TopK", ["a", "k"], ["v", "i"], axis=-2, largest=0, name="tk"),
+    ]
+    m = model(nodes, {"x": (F32, list(x.shape))}, {"i": (TensorProto.INT64, [1, 21, 3, 5])}, [k])
+    case = run_case(ort, m, {"x": x})
+    assert case.judgement.verdict is Verdict.wrong_result, case.judgement
+    assert case.outputs is not None and case.outputs["i"][0, 20, :, 4].tolist() == [5, 1, 2]
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "arg-ties" and "fed by Atan" in hit.explanation, hit
+    direct = model(nodes[1:], {"a": (F32, list(x.shape))}, {"i": (TensorProto.INT64, [1, 21, 3, 5])}, [k])
+    assert run_case(ort, direct, {"a": np.arctan(x)}).judgement.verdict is Verdict.pass_
+
+
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
     """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
     follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,
