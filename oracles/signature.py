@@ -155,6 +155,11 @@ _NODE_NAMED = re.compile(r"\bNode \([^)]*\) Op \(")
 optimizer made and named, `gemm_input_reshape_arg_q`), the op type the site's."""
 
 
+_TYPES_SEEN = re.compile(r" \(T: [^)]*\)$")
+"""The dtypes a reduced trigger failed at (bot.reduce.generalize): one check reached at
+float32 by one trigger and at every type by another is still one check."""
+
+
 def crash_site(signature: str) -> str:
     """Where a crash's normalized message says the check failed, without the node that ran
     into it: onnxruntime's "Size of X.shape[axis:] must be larger than 1" is one check of
@@ -166,7 +171,8 @@ def crash_site(signature: str) -> str:
     refused: its OneHot converter passes a constant depth on to `relax.op.one_hot`, which
     expects an `int`, and "got `float`" (a scalar depth) and "got `ffi.Array`" (a depth of
     shape [1]) were two reports of that one line."""
-    return _GOT_TYPE.sub(r"\1", _NODE_NAMED.sub("Node Op (", _RUNNING_NODE.sub("", signature)))
+    site = _GOT_TYPE.sub(r"\1", _NODE_NAMED.sub("Node Op (", _RUNNING_NODE.sub("", signature)))
+    return _TYPES_SEEN.sub("", site)
 
 
 def normalize(message: str) -> str:

@@ -243,3 +243,34 @@ def test_a_crash_caused_by_a_wrong_tensor_upstream_is_that_wrong_result(tmp_path
     # Another kernel's wrong values, or the Pad's wrong shape, stay other reports.
     other = finding.model_copy(update={"blamed": "values at ai.onnx::Div"})
     assert kernel_fingerprint(other, "crash") != kernel_fingerprint(finding, "crash")
+
+
+def _prelu(dtype: int) -> rc.Case:
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    nodes = [onnx.helper.make_node("PRelu", ["x", "slope"], ["y"])]
+    slope = onnx.numpy_helper.from_array(np.array([2], np_type), "slope")
+    x = onnx.helper.make_tensor_value_info("x", dtype, [4])
+    y = onnx.helper.make_tensor_value_info("y", dtype, [4])
+    graph = onnx.helper.make_graph(nodes, "g", [x], [y], [slope])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    return model, {"x": np.array([-2, -1, 0, 3], np_type)}
+
+
+def test_one_check_named_with_the_dtype_it_refused_is_one_report(tmp_path: Path) -> None:
+    """TVM refuses an integer PRelu with "Prelu requires the input tensor to have float
+    dtype. However, the given input dtype is T.int32" (or T.int64): one check, two reports
+    of a TVM 0.25 to 0.27 campaign, because the crash site was read from the message before
+    generalization turned the trigger's dtype into T. Run on the real TVM."""
+    cases = []
+    for name, dtype in (("i32", TensorProto.INT32), ("i64", TensorProto.INT64)):
+        model, inputs = _prelu(dtype)
+        onnx.save(model, str(tmp_path / f"{name}.onnx"))
+        np.savez(tmp_path / f"{name}.npz", **inputs)  # type: ignore[arg-type]
+        cases.append(load_user_case(str(tmp_path / f"{name}.onnx"), tmp_path / f"{name}.onnx"))
+    cfg = FuzzConfig(out=tmp_path / "out", probe=False, backend="tvm:default", reduce={"budget": 60})
+    campaign = open_campaign(cfg)
+    campaign.run_cases(list(cases), reduce=True)
+    refs = campaign.summary.findings
+    assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
+    assert "Prelu requires the input tensor to have float dtype" in refs[0].signature
+    assert campaign.summary.occurrences[refs[0].fingerprint] == 2

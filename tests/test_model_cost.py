@@ -193,7 +193,7 @@ def _ops(nodes: int, seeds: range) -> list[tuple[OpSpec, Solution]]:
 
 
 def test_work_counts_macs_of_convs_and_cells_of_pools() -> None:
-    ops = _ops(20, range(120, 200))
+    ops = _ops(20, range(120, 280))
     seen = set()
     for op, solution in ops:
         val = solution.eval

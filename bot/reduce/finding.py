@@ -245,7 +245,9 @@ def rename_finding(
     if finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
         fp = kernel_fingerprint(finding, ref.across or "")
     elif finding.verdict is Verdict.crash and (finding.symptom == Symptom.exception or finding.kernel):
-        fp = crash_site_fingerprint(finding, ref.across or "")
+        # by the generalized message: TVM names the dtype it refused ("... is T.int32", "... is
+        # T.int64"), which generalization turns into T; two reports of one check before
+        fp = crash_site_fingerprint(finding.model_copy(update={"signature": signature}), ref.across or "")
     ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
