@@ -35,7 +35,8 @@ def test_onnxruntime_runs_common_pairs_and_refuses_known_gaps(
     # onnxruntime's CPU provider lacks kernels for many int8/uint8/float16 combinations.
     refused = [msg for by_dtype in matrix.unsupported.values() for msg in by_dtype.values()]
     assert len(refused) >= 5
-    assert all("NOT_IMPLEMENTED" in m or "implementation" in m for m in refused)
+    # a missing kernel, or a recurrent kernel's own refusal ("GRU operator does not support double yet")
+    assert all("NOT_IMPLEMENTED" in m or "implementation" in m or "does not support" in m for m in refused), refused
     assert not failures, failures
 
 

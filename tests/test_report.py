@@ -40,8 +40,9 @@ PYTHON = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python")
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
 
-def _campaign(out: Path, config: Path | None = None, tests: int = 6) -> Path:
+def _campaign(out: Path, config: Path | None = None, tests: int = 6, seed: int = 0) -> Path:
     args = ["fuzz", "--out", str(out), "--max-tests", str(tests), "--no-probe", "--test-fault", "perturb"]
+    args += ["--seed", str(seed)]
     code = main([*args, *(["--config", str(config)] if config else [])])
     assert code == 2, "the perturb fault must give findings"
     return out
@@ -63,12 +64,12 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Base and head are one interpreter, the fault hits head only: new regressions. Every
     case diverges (head is wrong), so divergence guidance is off: steered by it, generation
     meets a persistent onnxruntime bug among the first ten cases, and these tests want
-    regressions only."""
+    regressions only. From seed 40: seeds 0 to 9 now meet one too (a Pad before a pool)."""
     root = tmp_path_factory.mktemp("two")
     config = root / "fuzzbot.yml"
     sides = f"compiler:\n  base: {{python: {PYTHON}}}\n  head: {{python: {PYTHON}}}\n"
     config.write_text(sides + "guide: {divergence: false}\n")
-    out = _campaign(root / "out", config, tests=10)
+    out = _campaign(root / "out", config, tests=10, seed=40)
     assert _distinct(out) >= 4, "the tests below mix four different findings"
     return out
 
