@@ -1,12 +1,12 @@
 """How a worker died, read from its last words on stderr.
 
-A signal alone names a bug badly. Memory corruption shows a different signal from one run
-to the next: onnxruntime's stack buffer overrun in constant folding a Shape -> Gather is a
-SIGABRT ("stack smashing detected") on one build and a SIGSEGV on the next, and a reducer
-that demands the same signal stops short (one such reduction kept an unrelated Mish branch,
-because dropping it turned the SIGABRT into a SIGSEGV). A SIGABRT is not always memory,
-though: an uncaught C++ exception or a failed assertion aborts too, and that is another
-bug. glibc says which on stderr before it aborts, so the words decide.
+A signal alone names a bug badly. Memory corruption shows a different signal from one
+process to the next: onnxruntime 1.25.1's stack buffer overrun while optimizing a Shape ->
+Gather is a SIGSEGV in fuzzbot's worker, after glibc's "stack smashing detected", and a
+SIGABRT in a plain interpreter; its campaign reported it once as each. A reducer, a label
+or a bisection that demands the same signal takes one bug for two. A SIGABRT is not always
+memory, though: an uncaught C++ exception or a failed assertion aborts too, and that is
+another bug. glibc says which on stderr before it aborts, so the words decide.
 """
 
 from __future__ import annotations

@@ -183,12 +183,11 @@ def _death(python: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray], f
 
 def test_a_memory_fault_is_one_symptom_whatever_the_signal_and_an_abort_is_another() -> None:
     """A reduction keeps a candidate that dies of the same memory corruption under another
-    signal: onnxruntime 1.25.1's stack smash while optimizing a Shape -> Gather aborts with
-    glibc's "stack smashing detected" on one run and build, and segfaults on another (the
-    campaign that found it saw SIGSEGV), and a reducer that asked for the same signal kept
-    an unrelated branch. An abort that is not memory corruption (an uncaught exception, a
-    plain abort) stays another bug. Real deaths: the 1.25.1 worker, and the segv and abort
-    test faults."""
+    signal: onnxruntime 1.25.1's stack smash while optimizing a Shape -> Gather is a SIGSEGV
+    after glibc's "stack smashing detected" in the worker, and a SIGABRT in a plain
+    interpreter (its campaign reported it once as each). An abort that is not memory
+    corruption (an uncaught exception, a plain abort) stays another bug. Real deaths: the
+    1.25.1 worker, and the segv and abort test faults."""
     model, inputs = rc.shape_gather_after_cast()
     smash = _death(str(rc.ort_python(rc.STACK_SMASH)), model, inputs, None)
     # in the worker it is a SIGSEGV after glibc's words, in a plain interpreter a SIGABRT
