@@ -135,8 +135,15 @@ def test_a_signalled_campaign_writes_its_summary_marked_interrupted(
     out = tmp_path / "out"
     args = ["fuzz", "--config", str(config), "--out", str(out), "--budget", "600s", "--no-probe"]
     args += ["--test-fault", "perturb", "--cache-dir", probe_cache]
+    # SIGINT as a terminal delivers it: a suite run as a background job of a non-interactive
+    # shell passes SIGINT on ignored, and fuzzbot leaves an ignored signal ignored
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "bot.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 180
