@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 from onnx import helper
 
@@ -111,10 +112,9 @@ def _first_wrong(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) 
     model, inputs = bundle.model, bundle.inputs
     with pool.lend() as client:
         first = client.run(model.SerializeToString(), inputs)
-    trace = trace_reference(model, inputs)
-    if trace.error is not None:
+    dtypes = _tensor_types(model, inputs)
+    if dtypes is None:
         return None
-    dtypes = {t: helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype) for t, v in trace.env.items()}
     tensors = [t for t in _kept_tensors(model, upto, first.kernels or None) if t in dtypes]
     if not tensors:
         return None
@@ -141,10 +141,9 @@ def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
     finding = bundle.finding
     assert finding is not None
     model = bundle.model
-    trace = trace_reference(model, bundle.inputs)
-    if trace.error is not None:
+    dtypes = _tensor_types(model, bundle.inputs)
+    if dtypes is None:
         return None
-    dtypes = {t: helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype) for t, v in trace.env.items()}
     for upto, node in enumerate(model.graph.node, start=1):
         made = [t for t in node.output if t in dtypes]
         if not made:
@@ -156,6 +155,15 @@ def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
             if died.verdict is Verdict.crash and crash_kind(died) == crash_kind(finding):
                 return Blame(crash_kind(finding), _kernel(model, {}, made[0]), made[0])
     return None
+
+
+def _tensor_types(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, int] | None:
+    """Every tensor's element type as the reference computes it (what a probe declares its
+    exposed outputs as), or None when the reference cannot compute the model."""
+    trace = trace_reference(model, inputs)
+    if trace.error is not None:
+        return None
+    return {t: int(helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype)) for t, v in trace.env.items()}
 
 
 def _kernel(model: onnx.ModelProto, kernels: Mapping[str, str], tensor: str) -> str:
