@@ -172,8 +172,12 @@ class Tallies:
     ) -> Tallies:
         """Each collaborator's counts, sorted where summary.json lists them by key."""
         g = source.times
+        moved = Counter(counts)
+        for (was, now), n in reduction.moved.items():
+            moved[was] -= n
+            moved[now] += n
         return cls(
-            counts=dict(sorted(counts.items())),
+            counts=dict(sorted((key, n) for key, n in moved.items() if n > 0 or counts.get(key) == 0)),
             coverage=source.coverage_stats(),
             dropped=dict(sorted(source.dropped.items())),
             value_work=dict(sorted(source.value_work.items())),

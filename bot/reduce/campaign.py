@@ -9,7 +9,9 @@ fuzzing budget ends is reduced after it, within `reduce.share` of the budget
 
 from __future__ import annotations
 
+import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from bot.reduce.finding import (
     reduction_order,
     rename_finding,
 )
+from bot.reduce.recheck import disagreement
 from generator.avoid import Avoid
 from oracles.judging import Judging
 from oracles.sides import CrossVerdict
@@ -70,6 +73,9 @@ class CampaignReduction:
         self.known: dict[str, KnownBug] = {b.fingerprint: b for b in read_known(cfg.known_bugs.files)}
         self.avoid = Avoid([b.trigger() for b in self.known.values()], cfg.known_bugs.avoid)
         self._kinds: set[tuple[str, str]] = set()
+        self.moved: Counter[tuple[str, str]] = Counter()
+        """Cases whose count key a reduction changed, (from, to): a label the reduction's
+        second look found flaky (`_ask_again`). summary.json's counts follow them."""
         self.aliases: dict[str, str] = {}
         """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
         first one is an occurrence of the named bug, not a new finding to reduce again."""
@@ -117,6 +123,8 @@ class CampaignReduction:
         settings = self.cfg.reduce.model_copy(update={"budget": budget_s})
         reduced = reduce_one(bundle, finding, guard, self.pools, settings, others[0] if both else None)
         if reduced is None:
+            if guard is not None:
+                self._ask_again(ref, bundle, finding, guard)
             return
         provisional = ref.across == CrossVerdict.new_in_head or (
             ref.across == CrossVerdict.persistent and bool(finding.base_failure)
@@ -139,6 +147,22 @@ class CampaignReduction:
         first.triggers = seen_union(first.triggers, ref.triggers)
         self.kept.findings.remove(ref)
         move_bundle(bundle, self.out / "duplicates" / bundle.name)
+
+    def _ask_again(self, ref: FindingRef, bundle: Path, finding: Finding, guard: str) -> None:
+        """A regression or fix that did not reproduce: when one side now answers otherwise
+        than in every campaign run, the case is flaky (bot.reduce.recheck). It moves to
+        OUT/flaky/ with the answer in its note, leaves the findings, and its count moves
+        with it; the label it had is not one the builds back."""
+        found = disagreement(bundle, finding, guard, self.pools, self.cfg.oracles.reruns)
+        if found is None:
+            return
+        print(f"warning: {bundle}: {ref.across} set aside as flaky: {found.note}", file=sys.stderr)
+        moved = move_bundle(bundle, self.out / "flaky" / bundle.name)
+        note = "; ".join(n for n in (finding.note, found.note) if n)
+        _update(moved, {"across": CrossVerdict.flaky, "note": note})
+        self.kept.findings.remove(ref)
+        self.store.relabel({ref.fingerprint: CrossVerdict.flaky.value})
+        self.moved[str(ref.across), CrossVerdict.flaky.value] += 1
 
     def occurrence(self, fingerprint: str, label: str) -> FindingRef | None:
         """The listed bug a sighting under `fingerprint` (before reduction) and `label` is an
