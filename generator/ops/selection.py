@@ -91,10 +91,16 @@ class OneHot(OpSpec):
         return [torch.where(hot, values[1], values[0])]
 
 
+RUNTIME_MASK_SHARE = 0.4
+"""Share of Compress masks written as graph inputs rather than initializers."""
+
+
 @register
 class Compress(OpSpec):
-    """A constant mask keeps a solved number of slices along an axis, or of elements of
-    the flattened input when no axis is given; the mask may be shorter than the axis."""
+    """A mask keeps a solved number of slices along an axis, or of elements of the flattened
+    input when no axis is given; the mask may be shorter than the axis. A share of the masks
+    are runtime inputs (`Emitter.runtime`): the output's length is then data-dependent to the
+    compiler (a masked select it cannot fold), while the generator drew it."""
 
     op_type = "Compress"
     dtypes = ANY
@@ -107,6 +113,7 @@ class Compress(OpSpec):
         self.axis = self.rng.randrange(rank)
         self.written_axis = spell_axis_by_chance(self.axis, rank, self.rng)
         self.keep = sc.var("keep")
+        self.runtime_mask = self.rng.random() < RUNTIME_MASK_SHARE
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
@@ -134,7 +141,8 @@ class Compress(OpSpec):
         mask = np.zeros(length, dtype=bool)
         mask[em.values.choice(length, size=keep, replace=False)] = True
         attrs = {} if self.flatten else {"axis": self.written_axis}
-        em.node("Compress", [ins[0], em.const(mask)], outs, **attrs)
+        condition = em.runtime(mask) if self.runtime_mask else em.const(mask)
+        em.node("Compress", [ins[0], condition], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

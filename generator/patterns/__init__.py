@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from generator.patterns import activation, conv, matmul, norm, quant, shape
+from generator.patterns import activation, conv, dynamic, matmul, norm, quant, shape
 from generator.patterns.base import Pattern, variants
 
 TEMPLATES: tuple[type[Pattern], ...] = (
@@ -15,6 +15,7 @@ TEMPLATES: tuple[type[Pattern], ...] = (
     *quant.TEMPLATES,
     *conv.TEMPLATES,
     *shape.TEMPLATES,
+    *dynamic.TEMPLATES,
 )
 
 

@@ -262,10 +262,13 @@ PASSTHROUGH_OPS = frozenset(
         "GatherElements", "GatherND", "Concat", "Split", "Tile", "Expand", "Pad", "Neg", "Abs",
         "Max", "Min", "Where", "ReduceMax", "ReduceMin", "DepthToSpace", "SpaceToDepth", "Compress",
         "ScatterElements", "ScatterND", "Dropout", "MaxPool", "GlobalMaxPool", "TopK", "OneHot",
+        "NonZero", "Unique",
     }
 )  # fmt: skip
 """Ops that only move, select or negate values: their results are exact when their inputs are
-(OneHot selects its off/on constants, at positions its indices decide)."""
+(OneHot selects its off/on constants, at positions its indices decide; NonZero and Unique
+write positions and picked values that equality with zero or between elements decides.
+NonMaxSuppression is not one: a rounded IoU on its threshold can keep another box)."""
 
 
 BOUNDARY_ONLY_OPS = frozenset({"Relu", "Clip", "ThresholdedRelu", "Trilu"})
