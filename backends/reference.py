@@ -27,7 +27,7 @@ import torch
 from onnx import numpy_helper
 
 from generator.ops import registry
-from generator.ops.base import OLDEST_OPSET, Attrs, OpSpec, node_attrs, op_version
+from generator.ops.base import CAPTURED, OLDEST_OPSET, Attrs, OpSpec, node_attrs, op_version
 
 
 class ReferenceError(Exception):
@@ -144,12 +144,13 @@ def _step(
 ) -> None:
     spec, version, attrs = _resolve(node, opset, specs)
     try:
-        args: list[torch.Tensor | None] = [trace.env[name] if name else None for name in node.input]
+        reads = (*node.input, *attrs.get(CAPTURED, ()))  # an If's branches read outer tensors
+        args: list[torch.Tensor | None] = [trace.env[name] if name else None for name in reads]
     except KeyError as e:
         raise ReferenceError(f"node {node.name!r} reads undefined tensor {e}") from e
     # Widening: an op (not a cast, whose float16 result is a rounding the graph asks for)
     # with float16 operands computes in float32, and its float32 results stand for float16.
-    halves = (_half(a, n, trace) for a, n in zip(args, node.input, strict=True))
+    halves = (_half(a, n, trace) for a, n in zip(args, reads, strict=True))
     wide = widen and node.op_type not in ROUNDING_OPS and any(halves)
     if wide:
         args = [a.float() if a is not None and a.dtype == torch.float16 else a for a in args]

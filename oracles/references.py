@@ -108,7 +108,13 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     narrow = {name: helper.np_dtype_to_tensor_dtype(np.dtype(d)) for name, d in tensor_dtypes(model).items()}
     wide = onnx.ModelProto()
     wide.CopyFrom(model)
-    g = wide.graph
+    _widen_graph(wide.graph, narrow)
+    return wide
+
+
+def _widen_graph(g: onnx.GraphProto, narrow: Mapping[str, int]) -> None:
+    """`as_float64` on one graph, and on every subgraph a node holds (a Loop's or Scan's
+    body): a body left narrow would meet widened outer values and not run at all."""
     for value in (*g.input, *g.output, *g.value_info):
         t = value.type.tensor_type
         t.elem_type = _WIDE.get(t.elem_type, t.elem_type)
@@ -122,6 +128,11 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
                 attr.i = _WIDE.get(attr.i, attr.i)
             elif attr.type == onnx.AttributeProto.TENSOR:
                 _widen_tensor(attr.t)
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                _widen_graph(attr.g, narrow)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    _widen_graph(sub, narrow)
         if node.op_type in FLOAT32_OPS:
             nodes.extend(_at_float32(node, narrow))
             continue
@@ -133,7 +144,6 @@ def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
         nodes.append(helper.make_node("Cast", [rounded], [node.output[0]], to=TensorProto.DOUBLE))
     del g.node[:]
     g.node.extend(nodes)
-    return wide
 
 
 FLOAT32_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})

@@ -22,6 +22,9 @@ FAMILY_TESTS = {
     **{f"generator.ops.{m}": "test_ops_nn.py" for m in ("nn", "windows", "conv", "pool", "norm", "reduce")},
     "generator.ops.quant": "test_ops_quant.py",
     "generator.ops.recurrent": "test_ops_recurrent.py",
+    "generator.ops.dynamic": "test_ops_dynamic.py",
+    "generator.ops.control": "test_ops_control.py",
+    "generator.ops.picking": "test_ops_dynamic.py",
 }
 """Op families whose own test files check them op x dtype (with their evaluator workarounds);
 this file checks the elementwise families and that no op is left without such a test."""

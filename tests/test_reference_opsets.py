@@ -88,6 +88,11 @@ def changed_ops() -> set[str]:
     return out
 
 
+def _shown(value: Any) -> str:
+    """An attribute as a case's id shows it: a subgraph by its name."""
+    return f"<{value.name}>" if isinstance(value, onnx.GraphProto) else str(value)
+
+
 @dataclass(frozen=True)
 class Case:
     """One single-node model at the opset where `op` has version `version`."""
@@ -101,7 +106,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        attrs = ",".join(f"{k}={v}" for k, v in sorted(self.attrs.items()))
+        attrs = ",".join(f"{k}={_shown(v)}" for k, v in sorted(self.attrs.items()))
         shown = ",".join("-" if a is None else "x".join(map(str, a.shape)) for a in self.inputs)
         return f"{self.op}-{self.version}({shown}){{{attrs}}}{self.note}"
 
@@ -359,6 +364,28 @@ def _recurrent() -> list[Case]:
     return cases
 
 
+def _scan_body(batched: bool) -> onnx.GraphProto:
+    """state' = tanh(state + x), and state' emitted per step (with Scan-8's batch axis: [1, 3])."""
+    shape = [1, 3] if batched else [3]
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("s", "x", "s2", "y")]
+    nodes = [
+        helper.make_node("Add", ["s", "x"], ["t"]),
+        helper.make_node("Tanh", ["t"], ["s2"]),
+        helper.make_node("Identity", ["s2"], ["y"]),
+    ]
+    return helper.make_graph(nodes, "body", value[:2], value[2:])
+
+
+def _scan() -> list[Case]:
+    """Scan-8 scans a batch with its own sequence_lens (refused); from 9 on one sequence along
+    scan_input_axes, the same at every later version for the types fuzzbot writes."""
+    s0, xs = _f32(3), _f32(4, 3)
+    cases = [Case("Scan", 8, (None, _f32(1, 3), _f32(1, 4, 3)), {"body": _scan_body(True), "num_scan_inputs": 1}, 2)]
+    for v in (9, 11, 16, 19, 21, 23, 24, 25):
+        cases.append(Case("Scan", v, (s0, xs), {"body": _scan_body(False), "num_scan_inputs": 1}, outputs=2))
+    return cases
+
+
 def _misc() -> list[Case]:
     a, b, c = _f32(3, 4), _f32(4, 5), _f32(5)
     g = _f32(2, 4, 3, 3)
@@ -431,6 +458,7 @@ CASES = [
     *_shapes(),
     *_misc(),
     *_recurrent(),
+    *_scan(),
     *_type_only_versions(),
 ]
 
@@ -442,11 +470,13 @@ EXPECTED_REFUSED = {
     "Resize-10(1x1x4x5,4){} nearest",
     "QuantizeLinear-21(2x3x4,2x3x2){axis=2,block_size=2} blocked",
     "DequantizeLinear-21(2x3x4,2x3x2){axis=2,block_size=2} blocked",
+    "Scan-8(-,1x3,1x4x3){body=<body>,num_scan_inputs=1}",
 }
 """Forms whose meaning the reference does not compute: BatchNormalization's training outputs
 before 14 (mean, var, saved_mean, saved_var), Dropout's mask before 12 (open in inference:
 onnxruntime gives False, onnx.reference True), Resize-10's nearest (its rounding is left
-open: onnxruntime floors upsampling and ceils downsampling), blocked quantization."""
+open: onnxruntime floors upsampling and ceils downsampling), blocked quantization, Scan-8's
+batched form."""
 
 
 def misread_by_onnx_reference(case: Case) -> str | None:

@@ -39,7 +39,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from backends.reference import run_reference
+from backends.reference import run_reference, trace_reference
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.emit import IR_VERSION
@@ -85,7 +85,14 @@ class Instance:
     @functools.cached_property
     def values(self) -> dict[str, np.ndarray]:
         inits = {i.name: numpy_helper.to_array(i) for i in self.model.graph.initializer}
-        return {**inits, **self.inputs}
+        known = {**inits, **self.inputs}
+        if all(n in known for n in self.node.input if n):
+            return known
+        # An op written with the nodes that feed it (NonZero after Shape and Expand): its
+        # inputs are computed, by the reference, up to where it stops.
+        trace = trace_reference(self.model, self.inputs)
+        computed = {k: a for k in trace.env for a in [trace.numpy(k)] if a is not None}
+        return {**computed, **known}
 
     @functools.cached_property
     def features(self) -> dict[str, str]:
@@ -331,7 +338,46 @@ def _recurrent_form_it_ignores(i: Instance) -> bool:
     return any(i.attr(k) for k in ignored) or i.value(4) is not None
 
 
+def _loop_condition_absent(i: Instance) -> bool:
+    return len(i.node.input) < 2 or not i.node.input[1]
+
+
+def _loop_stacks_rank_2_or_more(i: Instance) -> bool:
+    state = i.value(2)
+    return len([o for o in i.node.output if o]) > 1 and state is not None and state.ndim >= 2
+
+
+def _scan_not_axis_0_forward(i: Instance) -> bool:
+    moved = ("scan_input_axes", "scan_output_axes", "scan_input_directions", "scan_output_directions")
+    return any(any(v != 0 for v in i.attr(k, [])) for k in moved)
+
+
+def _unique_y_alone(i: Instance) -> bool:
+    return len([o for o in i.node.output if o]) == 1
+
+
+def _unique_reorders_along_axis_0(i: Instance) -> bool:
+    """Y put in first-occurrence order by taking along axis 0 of the input as given, which is
+    right only for a 1-D input without `axis`, or for `axis` 0."""
+    x, axis = i.value(0), i.attr("axis")
+    assert x is not None
+    return (x.ndim > 1) if axis is None else int(axis) % x.ndim != 0
+
+
 EVALUATOR_DEFECTS: dict[Pattern, str] = {
+    Pattern("Loop", where=_loop_condition_absent): (
+        "reads an absent cond as false and runs no iteration (then fails stacking no scan output);"
+        " the spec's for-loop form runs the trip count, as onnxruntime and torch do"
+    ),
+    Pattern("Loop", where=_loop_stacks_rank_2_or_more): (
+        "stacks scan outputs with np.vstack, which joins elements of rank 2 or more along their"
+        " first axis instead of adding one; onnx's shape inference and onnxruntime add the axis,"
+        " as torch does"
+    ),
+    Pattern("Scan", where=_scan_not_axis_0_forward): (
+        "scans only along axis 0, forward (RuntimeError: not implemented); onnxruntime scans any"
+        " axis either way and agrees with torch (tests/test_ops_control.py)"
+    ),
     Pattern("MaxPool", attrs=(("auto_pad", "SAME_LOWER"),)): (
         "sizes SAME_LOWER outputs floor(in / stride), not ceil(in / stride), and pads to that"
         " size; onnxruntime and torch give the ceil-sized result"
@@ -428,6 +474,15 @@ EVALUATOR_DEFECTS: dict[Pattern, str] = {
     ),
     Pattern("Pad", where=_negative_pads): (
         "hands negative pads to np.pad, which rejects them; onnxruntime crops, as torch does"
+    ),
+    Pattern("Unique", attrs=(("sorted", "0"),), where=_unique_y_alone): (
+        "returns numpy's sorted Y when Y is the only output, ignoring sorted=0; onnxruntime gives"
+        " the first-occurrence order the spec asks for, as torch does"
+    ),
+    Pattern("Unique", attrs=(("sorted", "0"),), where=_unique_reorders_along_axis_0): (
+        "reorders Y for sorted=0 with np.take along axis 0 of the unflattened input, so a"
+        " multi-dim input without `axis`, or another axis, gets rows of the wrong slices (or an"
+        " IndexError); onnxruntime gives the first-occurrence order, as torch does"
     ),
     Pattern("Resize", dtype=DType.bool): (
         "routes the data through float math numpy refuses for bool; the same nearest resize on"
@@ -1159,6 +1214,61 @@ def scalar_form(op: str) -> Instance:
     return _hand(name, op, template.dtype, feeds, consts, list(node.input), list(node.output), template.opset, **attrs)
 
 
+def _hand_unique() -> list[Instance]:
+    """Unique in first-occurrence order, worked out by hand: Y alone, and every output of a
+    2-D input without `axis` (flattened) and with axis 1 (columns)."""
+    x1 = _i64(3, 1, 3, 0, 1)
+    x2 = np.asarray([[2, 0], [2, 5], [0, 0]], np.int64)
+    cols = np.asarray([[1, 0, 1, 2], [4, 4, 4, 0]], np.int64)
+    outs = ["y", "indices", "inverse", "counts"]
+    return [
+        _hand(
+            "Unique sorted=0 with Y alone",
+            "Unique",
+            DType.int64,
+            {"x": x1},
+            {},
+            ["x"],
+            ["y"],
+            expected={"y": _i64(3, 1, 0)},
+            sorted=0,
+        ),
+        _hand(
+            "Unique sorted=0 of a 2-D input without axis, every output",
+            "Unique",
+            DType.int64,
+            {"x": x2},
+            {},
+            ["x"],
+            outs,
+            expected={
+                "y": _i64(2, 0, 5),
+                "indices": _i64(0, 1, 3),
+                "inverse": _i64(0, 1, 0, 2, 1, 1),
+                "counts": _i64(2, 3, 1),
+            },
+            sorted=0,
+        ),
+        _hand(
+            "Unique sorted=0 of columns (axis 1), every output",
+            "Unique",
+            DType.int64,
+            {"x": cols},
+            {},
+            ["x"],
+            outs,
+            expected={
+                "y": np.asarray([[1, 0, 2], [4, 4, 0]], np.int64),
+                "indices": _i64(0, 1, 3),
+                "inverse": _i64(0, 1, 0, 2),
+                "counts": _i64(2, 1, 1),
+            },
+            sorted=0,
+            axis=1,
+        ),
+    ]
+
+
 def _hand_gaps() -> list[Instance]:
     x = _data([2, 6], DType.float32)
     return [
@@ -1194,6 +1304,7 @@ def hand_built() -> dict[str, Instance]:
         _hand_scalar_results,
         _hand_resize,
         _hand_gaps,
+        _hand_unique,
     ]
     return {i.origin: i for group in groups for i in group()}
 

@@ -149,7 +149,7 @@ class OpSpec(ABC):
         if version < cls.reference_since:
             oldest = f"{cls.op_type}-{cls.reference_since}"
             return f"{cls.op_type}-{version} is older than the reference computes ({oldest} on)"
-        unread = sorted(set(attrs) - {OUTPUTS} - current_attrs(cls.op_type) - cls.old_attrs)
+        unread = sorted(set(attrs) - {OUTPUTS, CAPTURED} - current_attrs(cls.op_type) - cls.old_attrs)
         if unread:
             return f"{cls.op_type}-{version} attribute {', '.join(unread)} is not computed by the reference"
         return None
@@ -261,6 +261,34 @@ alone (Split before opset 18 makes one part per output), and a reference functio
 attributes and inputs only, so every interpreter passes it as an attribute."""
 
 
+CAPTURED = "_captured"
+"""Not an ONNX attribute either: the outer tensors a node's subgraphs read (an If's branches
+read the values they transform from the enclosing graph). Every interpreter passes their
+values after the node's own inputs, in this order, so a reference sees them as inputs and
+a walk back to the leaves goes through them."""
+
+
+def captured_names(node: onnx.NodeProto) -> tuple[str, ...]:
+    """The outer tensors `node`'s subgraphs read, in the order they are first read."""
+    seen: dict[str, None] = {}
+    for a in node.attribute:
+        for g in (a.g,) if a.type == onnx.AttributeProto.GRAPH else tuple(a.graphs):
+            for name in _outer_reads(g):
+                seen.setdefault(name)
+    return tuple(seen)
+
+
+def _outer_reads(g: onnx.GraphProto) -> list[str]:
+    defined = {v.name for v in g.input} | {t.name for t in g.initializer}
+    reads: list[str] = []
+    for n in g.node:
+        inner = [*n.input, *captured_names(n)]
+        reads += [x for x in inner if x and x not in defined]
+        defined.update(n.output)
+    reads += [o.name for o in g.output if o.name not in defined]
+    return reads
+
+
 def node_attrs(node: onnx.NodeProto, version: int | None = None) -> Attrs:
     """A node's attributes as the `reference` functions read them (strings decoded, the
     output count under OUTPUTS), so that every interpreter of the registry passes them the
@@ -268,6 +296,9 @@ def node_attrs(node: onnx.NodeProto, version: int | None = None) -> Attrs:
     newest without one): ONNX float attributes are float32, and a reference's own fallback
     (`attrs.get("epsilon", 1e-5)`) would be the double, which a float64 re-run then shows."""
     out: Attrs = {OUTPUTS: len(node.output)}
+    outer = captured_names(node)
+    if outer:
+        out[CAPTURED] = outer
     if node.domain in ("", "ai.onnx"):
         out.update(float_defaults(node.op_type, version))
     for a in node.attribute:

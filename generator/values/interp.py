@@ -20,7 +20,7 @@ import torch
 from onnx import numpy_helper
 
 from generator.ops import registry
-from generator.ops.base import node_attrs
+from generator.ops.base import CAPTURED, node_attrs
 from generator.values.predicate import Attrs, Predicate
 from generator.values.proxies import Reference, Tensors, with_proxy
 from generator.values.unsafe import exact_output, predicates, same_bits
@@ -115,7 +115,9 @@ def prepare(n: onnx.NodeProto) -> Step:
         raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
     # Optional inputs left empty arrive as None, as in the backends' reference.
     ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
-    return Step(n.name, n.op_type, node_attrs(n), ref, tuple(n.input), tuple(n.output), predicates(n.op_type))
+    attrs = node_attrs(n)
+    inputs = (*n.input, *attrs.get(CAPTURED, ()))  # an If's branches read outer tensors
+    return Step(n.name, n.op_type, attrs, ref, inputs, tuple(n.output), predicates(n.op_type))
 
 
 class Program:
