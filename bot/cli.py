@@ -47,7 +47,7 @@ from bot.errors import EXIT_SIGNALLED, Interrupted, UserError, signal_of
 from bot.findings.bundle import write_bundle
 from bot.findings.out_folder import claim_out
 from bot.findings.outcome import findings_exit
-from bot.findings.summary import SideRecord, Summary, rewrites_fired
+from bot.findings.summary import SideRecord, Summary, rewrites_fired, symbolic_share
 from generator.api import GenConfig, Support, generate, op_specs
 from generator.coverage import Coverage
 from generator.values import NoValidValues
@@ -157,8 +157,8 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
     with live_progress(console, cfg.budget) as on_test:
         summary = campaign.run(on_test)
     console.print(summary_table(summary))
-    if fired := rewrites_fired(summary.coverage):
-        console.print(fired, markup=False, highlight=False, soft_wrap=True)
+    for line in filter(None, (rewrites_fired(summary.coverage), symbolic_share(summary.coverage))):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"summary: {cfg.out / 'summary.json'}")
     return summary
 

@@ -17,7 +17,16 @@ from generator.binning import BinChooser, bin_of
 from generator.coverage import INPUT, Coverage, Feedback, pair_key
 from generator.dtypes import DType
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
-from generator.emit import IR_VERSION, NEWEST_OPSET, draw_values, emit_model, is_runtime_constant
+from generator.emit import (
+    IR_VERSION,
+    NEWEST_OPSET,
+    draw_values,
+    emit_model,
+    is_runtime_constant,
+    symbolic_draw,
+    symbolic_names,
+    with_symbolic_dims,
+)
 from generator.focus import CaseFeatures, Focus, FocusDraws
 from generator.graph import Graph
 from generator.grow import Allowed, Grower, Template, step_name
@@ -27,6 +36,7 @@ from generator.ops.base import OpSpec
 from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from generator.patterns.choose import PatternChooser
+from generator.specials import graph_outputs, schema_allowed, special_draw, with_special_values
 from generator.symbolic import AbsTensor, SymCtx, TType
 from generator.tape import TapeRandom
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
@@ -99,6 +109,21 @@ class GenConfig(BaseModel):
         description="share of insertions that place a rewrite template or one of its near misses"
         " (generator.patterns); 0: op-by-op growth alone",
     )
+    special_values: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="share of cases given +-Inf, NaN and -0.0 on an input whose every reader defines the result"
+        " (IsInf, comparisons, Max, ArgMax, ...): a grown input that qualifies, else a probe's own"
+        " (generator.specials)",
+    )
+    symbolic_dims: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="share of cases whose graph inputs declare their leading dims as dim_param, as exported models"
+        " do: `batch` (axis 0), and in half of them `sequence` (axis 1); the inputs keep their sizes. 0: static dims",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> GenConfig:
@@ -136,6 +161,8 @@ class GeneratedCase:
     """How it grew, to grow mutants of it (generator.mutate)."""
     solver_backstops: int = 0
     """z3 checks the wall-clock backstop stopped while it grew (generator.solver)."""
+    symbolic: bool = False
+    """Whether some graph input declares a dim_param (GenConfig.symbolic_dims)."""
 
 
 def op_specs(only: list[str] | None = None, opset: int | None = None) -> list[type[OpSpec]]:
@@ -263,10 +290,45 @@ def grow_case(
     if edge in UNDEFINED:
         aimed = aim(edge, proto, inputs, seed)
         edge, inputs = aimed if aimed is not None else (None, inputs)
+    if edge is None and special_draw(seed, cfg.special_values):
+        placed = _with_specials(proto, inputs, seed, cfg, support)
+        edge, (proto, inputs) = ("special_values", placed) if placed is not None else (None, (proto, inputs))
     if coverage is not None and edge is not None:
         coverage.edges[edge] += 1
+    proto, symbolic = _symbolic(proto, inputs, seed, cfg.symbolic_dims)
+    if coverage is not None and symbolic:
+        coverage.symbolic += 1
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
-    return GeneratedCase(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops), witness
+    made = GeneratedCase(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops, symbolic)
+    return made, witness
+
+
+def _with_specials(
+    proto: onnx.ModelProto, inputs: dict[str, np.ndarray], seed: int, cfg: GenConfig, support: Support | None
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]] | None:
+    """The case with special values placed (generator.specials), by ops the config, the
+    schema at the case's opset and the builds' support matrix all allow."""
+    only = set(cfg.ops) if cfg.ops is not None else None
+
+    def allowed(op: str, opset: int, dtype: str) -> bool:
+        if (only is not None and op not in only) or not schema_allowed(op, opset, dtype):
+            return False
+        return support is None or DType(dtype) in support.get(op, ())
+
+    data = [v.name for v in proto.graph.input if v.name in inputs and not is_runtime_constant(v.name)]
+    return with_special_values(proto, inputs, lambda: graph_outputs(proto, inputs), seed, allowed, data)
+
+
+def _symbolic(
+    proto: onnx.ModelProto, inputs: dict[str, np.ndarray], seed: int, share: float
+) -> tuple[onnx.ModelProto, bool]:
+    """The model with its leading input dims symbolic, for the seed's draw of `share`
+    (generator.emit.symbolic_draw), and whether it is; a model whose symbolic form the
+    checker or strict shape inference refuses stays static."""
+    axes = symbolic_draw(seed, share)
+    names = symbolic_names(proto, inputs, axes) if axes else {}
+    symbolic = with_symbolic_dims(proto, names) if names else None
+    return (symbolic, True) if symbolic is not None else (proto, False)
 
 
 def _focus_draws(

@@ -74,6 +74,9 @@ class CoverageStats(BaseModel):
     """Cases aimed at each kind of edge input (generator.edges)."""
     opsets: dict[str, int] = Field(default_factory=dict)
     """Generated models by the default-domain opset they import (a campaign draws one per case)."""
+    symbolic: int = 0
+    """Generated models with a symbolic (dim_param) graph-input dim (GenConfig.symbolic_dims);
+    over `models`, the share the summary reports."""
 
 
 class Coverage(BaseModel):
@@ -95,6 +98,8 @@ class Coverage(BaseModel):
     """Cases aimed at each kind of edge input (generator.edges)."""
     opsets: Counter[str] = Field(default_factory=Counter)
     """Models by the opset they import."""
+    symbolic: int = 0
+    """Models with a symbolic graph-input dim."""
     _fed: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_total: int = PrivateAttr(default=-1)
@@ -119,6 +124,7 @@ class Coverage(BaseModel):
             patterns=dict(self.patterns.most_common()),
             edges=dict(sorted(self.edges.items())),
             opsets=dict(sorted(self.opsets.items(), key=lambda kv: int(kv[0]))),
+            symbolic=self.symbolic,
         )
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:

@@ -182,3 +182,103 @@ def emit_model(
         ir_version=IR_VERSION.get(opset, 8),
     )
     return proto, inputs
+
+
+SYMBOLIC_SALT = 0x5D1A
+"""Keeps the symbolic-dims draw apart from every other draw made from the seed, so a case
+that declares no symbolic dim is the very model it was before the feature existed."""
+SEQUENCE_SHARE = 0.5
+"""The share of symbolic cases that also declare a second (sequence) dim, as exports of
+sequence models do beside the batch dim."""
+INFERENCE_UNKNOWN = "unk__"
+"""How onnx shape inference names a dim it cannot tell (`unk__3`), unique per dim."""
+ROLES = ("batch", "sequence")
+"""dim_param names by axis, as exporters write them: axis 0 is the batch, axis 1 the sequence."""
+
+
+def symbolic_draw(seed: int, share: float) -> int:
+    """How many leading dims (0, 1 or 2) this case declares symbolic, from a stream of its
+    own: a share of 0 draws nothing at all."""
+    if share <= 0:
+        return 0
+    rng = np.random.default_rng([seed, SYMBOLIC_SALT])
+    if rng.random() >= share:
+        return 0
+    return 2 if rng.random() < SEQUENCE_SHARE else 1
+
+
+def symbolic_names(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], axes: int) -> dict[tuple[str, int], str]:
+    """(input, axis) -> dim_param for the leading `axes` dims of each data input. A name is
+    a promise that its dims are equal at run time, so dims share one only when they hold
+    the same size at the same role; another size at that role gets a numbered name. Shape
+    operands (`r<n>`) stay static: their length is the rank of what they shape. A dim of
+    size 1 stays static too: it is what broadcasting stretches, and exporters write it so."""
+    names: dict[tuple[str, int], str] = {}
+    by_size: dict[tuple[int, int], str] = {}
+    for v in model.graph.input:
+        array = inputs.get(v.name)
+        if array is None or is_runtime_constant(v.name):
+            continue
+        for axis in range(min(axes, array.ndim)):
+            key = (axis, int(array.shape[axis]))
+            if key[1] <= 1:
+                continue
+            if key not in by_size:
+                taken = sum(1 for a, _ in by_size if a == axis)
+                by_size[key] = ROLES[axis] if taken == 0 else f"{ROLES[axis]}{taken + 1}"
+            names[(v.name, axis)] = by_size[key]
+    return names
+
+
+def with_symbolic_dims(model: onnx.ModelProto, names: Mapping[tuple[str, int], str]) -> onnx.ModelProto | None:
+    """A copy whose inputs declare `names` as dim_params, its outputs re-inferred so that
+    none claims a static dim that now depends on a symbolic one; None when the checker or
+    strict shape inference refuses the symbolic model (it is then kept static)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for v in m.graph.input:
+        for axis, d in enumerate(v.type.tensor_type.shape.dim):
+            if (v.name, axis) in names:
+                d.Clear()
+                d.dim_param = names[(v.name, axis)]
+    ranks = {o.name: len(o.type.tensor_type.shape.dim) for o in model.graph.output}
+    for o in m.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    del m.graph.value_info[:]
+    inferred = _strictly_inferred(m, check=False)
+    if inferred is None:
+        return None
+    found = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    for o in m.graph.output:
+        typed = found.get(o.name)
+        shape = o.type.tensor_type.shape
+        if typed is not None and typed.type.tensor_type.HasField("shape"):
+            shape.CopyFrom(typed.type.tensor_type.shape)
+            for d in shape.dim:
+                if d.dim_param.startswith(INFERENCE_UNKNOWN):
+                    d.Clear()  # inference's name for "unknown": no promise to make
+        else:  # inference stops at a shape computed from a symbolic dim: the rank alone is known
+            shape.dim.extend(onnx.TensorShapeProto.Dimension() for _ in range(ranks[o.name]))
+    return m if _strictly_inferred(m, check=True) is not None else None
+
+
+def _strictly_inferred(model: onnx.ModelProto, check: bool) -> onnx.ModelProto | None:
+    """The model through strict shape inference (and, with `check`, the full checker); None
+    where either refuses it."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        if check:
+            onnx.checker.check_model(inferred, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        return None
+    return inferred
+
+
+def symbolic_dims(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Graph input -> the dim_params it declares (none: a static model)."""
+    found: dict[str, list[str]] = {}
+    for v in model.graph.input:
+        params = [d.dim_param for d in v.type.tensor_type.shape.dim if d.dim_param]
+        if params:
+            found[v.name] = params
+    return found

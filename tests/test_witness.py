@@ -140,7 +140,10 @@ def test_generated_models_carry_safe_values_for_every_dtype(method: Method) -> N
     for seed in range(60):  # templates (generator.patterns) need fewer repairs than op-by-op growth
         case = generate(seed, GenConfig(nodes=12, values=method))
         assert case.values is not None and case.values.found
-        assert margin_hits(case.model, case.inputs) == [], seed
+        hits = margin_hits(case.model, case.inputs)
+        if case.edge == "special_values":  # +-Inf on purpose, where every reader defines the result
+            hits = [h for h in hits if not h.node.startswith("n_special")]  # (tests/test_special_values.py)
+        assert hits == [], seed
         repaired += case.values.grown_repairs
         refused += case.values.grown_refusals
         unsafe += any(n.op_type in UNSAFE for n in case.model.graph.node)

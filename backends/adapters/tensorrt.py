@@ -36,7 +36,11 @@ class TensorRtAdapter(Adapter):
         r"No importer registered for op",
         r"is not supported",
         r"does not support",
+        r"no optimization profile has been defined",
     )
+    """TensorRT's own refusals, and the adapter's: it builds no optimization profile yet, so
+    a model with a symbolic input dim (GenConfig.symbolic_dims) cannot become an engine
+    ("Network has dynamic or shape inputs, but no optimization profile has been defined")."""
     repro_requires = ("tensorrt=={version}", "torch")
     repro_note = "Needs a CUDA GPU, and torch built with CUDA (device buffers come from torch)."
     options = {"device": "CUDA device index [0]", "workspace_mb": "builder workspace limit in MiB [1024]"}

@@ -4,7 +4,8 @@ Every build refuses an array of another rank, element type or static size ("Inva
 for input"), and one that names no input of the model, alike: judged, that is a crash on
 both sides, a compiler bug that is really the user's mistake. So names, element types,
 ranks and static dims are compared first; a mismatch is one line naming the input, what
-the model declares and what was given. A symbolic dim (`N`) takes any size.
+the model declares and what was given. A symbolic dim (`N`) takes any size, the same size
+wherever its name appears.
 """
 
 from __future__ import annotations
@@ -56,6 +57,25 @@ def check_inputs(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], sourc
                 f"{source}: input {name!r} is {given_form(np.asarray(array))}, "
                 f"but the model declares {declared_form(declared[name])}"
             )
+    _same_sizes(model, inputs, source)
+
+
+def _same_sizes(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], source: str) -> None:
+    """A dim_param promises that its dims are equal: arrays that give one name two sizes
+    break the promise, and a build may take either size (or refuse), so say so first."""
+    seen: dict[str, tuple[str, int]] = {}
+    for v in model.graph.input:
+        array = inputs.get(v.name)
+        if array is None or not v.type.HasField("tensor_type"):
+            continue
+        for d, size in zip(v.type.tensor_type.shape.dim, np.shape(array), strict=False):
+            if not d.dim_param:
+                continue
+            first = seen.setdefault(d.dim_param, (v.name, int(size)))
+            if first[1] != size:
+                raise InputMismatch(
+                    f"{source}: dim {d.dim_param!r} is {first[1]} in input {first[0]!r} but {size} in input {v.name!r}"
+                )
 
 
 def _fits(v: onnx.ValueInfoProto, array: np.ndarray) -> bool:

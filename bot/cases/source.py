@@ -308,6 +308,7 @@ class CaseSource:
         """A generation process's coverage, less the rewrites (this process counted those)."""
         mine = self.coverage
         mine.models += coverage.models
+        mine.symbolic += coverage.symbolic
         for name in ("ops", "inputs", "attrs", "pairs", "dtypes", "patterns", "edges", "opsets"):
             getattr(mine, name).update(getattr(coverage, name))
         if self.avoid is not None:

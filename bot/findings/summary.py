@@ -427,6 +427,14 @@ def rewrites_fired(coverage: CoverageStats, top: int = 3) -> str | None:
     return f"rewrites fired: {len(coverage.rewrites)} distinct ({listed}{more})"
 
 
+def symbolic_share(coverage: CoverageStats) -> str | None:
+    """One line on how many generated models declared a symbolic input dim, where any did:
+    compilers take other paths when a dim is unknown, so a campaign says how often it asked."""
+    if not coverage.symbolic or not coverage.models:
+        return None
+    return f"symbolic dims: {coverage.symbolic} of {coverage.models} models ({coverage.symbolic / coverage.models:.0%})"
+
+
 def ci_run_url(env: Mapping[str, str]) -> str | None:
     """The Actions run this process belongs to, or None outside Actions."""
     repo, run = env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")

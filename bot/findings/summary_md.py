@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
-from bot.findings.summary import FindingRef, Summary, is_bug_key, rewrites_fired
+from bot.findings.summary import FindingRef, Summary, is_bug_key, rewrites_fired, symbolic_share
 
 SUMMARY_MD = "summary.md"
 MAX_ROWS = 200
@@ -150,7 +150,7 @@ def _judging(summary: Summary) -> list[str]:
             + ", ".join(f"{_cell(k)} {v}" for k, v in sorted(summary.tiebreaks.items()))
             + "."
         )
-    if line := rewrites_fired(summary.coverage):
+    for line in filter(None, (rewrites_fired(summary.coverage), symbolic_share(summary.coverage))):
         lines.append(_cell(line[0].upper() + line[1:]) + ".")
     if (replay := summary.regressions) is not None:
         back = f": {', '.join(f'`{fp}`' for fp in replay.regressed)} back" if replay.regressed else ""

@@ -175,6 +175,7 @@ def _coverage(stats: list[CoverageStats]) -> CoverageStats:
         patterns=_sum(s.patterns for s in stats),
         edges=_sum(s.edges for s in stats),
         opsets=_sum(s.opsets for s in stats),
+        symbolic=sum(s.symbolic for s in stats),
     )
 
 

@@ -91,7 +91,7 @@ def input_form(model: onnx.ModelProto) -> str:
     if not model.graph.input:
         return "no inputs"
     t = model.graph.input[0].type.tensor_type
-    dims = ",".join(str(d.dim_value) if d.HasField("dim_value") else "?" for d in t.shape.dim)
+    dims = ",".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
     return f"{onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name}[{dims}]"
 
 
