@@ -127,6 +127,13 @@ FIRING = {
     "ReshapeRoundTrip": "-ai.onnx::Reshape",
     "TransposePair": "-ai.onnx::Transpose",
     "NotWhere": "-ai.onnx::Not",
+    "QdqAdd": "+com.microsoft::QLinearAdd",
+    "QdqMul": "+com.microsoft::QLinearMul",
+    "QdqSigmoid": "+com.microsoft::QLinearSigmoid",
+    "QdqLeakyRelu": "+com.microsoft::QLinearLeakyRelu",
+    "QdqSoftmax": "+com.microsoft::QLinearSoftmax",
+    "QdqAveragePool": "+com.microsoft::QLinearAveragePool",
+    "QdqGlobalAveragePool": "+com.microsoft::QLinearGlobalAveragePool",
 }
 """The rewrite onnxruntime 1.31 performs on each template's exact form at ENABLE_EXTENDED."""
 
@@ -144,6 +151,8 @@ def test_the_exact_form_makes_onnxruntimes_fusion_fire(template: str) -> None:
     assert FIRING[template] in fired
     assert FIRING[template] in exact.fires, "the template's own `fires` names what onnxruntime does"
 
+
+QDQ_OPS = ("QdqAdd", "QdqMul", "QdqSigmoid", "QdqLeakyRelu", "QdqSoftmax", "QdqAveragePool", "QdqGlobalAveragePool")
 
 NOT_FUSED = [
     ("LayerNorm", "axis"),
@@ -166,6 +175,7 @@ NOT_FUSED = [
     ("DynamicQuantizeMatMul", "second_consumer"),
     ("QdqMatMul", "float_output"),
     ("QdqMatMul", "second_consumer"),
+    *((t, miss) for t in QDQ_OPS for miss in ("float_output", "second_consumer")),
 ]
 
 
@@ -204,6 +214,27 @@ def test_a_matmul_quantized_per_column_is_fused_into_a_qlinearmatmul_that_refuse
         assert "QLinearMatmul" in str(e)
         return
     assert "+ai.onnx::QLinearMatMul" not in fired, f"onnxruntime {ort.__version__} fuses and runs it now"
+
+
+@pytest.mark.parametrize("template", QDQ_OPS)
+def test_an_op_quantized_per_channel_is_fused_into_a_qlinear_kernel_that_cannot_hold_it(template: str) -> None:
+    """The same onnxruntime bug in every QDQ selector the templates reach (1.31.1): DQ -> op ->
+    Q with a per-channel Q is fused into a QLinear kernel whose output scale is a scalar. The
+    model, valid and right unoptimized, then fails to load, fails to run, or (QLinearSoftmax)
+    computes other values."""
+    variant = next(v for v in VARIANTS if v.name() == f"{template}~per_axis_output")
+    model, inputs = placed(variant)
+    reference = run_reference(model, inputs)
+    _, unoptimized = optimized(model, inputs, "ORT_DISABLE_ALL")
+    assert compare(reference, unoptimized).ok
+    try:
+        fired, actual = rewrites(model, inputs), optimized(model, inputs, "ORT_ENABLE_EXTENDED")[1]
+    except (ort_errors.Fail, ort_errors.RuntimeException) as e:
+        assert "QLinear" in str(e) or "qlinear" in str(e), str(e)
+        return
+    assert FIRING[template] in fired and not compare(reference, actual).ok, (
+        f"onnxruntime {ort.__version__} now leaves a per-channel {template} alone or runs it right"
+    )
 
 
 def test_templates_record_what_they_are() -> None:

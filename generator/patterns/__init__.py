@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from generator.patterns import activation, conv, dynamic, matmul, norm, quant, shape
+from generator.patterns import activation, conv, dynamic, matmul, norm, qdq, quant, shape
 from generator.patterns.base import Pattern, variants
 
 TEMPLATES: tuple[type[Pattern], ...] = (
@@ -13,6 +13,7 @@ TEMPLATES: tuple[type[Pattern], ...] = (
     *activation.TEMPLATES,
     *matmul.TEMPLATES,
     *quant.TEMPLATES,
+    *qdq.TEMPLATES,
     *conv.TEMPLATES,
     *shape.TEMPLATES,
     *dynamic.TEMPLATES,

@@ -1,0 +1,192 @@
+"""Q/DQ templates around the ops a static quantization tool quantizes one by one: Add, Mul,
+Concat, Sigmoid, LeakyRelu, Softmax and the average pools. onnxruntime's QDQ transformer
+turns each DequantizeLinear -> op -> QuantizeLinear into one QLinear kernel of its own
+(com.microsoft::QLinearAdd, ...), a family no op-by-op growth reaches.
+
+Scales are powers of two on the way in, so every dequantized value is exact in float32; the
+output scale of Add and Concat is an odd multiple of the input scale, and Mul's of the
+product of the two, so that the requantized value of an exact result is never a
+half-integer, where round-half-to-even could go either way. The inexact ops (Sigmoid,
+Softmax, the average of three or nine cells) are kept off the half-integers by the value
+search, which knows QuantizeLinear's step.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from generator.dtypes import DType
+from generator.ops.base import Emitter
+from generator.patterns.base import Pattern, SameShapePattern, Writer
+from generator.patterns.shape import ShapedPattern
+from generator.symbolic import AbsTensor, Cond, Dim
+
+IN_SCALE = 2.0**-5
+ZERO = 128
+ODD = 3
+
+
+def _qdq(w: Writer, x: str, scale: float | np.ndarray, out: str | None = None, zero: int = ZERO, **attrs: int) -> str:
+    """Quantize to uint8 and dequantize back."""
+    s = w.em.const(np.asarray(scale, np.float32))
+    z = w.em.const(np.full(np.shape(scale), zero, np.uint8))
+    return w.op("DequantizeLinear", [w.op("QuantizeLinear", [x, s, z], None, **attrs), s, z], out, **attrs)
+
+
+class QdqOp(Pattern):
+    """What every Q/DQ template shares: its near misses and how it writes its ends."""
+
+    dtypes: ClassVar[tuple[DType, ...]] = (DType.float32,)
+    uses: ClassVar[tuple[str, ...]] = ("QuantizeLinear",)
+    fixed_uses: ClassVar[dict[str, DType]] = {"DequantizeLinear": DType.uint8}
+    near_misses: ClassVar[dict[str, str]] = {
+        "float_output": "no Q after the op: its result stays float",
+        "per_axis_output": "the result is quantized per channel (axis 1), which the QLinear kernel's scalar"
+        " scale cannot hold",
+        "second_consumer": "the float result of the op is also an output",
+    }
+    variant: ClassVar[str]
+    out_scale: ClassVar[float] = ODD * IN_SCALE
+    out_zero: ClassVar[int] = ZERO
+    """Sigmoid and Softmax give [0, 1]: their outputs take zero point 0, the whole range."""
+
+    def channels(self, ins: list[AbsTensor]) -> list[Cond]:
+        """Per-channel scales need two channels at least: one is a scalar's case."""
+        return [ins[0].shape[1] >= 2] if self.variant == "per_axis_output" else []
+
+    def target(self, outs: list[str]) -> str | None:
+        """Where the op writes its float result: the output itself when nothing follows it."""
+        return outs[0] if self.variant == "float_output" else outs[1] if self.second_output else None
+
+    def finish(self, w: Writer, em: Emitter, result: str, outs: list[str], channels: int) -> None:
+        """The op's float result quantized and dequantized into the template's output."""
+        if self.variant == "float_output":  # the op wrote the output itself (`target`)
+            return
+        if self.variant == "per_axis_output":
+            scales = np.array([(ODD + 2 * (i % 3)) for i in range(channels)], np.float32) * np.float32(
+                self.out_scale / ODD
+            )
+            _qdq(w, result, scales, outs[0], self.out_zero, axis=1)
+            return
+        _qdq(w, result, self.out_scale, outs[0], self.out_zero)
+
+
+class QdqSameShape(QdqOp, SameShapePattern):
+    """x quantized and dequantized, one op, its result quantized and dequantized."""
+
+    op: ClassVar[str]
+    min_rank = 2
+    node_cost = 5
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return self.channels(ins)
+
+    def compute(self, w: Writer, em: Emitter, x: str, out: str | None) -> str:
+        return w.op(self.op, [x], out)
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        w = Writer(em, outs, DType.float32)
+        x = _qdq(w, ins[0], IN_SCALE)
+        result = self.compute(w, em, x, self.target(outs))
+        self.finish(w, em, result, outs, self.dims(em)[1])
+
+
+class QdqAdd(QdqSameShape):
+    template = "QdqAdd"
+    source = "onnxruntime QDQSelectorActionTransformer (Add)"
+    fires = ("+com.microsoft::QLinearAdd",)
+    op = "Add"
+
+    def compute(self, w: Writer, em: Emitter, x: str, out: str | None) -> str:
+        near_zero = ZERO + em.values.integers(-8, 9, size=self.dims(em))
+        other = em.const(near_zero.astype(np.uint8))
+        s, z = em.const(np.asarray(IN_SCALE, np.float32)), em.const(np.asarray(ZERO, np.uint8))
+        return w.op(self.op, [x, w.op("DequantizeLinear", [other, s, z])], out)
+
+
+class QdqMul(QdqAdd):
+    template = "QdqMul"
+    source = "onnxruntime QDQSelectorActionTransformer (Mul)"
+    fires = ("+com.microsoft::QLinearMul",)
+    op = "Mul"
+    out_scale = ODD * IN_SCALE * IN_SCALE
+
+
+class QdqSigmoid(QdqSameShape):
+    template = "QdqSigmoid"
+    source = "onnxruntime QDQSelectorActionTransformer (Sigmoid)"
+    fires = ("+com.microsoft::QLinearSigmoid",)
+    op = "Sigmoid"
+    out_scale = 2.0**-8
+    out_zero = 0
+
+
+class QdqLeakyRelu(QdqSameShape):
+    template = "QdqLeakyRelu"
+    source = "onnxruntime QDQSelectorActionTransformer (LeakyRelu)"
+    fires = ("+com.microsoft::QLinearLeakyRelu",)
+    op = "LeakyRelu"
+    out_scale = ODD * 2.0**-8
+    """x's quanta times 1/8 over an odd multiple of 2^-8: never a half-integer."""
+
+    def compute(self, w: Writer, em: Emitter, x: str, out: str | None) -> str:
+        return w.op(self.op, [x], out, alpha=0.125)
+
+
+class QdqSoftmax(QdqSameShape):
+    template = "QdqSoftmax"
+    source = "onnxruntime QDQSelectorActionTransformer (Softmax)"
+    fires = ("+com.microsoft::QLinearSoftmax",)
+    op = "Softmax"
+    out_scale = 2.0**-8
+    out_zero = 0
+
+
+class QdqPool(QdqOp, ShapedPattern):
+    """The average pools over a 4-D x: AveragePool with a 2x2 or 3x3 window, GlobalAveragePool."""
+
+    op: ClassVar[str]
+    min_rank = 4
+    max_rank = 4
+    node_cost = 5
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        window = [d >= 3 for d in ins[0].shape[2:]] if self.op == "AveragePool" else []
+        return [*window, *self.channels(ins)]
+
+    def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
+        n, c, h, w = ins[0].shape
+        out: list[Dim] = [n, c, h - 1, w - 1] if self.op == "AveragePool" else [n, c, 1, 1]
+        return out, list(out), DType.float32
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        out, middle, dtype = self.shapes(ins)
+        return self.outputs(AbsTensor(dtype, out), AbsTensor(dtype, middle))
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        w = Writer(em, outs, DType.float32)
+        x = _qdq(w, ins[0], IN_SCALE)
+        attrs = {"kernel_shape": [2, 2]} if self.op == "AveragePool" else {}
+        result = w.op(self.op, [x], self.target(outs), **attrs)
+        self.finish(w, em, result, outs, self.dims(em)[1])
+
+
+class QdqAveragePool(QdqPool):
+    template = "QdqAveragePool"
+    source = "onnxruntime QDQSelectorActionTransformer (AveragePool)"
+    fires = ("+com.microsoft::QLinearAveragePool",)
+    op = "AveragePool"
+    out_scale = ODD * IN_SCALE / 4
+
+
+class QdqGlobalAveragePool(QdqPool):
+    template = "QdqGlobalAveragePool"
+    source = "onnxruntime QDQSelectorActionTransformer (GlobalAveragePool)"
+    fires = ("+com.microsoft::QLinearGlobalAveragePool",)
+    op = "GlobalAveragePool"
+    out_scale = 2.0**-8
+
+
+TEMPLATES = (QdqAdd, QdqMul, QdqSigmoid, QdqLeakyRelu, QdqSoftmax, QdqAveragePool, QdqGlobalAveragePool)
