@@ -117,18 +117,23 @@ def within_tie(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Te
 def tied_runs(x: torch.Tensor, axis: int, count: int, largest: bool) -> list[tuple[int, list[int]]]:
     """(slice, positions): each run of the `count` deciding elements of a slice (the best
     two, or the best k + 1) that tie, each within TIE_WIDTH of the next in sorted order,
-    the positions along `axis` in index order."""
+    the positions along `axis` in index order. A run that reaches the last deciding element
+    goes on through every element tied with it: with k = 1 over three equal values, the
+    third may be the one a backend's rounding puts an ulp ahead (onnxruntime 1.30's LRN
+    gave the last of three equal batch rows an ulp more, and its TopK rightly chose it)."""
     rows = torch.movedim(x, axis, -1).reshape(-1, x.shape[axis]).double()
     count = min(count, rows.shape[1])
     if count < 2:
         return []
-    order = torch.argsort(-rows if largest else rows, dim=1, stable=True)[:, :count]
+    order = torch.argsort(-rows if largest else rows, dim=1, stable=True)
     best = torch.gather(rows, 1, order)
     tied = within_tie(best[:, :-1], best[:, 1:], x.dtype)
     runs: list[tuple[int, list[int]]] = []
     for r in range(rows.shape[0]):
         run: list[int] = []
-        for c in range(count - 1):
+        for c in range(rows.shape[1] - 1):
+            if c >= count - 1 and not run:
+                break  # past the deciding elements, only a run that reaches them goes on
             if bool(tied[r, c]):
                 run = run or [int(order[r, c])]
                 run.append(int(order[r, c + 1]))

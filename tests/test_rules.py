@@ -199,6 +199,27 @@ def test_a_tie_inside_the_k_chosen_orders_them_and_is_explained(ort: WorkerClien
     assert run_case(ort, direct, {"a": np.arctan(x)}).judgement.verdict is Verdict.pass_
 
 
+def test_a_tie_reaching_past_the_k_plus_one_deciding_values_is_explained(ort: WorkerClient, rules: RuleSet) -> None:
+    """onnxruntime's LRN gives the last of three equal batch rows an ulp more, and TopK with
+    k = 1 along the batch rightly picks it. The three tie in the reference, but only the
+    best k + 1 = 2 were tried as winners, so the rule left it reported (a 1.29.0 to 1.30.0
+    campaign). A run of ties that reaches the deciding ones now goes on through every value
+    tied with them. TopK straight on the equal values still follows the first-index rule."""
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("LRN", ["x"], ["l"], alpha=0.05, size=3),
+        helper.make_node("TopK", ["l", "k"], ["v", "i"], axis=0, name="tk"),
+    ]
+    m = model(nodes, {"x": (F32, [3, 2, 1, 1])}, {"i": (TensorProto.INT64, [1, 2, 1, 1])}, [k])
+    case = run_case(ort, m, {"x": np.full((3, 2, 1, 1), 0.25, np.float32)})
+    assert case.judgement.verdict is Verdict.wrong_result, case.judgement
+    assert case.outputs is not None and case.outputs["i"].reshape(-1).tolist() == [2, 2]
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "arg-ties", hit
+    direct = model(nodes[1:], {"l": (F32, [3, 2, 1, 1])}, {"i": (TensorProto.INT64, [1, 2, 1, 1])}, [k])
+    assert run_case(ort, direct, {"l": np.full((3, 2, 1, 1), 0.25, np.float32)}).judgement.verdict is Verdict.pass_
+
+
 def test_exact_tie_of_input_values_is_not_filtered(ort: WorkerClient, rules: RuleSet) -> None:
     """ONNX fixes the tie-break (first index; last with select_last_index) and onnxruntime
     follows it, so a wrong index on a tie of exact input values, even duplicated by Tile,
