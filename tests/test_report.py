@@ -64,12 +64,13 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Base and head are one interpreter, the fault hits head only: new regressions. Every
     case diverges (head is wrong), so divergence guidance is off: steered by it, generation
     meets a persistent onnxruntime bug among the first ten cases, and these tests want
-    regressions only. From seed 40: seeds 0 to 9 now meet one too (a Pad before a pool)."""
+    regressions only. From seed 60: seeds 0 to 9 meet one too (a Pad before a pool), and since
+    the generator draws more ops, so does seed 40."""
     root = tmp_path_factory.mktemp("two")
     config = root / "fuzzbot.yml"
     sides = f"compiler:\n  base: {{python: {PYTHON}}}\n  head: {{python: {PYTHON}}}\n"
     config.write_text(sides + "guide: {divergence: false}\n")
-    out = _campaign(root / "out", config, tests=10, seed=40)
+    out = _campaign(root / "out", config, tests=10, seed=60)
     assert _distinct(out) >= 4, "the tests below mix four different findings"
     return out
 
