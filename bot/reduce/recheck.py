@@ -23,12 +23,8 @@ from pathlib import Path
 from bot.findings.bundle import Finding, load_bundle
 from bot.reduce.candidates import CandidateJudge
 from bot.reduce.finding import SidePools
-from oracles.sides import CrossVerdict
 from oracles.verdict import Judgement, Verdict
 from reducers.candidate import Candidate
-
-CHECKED_LABELS = (CrossVerdict.new_regression, CrossVerdict.fixed)
-"""The labels that claim one side runs the case right (the guard) and the other does not."""
 
 
 @dataclass(frozen=True)
@@ -62,4 +58,4 @@ def disagreement(bundle: Path, finding: Finding, guard: str, pools: SidePools, t
     return None
 
 
-__all__ = ["CHECKED_LABELS", "Disagreement", "disagreement"]
+__all__ = ["Disagreement", "disagreement"]

@@ -364,10 +364,6 @@ class If(OpSpec):
         self.branches = (BranchPlan.draw(self.rng), BranchPlan.draw(self.rng))
 
     @classmethod
-    def key_slot(cls, ins: Sequence[TType]) -> int:
-        return 0
-
-    @classmethod
     def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:
         """The schema types the outputs, not the condition: any tensor type."""
         return True
