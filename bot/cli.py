@@ -76,6 +76,9 @@ def fuzz(
     out: Annotated[Path | None, typer.Option(help="output folder [fuzzbot-out]")] = None,
     seed: Annotated[int | None, typer.Option(help="first seed [0]")] = None,
     backend: Annotated[str | None, typer.Option(help="NAME[:LEVEL], e.g. onnxruntime:all")] = None,
+    levels: Annotated[
+        str | None, typer.Option(help="comma-separated levels each case draws one of, e.g. default,fold,inference")
+    ] = None,
     nodes: Annotated[int | None, typer.Option(help="operators per model [10]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
     timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [10s]")] = None,
@@ -113,6 +116,7 @@ def fuzz(
         "out": out,
         "seed": seed,
         "backend": backend,
+        "levels": [lv.strip() for lv in levels.split(",") if lv.strip()] if levels is not None else None,
         "nodes": nodes,
         "python": python,
         "timeout": timeout,

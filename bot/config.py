@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from backends.faults import FaultSpec
-from backends.spec import BackendSpecError, parse_backend
+from backends.spec import BackendSpecError, adapter_class, canonical_level, parse_backend
 from bot.errors import UserError
 from bot.sides.config import CompilerConfig
 from generator.api import GenConfig
@@ -135,6 +135,11 @@ class FuzzConfig(BaseModel):
     seed: int = Field(0, ge=0, description="first seed; test i uses seed + i")
     out: Path = Field(Path("fuzzbot-out"), description="output folder")
     backend: str = Field("onnxruntime:all", description="backend spec NAME[:LEVEL]")
+    levels: list[str] = Field(
+        default_factory=list,
+        description="levels each case draws one of by its seed, run at that level on every side (tvm: default, fold,"
+        " inference, nhwc; onnxruntime: all, parallel); empty: the backend's own level only",
+    )
     compiler: CompilerConfig | None = Field(
         None, description="two builds to compare (base and head); without it, one build is fuzzed"
     )
@@ -185,6 +190,22 @@ class FuzzConfig(BaseModel):
     def _known_backend(cls, v: str) -> str:
         try:
             return str(parse_backend(v))
+        except BackendSpecError as e:
+            raise ValueError(str(e)) from e
+
+    @field_validator("levels")
+    @classmethod
+    def _known_levels(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        """A built-in backend's levels spelled its way, each once; a plugin's are checked
+        against its worker's handshake when the campaign starts (bot.campaign.levels)."""
+        if "backend" not in info.data:
+            return v  # the backend is wrong, and says so itself
+        spec = parse_backend(info.data["backend"])
+        if spec.plugin:
+            return list(dict.fromkeys(v))
+        names = adapter_class(spec.adapter).levels
+        try:
+            return list(dict.fromkeys(canonical_level(level, names, spec.name) for level in v))
         except BackendSpecError as e:
             raise ValueError(str(e)) from e
 

@@ -229,7 +229,9 @@ print("same")
 """
 
 
-@pytest.mark.parametrize("backend", ["tvm:default", "openvino:accuracy", f"{PLUGIN}:checked"])
+@pytest.mark.parametrize(
+    "backend", ["tvm:default", "tvm:inference", "onnxruntime:parallel", "openvino:accuracy", f"{PLUGIN}:checked"]
+)
 def test_repro_snippets_run_standalone(backend: str, tmp_path: Path) -> None:
     spec = parse_backend(backend)
     (case,) = stable_cases(1)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bot.campaign.run import Campaign, Lane
+from bot.campaign.run import Campaign
 from bot.campaign.sides import prepare_sides
 from bot.campaign.state import CampaignState
 from bot.cases.shard import Shard
@@ -49,10 +50,10 @@ class BaseAlsoPerturbs(Campaign):
     """The campaign as `fuzzbot fuzz` runs it, except that base's worker perturbs too, every
     other model (the CLI gives a test fault to head only)."""
 
-    def _lane(self) -> Lane:
-        lane = super()._lane()
-        lane[0].client.fault = {"kind": "perturb", "every": 2}
-        return lane
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        for lane in self.lanes:
+            lane[0].client.fault = {"kind": "perturb", "every": 2}
 
 
 def _two_labels(root: Path, seed: int, tests: int = 8, shard: Shard | None = None) -> Path:

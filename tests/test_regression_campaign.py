@@ -153,3 +153,40 @@ def test_a_flaky_head_is_never_a_regression(toy_repo: ToyRepo, build_cache: Path
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"].get("flaky", 0) >= 1 and "new_regression" not in summary["counts"]
     assert summary["findings"] == []
+
+
+def test_a_regression_only_at_a_drawn_level_is_found_reduced_and_localized_there(
+    toy_repo: ToyRepo, build_cache: Path, cli: Cli, tmp_path: Path
+) -> None:
+    """The campaign runs at O0, where the fusion bug cannot show, and draws each case's level
+    from O0 and O1: the regression is found at O1 only, its finding names O1, its reduction
+    runs at O1 (at O0 it would not reproduce and stay unreduced), and its localization asks
+    the campaign's own O0 workers, which get it right."""
+    backend = BACKEND.rsplit(":", 1)[0] + ":O0"
+    config = _config(tmp_path, toy_repo, build_cache, backend=backend, levels=["O0", "o1"], max_tests=80)
+    out = tmp_path / "out"
+    r = cli("fuzz", "--config", str(config), "--out", str(out))
+    assert r.code == 2, r.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["levels"]) == {"O0", "O1"} and sum(summary["levels"].values()) == summary["tests"]
+    assert min(summary["levels"].values()) >= summary["tests"] // 4  # both drawn, by seed
+    findings = summary["findings"]
+    assert findings and all(f["across"] == "new_regression" for f in findings)
+    for ref in findings:
+        finding = json.loads((out / ref["path"] / "finding.json").read_text())
+        assert finding["spec"].endswith(":O1") and finding["backend"]["level"] == "O1"
+        assert finding["localization"]["level"] == "O0" and finding["localization"]["depends_on_optimization"]
+        assert ref["reduced_path"], ref  # reduced where it was found
+        model = onnx.load(str(out / ref["reduced_path"] / "model.onnx"))
+        assert [n.op_type for n in model.graph.node] == ["Mul", "Sub"]
+        assert "level O1" in (out / ref["path"] / "repro.py").read_text()
+
+
+def test_a_level_the_build_lacks_stops_the_campaign_in_one_line(
+    toy_repo: ToyRepo, build_cache: Path, cli: Cli, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, toy_repo, build_cache, levels=["O1", "O9"], max_tests=4)
+    r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+    errors = [line for line in r.err_lines if line.startswith("error:")]
+    assert r.code == 1 and len(errors) == 1 and "Traceback" not in r.err, r.err
+    assert "levels: unknown level 'O9'" in errors[0] and "O0, O1" in errors[0]

@@ -4,6 +4,11 @@ a chosen graph optimization level on a chosen execution provider.
 Above `disable`, each session also saves the graph its optimizer made
 (`SessionOptions.optimized_model_filepath`), and `rewrites` compares it with the model
 given: which fusions and eliminations this build performed, with no instrumentation.
+
+`parallel` is the configuration a serving deployment runs, where races live: every
+optimization of `all`, the parallel executor (`ExecutionMode.ORT_PARALLEL`, independent
+nodes at once on 2 inter-op threads) and 2 intra-op threads per kernel, or the `threads`
+option when that asks for more.
 """
 
 from __future__ import annotations
@@ -62,11 +67,17 @@ class OrtAdapter(Adapter):
         "basic": "ORT_ENABLE_BASIC",
         "extended": "ORT_ENABLE_EXTENDED",
         "all": "ORT_ENABLE_ALL",
+        "parallel": "ORT_ENABLE_ALL",
     }
     """fuzzbot level -> GraphOptimizationLevel member, shared by sessions and repro scripts."""
+    PARALLEL_THREADS = 2
+    """Inter-op threads of `parallel`, and its least intra-op threads: the fewest that race."""
     levels = tuple(level_names)
     default_level = "all"
-    level_help = "SessionOptions.graph_optimization_level: ORT_DISABLE_ALL, ORT_ENABLE_BASIC, _EXTENDED, _ALL"
+    level_help = (
+        "SessionOptions.graph_optimization_level: ORT_DISABLE_ALL, ORT_ENABLE_BASIC, _EXTENDED, _ALL;"
+        " parallel: _ALL with ExecutionMode.ORT_PARALLEL and 2 inter-op and intra-op threads"
+    )
     opsets = (7, 26)
     """1.25 and later load 26, older releases less: the support probe asks each build (bot.sides.opset_probe)."""
     unsupported = (
@@ -120,6 +131,10 @@ class OrtAdapter(Adapter):
         so.graph_optimization_level = getattr(self.ort.GraphOptimizationLevel, self.level_names[level])
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
+        if level == "parallel":
+            so.execution_mode = self.ort.ExecutionMode.ORT_PARALLEL
+            so.inter_op_num_threads = self.PARALLEL_THREADS
+            so.intra_op_num_threads = max(self.threads, self.PARALLEL_THREADS)
         so.log_severity_level = 1 if self.trace else 3
         return so
 
@@ -163,11 +178,17 @@ class OrtAdapter(Adapter):
     @classmethod
     def repro_snippet(cls, level: str) -> str:
         const = cls.level_names[level]
+        parallel = (
+            f"\n    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL"
+            f"\n    so.inter_op_num_threads = so.intra_op_num_threads = {cls.PARALLEL_THREADS}"
+            if level == "parallel"
+            else ""
+        )
         return f"""def run(model_bytes, inputs):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.{const}
+    so.graph_optimization_level = ort.GraphOptimizationLevel.{const}{parallel}
     session = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, inputs)))

@@ -37,11 +37,15 @@ class TorchCompileAdapter(Adapter):
         "aot_eager": {"backend": "aot_eager"},
         "default": {"backend": "inductor"},
         "max-autotune": {"backend": "inductor", "mode": "max-autotune-no-cudagraphs"},
+        "dynamic": {"backend": "inductor", "dynamic": True},
     }
     """fuzzbot level -> torch.compile keyword arguments."""
     levels = tuple(level_args)
     default_level = "default"
-    level_help = "aot_eager: Dynamo+AOTAutograd, no codegen; default: Inductor; max-autotune: Inductor autotuning"
+    level_help = (
+        "aot_eager: Dynamo+AOTAutograd, no codegen; default: Inductor; max-autotune: Inductor autotuning;"
+        " dynamic: Inductor with dynamic=True (every size a symbol)"
+    )
     opsets = (7, 22)
     unsupported = (r"not implemented for '", r"not supported by the torch module builder")
     probe = False

@@ -8,10 +8,21 @@ alone changes almost nothing. fuzzbot's levels are the two pipelines users reach
 - `default`: the target's default pipeline (`relax.get_default_pipeline(target)`:
   LegalizeOps, FoldConstant, FuseOps, FuseTIR, then the same lowering), at opt_level 3.
 
+The configurations TVM's own tutorials and users run on an imported model before that
+pipeline are levels too, each a list of Relax passes on the high-level module
+(`PREPARATIONS`), then `default`. Each takes paths the default pipeline never does:
+
+- `fold`: FoldConstant on the high-level ops, which evaluates a constant subgraph at
+  compile time with the op's own legalization, before LegalizeOps ever sees it;
+- `inference`: DecomposeOpsForInference, then FoldConstant: BatchNorm and LayerNorm become
+  arithmetic whose constant parts are folded into the weights;
+- `nhwc`: ConvertLayout of every conv2d to NHWC (weights OHWI), the CPU layout users ask
+  for, with the layout transforms it inserts around each op in between.
+
 apache-tvm 0.25 to 0.27 differ in small ways; each difference is probed with getattr
 here rather than by version number, so a nightly between releases works too.
 
-Rewrites (at `default`; `O0` fuses nothing) are read off the built VM executable's text
+Rewrites (at every level but `O0`, which fuses nothing) are read off the built VM executable's text
 (`as_text()`, a fraction of a millisecond): FuseOps and FuseTIR leave one PrimFunc per group
 of two or more ops, named `fused_<op>_<op>...` (a lone op keeps its own name, no `fused_`),
 and each is counted by the VM instructions that call it, as `tvm::fused_<ops>` with the
@@ -24,7 +35,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,9 +45,20 @@ from backends.adapters.base import Adapter
 class TvmAdapter(Adapter):
     name = "tvm"
     system_modules = ("tvm",)
-    levels = ("O0", "default")
+    PREPARATIONS: ClassVar[dict[str, tuple[tuple[str, tuple[Any, ...]], ...]]] = {
+        "fold": (("FoldConstant", ()),),
+        "inference": (("DecomposeOpsForInference", ()), ("FoldConstant", ())),
+        "nhwc": (("ConvertLayout", ({"relax.nn.conv2d": ["NHWC", "OHWI"]},)),),
+    }
+    """Level -> the `relax.transform` passes (name, arguments) run on the imported module
+    before the default pipeline; the repro script writes the same calls."""
+    levels = ("O0", "default", *PREPARATIONS)
     default_level = "default"
-    level_help = "O0: default_build lowering only (no FoldConstant, no fusion); default: get_default_pipeline(llvm)"
+    level_help = (
+        "O0: default_build lowering only (no FoldConstant, no fusion); default: get_default_pipeline(llvm);"
+        " fold, inference, nhwc: FoldConstant / DecomposeOpsForInference+FoldConstant / ConvertLayout(conv2d NHWC)"
+        " on the imported module, then default"
+    )
     opsets = (1, 22)
     unsupported = (
         r"OpNotImplemented",
@@ -96,9 +118,11 @@ class TvmAdapter(Adapter):
     def compile(self, model: Any, level: str) -> Any:
         mod, outputs, inputs = model
         with self.tvm.transform.PassContext(opt_level=0 if level == "O0" else 3):
+            for name, args in self.PREPARATIONS.get(level, ()):
+                mod = getattr(self.relax.transform, name)(*args)(mod)
             executable = self._build(mod, self._pipeline(level))
         vm = self.relax.VirtualMachine(executable, self.device)
-        return vm, outputs, inputs, executable if level == "default" else None
+        return vm, outputs, inputs, executable if level != "O0" else None
 
     def rewrites(self, compiled: Any) -> dict[str, int]:
         """`tvm::fused_<ops>` -> calls of such fused functions in the VM program."""
@@ -140,6 +164,10 @@ class TvmAdapter(Adapter):
     def repro_snippet(cls, level: str) -> str:
         pipeline = 'relax.get_pipeline("default_build")' if level == "O0" else "relax.get_default_pipeline(target)"
         opt = 0 if level == "O0" else 3
+        prepare = "".join(
+            f"\n        mod = relax.transform.{name}({', '.join(map(repr, args))})(mod)"
+            for name, args in cls.PREPARATIONS.get(level, ())
+        )
         return f"""def run(model_bytes, inputs):
     import numpy as np
     import onnx
@@ -150,7 +178,8 @@ class TvmAdapter(Adapter):
     proto = onnx.load_from_string(model_bytes)
     target = tvm.target.Target("llvm")
     with tvm.transform.PassContext(opt_level={opt}):
-        executable = tvm.compile(from_onnx(proto), target=target, relax_pipeline={pipeline})
+        mod = from_onnx(proto){prepare}
+        executable = tvm.compile(mod, target=target, relax_pipeline={pipeline})
     vm = relax.VirtualMachine(executable, tvm.cpu())
     initializers = {{t.name for t in proto.graph.initializer}}
     args = [tvm.runtime.tensor(inputs[i.name]) for i in proto.graph.input if i.name not in initializers]

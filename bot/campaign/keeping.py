@@ -5,10 +5,12 @@ the one label its finding has; flaky and filtered cases kept apart."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from backends.reference import model_opset
 from backends.results import RunResult
+from backends.spec import BackendSpec
 from bot.campaign.side_setup import SideSetup
 from bot.campaign.state import CampaignState
 from bot.cases.making import Prepared
@@ -114,12 +116,19 @@ class FindingKeeper:
     def _culprit_index(self, cross: CrossJudgement) -> int:
         return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.culprit.side)
 
+    def _spec(self, cross: CrossJudgement, results: list[RunResult]) -> BackendSpec:
+        """The culprit's spec at the level the case ran at (bot.campaign.levels draws one per
+        case), so the repro, the reduction and the bisection run there too."""
+        index = self._culprit_index(cross)
+        spec, ran = self.setups[index].spec, results[index].backend
+        return replace(spec, level=ran.level) if ran is not None and ran.level else spec
+
     def _write(
         self, dest: Path, case: Prepared, cross: CrossJudgement, finding: Finding, results: list[RunResult]
     ) -> None:
         """The bundle, with what the values were judged against as its expected outputs: the
         reference, or base's outputs where base was head's reference, or none for a crash."""
-        spec = self.setups[self._culprit_index(cross)].spec
+        spec = self._spec(cross, results)
         title = f"{cross.key} in {spec}: {finding.signature}"
         bounds = self.cfg.tolerances.for_outputs(case.model, finding.backend.name)
         expected = case.reference
@@ -145,7 +154,7 @@ class FindingKeeper:
             backend=result.backend,
             base_backend=self.state.base,
             side=side.side,
-            spec=str(self.setups[self._culprit_index(cross)].spec),
+            spec=str(self._spec(cross, results)),
             seed=case.seed,
             generator=self._generated_with(case),
             stderr_tail=result.stderr_tail,

@@ -17,13 +17,13 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
 from bot.campaign.divergence import DivergenceLog
 from bot.campaign.hint import change_hint
 from bot.campaign.keeping import FindingKeeper
+from bot.campaign.levels import LevelLanes, case_level, check_levels, offered
 from bot.campaign.perf import compare_perf
 from bot.campaign.probing import Probed, ask_opsets, loads_up_to, plan_opsets, probe_range
 from bot.campaign.side_setup import SideSetup
@@ -98,7 +98,10 @@ class Campaign:
         self.on_test: Callable[[CampaignState], None] = lambda s: None
         self.on_probe_failure: Callable[[ProbeFailure], None] = lambda f: None
         self.on_probe_progress: Callable[[int, int], None] | None = None
-        self.lanes: list[Lane] = [self._lane() for _ in range(cfg.jobs)]
+        self.lane_sets = [LevelLanes(cfg, self.setups) for _ in range(cfg.jobs)]
+        self.lanes: list[Lane] = [lanes.own for lanes in self.lane_sets]
+        """Each lane at the campaign's own level; `lane_sets` adds the levels cases draw."""
+        self.levels: list[str] = []
         self.client = self.lanes[0][-1].client
         """Lane 0's head worker: the one that probes support."""
         self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
@@ -120,23 +123,6 @@ class Campaign:
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
         self._lock = threading.RLock()
         self._stop = threading.Event()
-
-    def _lane(self) -> Lane:
-        fault = self.cfg.test_fault.spec() if self.cfg.test_fault else None
-        cfg = self.cfg
-        return [
-            Side(
-                s.name,
-                WorkerClient(
-                    s.spec,
-                    s.python,
-                    cfg.timeout,
-                    fault=fault if s.name == SideName.head else None,
-                    compile_timeout_s=cfg.compile_timeout,
-                ),
-            )
-            for s in self.setups
-        ]
 
     @property
     def next_seed(self) -> int:
@@ -175,6 +161,7 @@ class Campaign:
             infos = [side.client.start() for lane in self.lanes for side in lane]
             self.state.backend = infos[len(self.setups) - 1]
             self.state.base = infos[0] if self.two_sided else None
+            self.levels = check_levels(self.cfg.levels, [side.client for side in self.lanes[0]])
             self.check_sides()
             self._read_hint()
             self.probe()
@@ -275,9 +262,9 @@ class Campaign:
             return
         t0 = time.monotonic()
         replay = self.state.regressions = RegressionSummary(path=str(self.regressions.folder))
-        lane = self.lanes[0]
         while self._may_start() and (replayed := self.regressions.next()) is not None:
             replayed.case.regression_of = replayed.fingerprint
+            lane = self.lane_sets[0].at(offered(replayed.level, self.lanes[0]))
             cross, _ = self._run_case(replayed.case, lane)
             replay.replayed += 1
             if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
@@ -307,24 +294,24 @@ class Campaign:
     def _stop_fuzzing(self, start: float) -> None:
         """wall_s is the fuzzing time; reduction and bisection have their own timings."""
         self.state.wall_s = time.monotonic() - start
-        self.state.worker_restarts = sum(side.client.restarts for lane in self.lanes for side in lane)
+        self.state.worker_restarts = sum(side.client.restarts for lanes in self.lane_sets for side in lanes.sides())
         self.close()
         self.source.close()
 
     def _run_lanes(self) -> None:
-        if len(self.lanes) == 1:
-            self._run_lane(self.lanes[0])
+        if len(self.lane_sets) == 1:
+            self._run_lane(self.lane_sets[0])
             return
         errors: list[BaseException] = []
 
-        def work(lane: Lane) -> None:
+        def work(lanes: LevelLanes) -> None:
             try:
-                self._run_lane(lane)
+                self._run_lane(lanes)
             except BaseException as e:  # noqa: BLE001 - handed to the main thread below
                 errors.append(e)
                 self._stop.set()
 
-        threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in self.lanes]
+        threads = [threading.Thread(target=work, args=(lanes,), daemon=True) for lanes in self.lane_sets]
         for t in threads:
             t.start()
         try:
@@ -336,16 +323,18 @@ class Campaign:
         if errors:
             raise errors[0]
 
-    def _run_lane(self, lane: Lane) -> None:
+    def _run_lane(self, lanes: LevelLanes) -> None:
         """A worker waits on the lane as little as can be: while it computes a case, the lane
         makes the next one and prepares this one's judging (bot.campaign.triage.Triage.prepare), and
         the next case is sent before this one is judged. Re-runs that judging asks for run in
         between (WorkerClient.run keeps the answer sent ahead), so the cases, their order and
         their verdicts are those of a lane that waits. After a crash or a timeout nothing is
-        sent ahead: the worker is gone, and the re-run restarts it first."""
+        sent ahead: the worker is gone, and the re-run restarts it first. Each case runs on
+        the lane's workers at its drawn level (bot.campaign.levels)."""
         case = self.source.next(self._may_start)
         ahead = False
         while case is not None:
+            lane = lanes.at(case_level(case.seed, self.levels))
             if not ahead:
                 self._send(case, lane)
             following = self.source.next(self._may_start)
@@ -353,7 +342,7 @@ class Campaign:
             results = [side.client.collect() for side in lane]
             ahead = False
             if following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results):
-                self._send(following, lane)
+                self._send(following, lanes.at(case_level(following.seed, self.levels)))
                 ahead = True
             self.record(case, results, lane, evidence)
             case = following
@@ -364,8 +353,8 @@ class Campaign:
             side.client.submit(case.model_bytes, case.inputs)
 
     def close(self) -> None:
-        for lane in self.lanes:
-            for side in lane:
+        for lanes in self.lane_sets:
+            for side in lanes.sides():
                 side.client.close()
                 side.close()
 
@@ -415,6 +404,8 @@ class Campaign:
                 times.backend_compute += spent
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
+            if self.levels and (ran := results[-1].backend) is not None:
+                self.state.levels[ran.level] += 1
             gain = max(self._diverged(case, results, cross), PAIR_GAIN if case.new_coverage else 0.0)
             if self.two_sided and self._near_miss(cross, results[-1]):
                 self.source.add_parent(case, "near_miss")

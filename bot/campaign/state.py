@@ -61,6 +61,8 @@ class CampaignState:
     tests: int = 0
     seed_last: int | None = None
     perf: list[PerfFinding] = field(default_factory=list)
+    levels: Counter[str] = field(default_factory=Counter)
+    """Cases by the level they ran at, when a campaign draws among levels."""
     backend: BackendInfo | None = None
     base: BackendInfo | None = None
     imports: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -107,6 +109,7 @@ class CampaignState:
             imports=self.imports,
             findings=self.kept.findings,
             perf=self.perf,
+            levels=dict(sorted(self.levels.items())),
             occurrences=self.kept.occurrences,
             wall_s=self.wall_s,
             time_s=times,

@@ -54,12 +54,17 @@ class Side:
     name: str
     client: WorkerClient
     lowest: WorkerClient | None = field(default=None, repr=False)
+    twin: Side | None = field(default=None, repr=False)
+    """The same build at the campaign's own level, when this side runs a drawn one
+    (bot.campaign.levels): its lowest-level worker serves both."""
 
     def lowest_client(self) -> WorkerClient | None:
         """None when the side already runs at its lowest level."""
         level = self.client.lowest_level
         if level is None or level == self.client.level:
             return None
+        if self.twin is not None:
+            return self.twin.client if self.twin.client.level == level else self.twin.lowest_client()
         if self.lowest is None:
             c = self.client
             spec = replace(c.spec, level=level)

@@ -33,6 +33,8 @@ class Replayed:
     case: Prepared
     fingerprint: str
     nodes: int
+    level: str | None = None
+    """The level its finding's case ran at (bot.campaign.levels), from the spec it recorded."""
 
 
 @dataclass
@@ -65,7 +67,7 @@ class RegressionCorpus:
             case.seed = _stored_seed(path)
             # Filed under its folder's name: `add` names it after the finding as reported,
             # which its reduced model's own fingerprint may differ from.
-            return Replayed(case, path.name, len(case.model.graph.node))
+            return Replayed(case, path.name, len(case.model.graph.node), _stored_level(path))
         return None
 
     def add(self, out: Path, findings: list[FindingRef]) -> list[str]:
@@ -107,3 +109,13 @@ def _finding_json(bundle: Path) -> dict[str, object]:
 def _stored_seed(bundle: Path) -> int:
     seed = _finding_json(bundle).get("seed")
     return seed if isinstance(seed, int) else -1
+
+
+def _stored_level(bundle: Path) -> str | None:
+    """The level in the finding's spec (`tvm:fold`), or None; a spec of a backend this
+    campaign does not run is the campaign's to refuse (bot.campaign.levels.LevelLanes)."""
+    spec = _finding_json(bundle).get("spec")
+    if not isinstance(spec, str) or ":" not in spec:
+        return None
+    level = spec.split(",")[0].rsplit(":", 1)[1]
+    return level or None

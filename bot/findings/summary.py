@@ -305,6 +305,8 @@ class Summary(BaseModel):
     reference_warnings: int = 0
     """numpy warnings (overflow, invalid value) onnx.reference raised, for references and
     tie-breaks: counted here instead of printed, where a log reader takes them for errors."""
+    levels: dict[str, int] = Field(default_factory=dict)
+    """Cases by the level they ran at, when the campaign drew among levels (bot.campaign.levels)."""
     steered: dict[str, int] = Field(default_factory=dict)
     """Insertions undone because they completed a known bug's trigger, by the bug's
     fingerprint (generator.avoid)."""

@@ -192,6 +192,7 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
         reference_gaps=_sum(s.reference_gaps for s in summaries),
         tiebreaks=_sum(s.tiebreaks for s in summaries),
         steered=_sum(s.steered for s in summaries),
+        levels=_sum(s.levels for s in summaries),
         imports=next((s.imports for s in summaries if s.imports), {}),
         sides=next((s.sides for s in summaries if s.sides), {}),
         compiler=next((s.compiler for s in summaries if s.compiler is not None), None),

@@ -27,6 +27,7 @@ from bot.reduce.finding import (
     SidePools,
     SideRun,
     across_after_reduction,
+    finding_level,
     generalize,
     reduce_one,
     reduction_order,
@@ -121,10 +122,11 @@ class CampaignReduction:
         guard = others[0] if others and ref.across in (CrossVerdict.new_regression, CrossVerdict.fixed) else None
         both = bool(others) and ref.across == CrossVerdict.persistent and not finding.base_failure
         settings = self.cfg.reduce.model_copy(update={"budget": budget_s})
-        reduced = reduce_one(bundle, finding, guard, self.pools, settings, others[0] if both else None)
+        pools = self.pools.at_level(finding_level(finding))
+        reduced = reduce_one(bundle, finding, guard, pools, settings, others[0] if both else None)
         if reduced is None:
             if guard is not None:
-                self._ask_again(ref, bundle, finding, guard)
+                self._ask_again(ref, bundle, finding, guard, pools)
             return
         provisional = ref.across == CrossVerdict.new_in_head or (
             ref.across == CrossVerdict.persistent and bool(finding.base_failure)
@@ -132,10 +134,10 @@ class CampaignReduction:
         if provisional and others:
             was = ref.across
             assert was is not None
-            ref.across = across_after_reduction(reduced, others[0], self.pools, otherwise=was)
+            ref.across = across_after_reduction(reduced, others[0], pools, otherwise=was)
             guard = others[0] if ref.across == CrossVerdict.new_regression else None
             bundle, reduced = self._relabelled(ref, bundle, reduced, was)
-        evidence = generalize(reduced, finding.side, guard, self.pools) if settings.generalize else None
+        evidence = generalize(reduced, finding.side, guard, pools) if settings.generalize else None
         first_seen = ref.fingerprint
         named = rename_finding(ref, bundle, reduced, self.kept, self.store, evidence)
         self.aliases[first_seen] = ref.fingerprint
@@ -148,12 +150,12 @@ class CampaignReduction:
         self.kept.findings.remove(ref)
         move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
-    def _ask_again(self, ref: FindingRef, bundle: Path, finding: Finding, guard: str) -> None:
+    def _ask_again(self, ref: FindingRef, bundle: Path, finding: Finding, guard: str, pools: SidePools) -> None:
         """A regression or fix that did not reproduce: when one side now answers otherwise
         than in every campaign run, the case is flaky (bot.reduce.recheck). It moves to
         OUT/flaky/ with the answer in its note, leaves the findings, and its count moves
         with it; the label it had is not one the builds back."""
-        found = disagreement(bundle, finding, guard, self.pools, self.cfg.oracles.reruns)
+        found = disagreement(bundle, finding, guard, pools, self.cfg.oracles.reruns)
         if found is None:
             return
         print(f"warning: {bundle}: {ref.across} set aside as flaky: {found.note}", file=sys.stderr)

@@ -12,6 +12,7 @@ to one name are one bug, and the later is folded into the earlier as an occurren
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from backends.client import WorkerClient
 from backends.death import optimizer_site
 from backends.faults import FaultSpec
 from backends.results import Status
-from backends.spec import BackendSpecError, parse_backend
+from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
 from bot.findings.kept import KeptFindings
@@ -68,21 +69,50 @@ class SidePools:
         self.runs = runs
         self.judging = judging or Judging()
         self._pools: dict[tuple[str, str | None], ClientPool] = {}
+        self.level: str | None = None
+        """Every side's own level in this view (at_level); None: each side's spec's."""
+
+    def at_level(self, level: str | None) -> SidePools:
+        """The same workers, with `level` as every side's own: a finding whose case drew a
+        level (bot.campaign.levels) is reduced, rechecked and generalized at it."""
+        view = copy.copy(self)
+        view.level = level
+        return view
+
+    def spec(self, side: str, level: str | None = None) -> BackendSpec:
+        """`side`'s spec at `level`, else at this view's level, else its own."""
+        spec = parse_backend(self.runs[side].spec)
+        level = level or self.level
+        return replace(spec, level=level) if level else spec
+
+    def side_run(self, side: str) -> SideRun:
+        return replace(self.runs[side], spec=str(self.spec(side)))
 
     def pool(self, side: str, level: str | None = None) -> ClientPool:
-        """`side`'s workers, at `level` when given (else the side's own)."""
-        if (side, level) not in self._pools:
+        """`side`'s workers, at `level` when given (else this view's, else the side's own)."""
+        spec = self.spec(side, level)
+        key = (side, spec.level)
+        if key not in self._pools:
             run = self.runs[side]
-            spec, fault = parse_backend(run.spec), FaultSpec(**run.fault) if run.fault else None
-            if level is not None:
-                spec = replace(spec, level=level)
-            self._pools[side, level] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
-        return self._pools[side, level]
+            fault = FaultSpec(**run.fault) if run.fault else None
+            self._pools[key] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
+        return self._pools[key]
 
     def close(self) -> None:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+
+
+def finding_level(finding: Finding) -> str | None:
+    """The level the finding's case ran at, from its spec (None for a finding from before
+    specs were recorded: its side's own)."""
+    if not finding.spec:
+        return None
+    try:
+        return parse_backend(finding.spec).level or None
+    except BackendSpecError:
+        return None
 
 
 def input_form(model: onnx.ModelProto) -> str:
@@ -131,7 +161,7 @@ def reduce_one(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
-            backend=pools.runs[culprit].spec,
+            backend=str(pools.spec(culprit)),
             also=also,
             pool=pools.pool(culprit),
             judging=pools.judging,
@@ -139,7 +169,7 @@ def reduce_one(
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
-    name_optimizer_death(reduced, pools.runs[culprit])
+    name_optimizer_death(reduced, pools.side_run(culprit))
     name_first_wrong(reduced, pools.pool(culprit), pools.judging)
     return reduced
 
