@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from reducers import edit
 from reducers.candidate import Candidate, TensorValues, tensor_types
 from reducers.ddmin import ddmin
-from reducers.subgraphs import branch_inlines
+from reducers.subgraphs import branch_inlines, loop_trims
 from reducers.tester import BudgetExhausted, Tester
 
 
@@ -236,6 +236,11 @@ def inline_branches(case: Candidate, ctx: Context) -> Candidate | None:
     return _first_of(ctx, case, branch_inlines)
 
 
+def trim_loops(case: Candidate, ctx: Context) -> Candidate | None:
+    """Loops run fewer times (reducers.subgraphs)."""
+    return _first_of(ctx, case, loop_trims)
+
+
 STRUCTURAL_PASSES: tuple[Pass, ...] = (drop_nodes, drop_outputs, bypass_nodes, inline_branches)
 """Passes that remove nodes. drop_nodes comes first: cutting nodes also drops the
 outputs they made, which on generated models is cheaper than ddmin over outputs first."""
@@ -286,6 +291,7 @@ POLISH_PASSES: tuple[Pass, ...] = (
     simplify_initializers,
     default_attributes,
     shrink_shapes,
+    trim_loops,
     tidy,
 )
 """Passes that keep the node count and make what is left simpler to read. A pass is named

@@ -23,6 +23,11 @@ from oracles.compare import compare
 from oracles.references import float64_reference, onnx_reference
 from oracles.signature import op_signature
 from oracles.verdict import Verdict, judge
+from reducers import passes, subgraphs
+from reducers.candidate import Candidate
+from reducers.passes import Context
+from reducers.tester import ReduceConfig
+from reducers.tester import Tester as CandidateTester
 from tests.conftest import CliResult
 
 Cli = Callable[..., CliResult]
@@ -160,3 +165,50 @@ def test_a_crash_that_does_not_need_the_if_reduces_to_a_straight_line(cli: Cli, 
     small = load_bundle(tmp_path / "small")
     assert [n.op_type for n in small.model.graph.node if n.op_type == "If"] == []
     assert len(small.model.graph.node) == 1
+
+
+def _loop_runs_right(case: Candidate) -> bool:
+    """The model has a Loop, and onnxruntime computes every output at its declared shape
+    with the reference's values: a trimmed Loop must stay a valid model, not just a smaller one."""
+    if not any(n.op_type == "Loop" for n in case.model.graph.node):
+        return False
+    try:
+        with WorkerClient(parse_backend("onnxruntime:disable"), timeout_s=60) as client:
+            result = client.run(case.model.SerializeToString(), case.inputs)
+        reference = run_reference(case.model, case.inputs)
+    except Exception:  # noqa: BLE001 - any refusal means "not this bug"
+        return False
+    if result.status is not Status.ok:
+        return False
+    for out in case.model.graph.output:
+        got = result.outputs[out.name].shape
+        declared = out.type.tensor_type.shape.dim
+        if len(got) != len(declared) or any(d.dim_value not in (0, n) for d, n in zip(declared, got, strict=True)):
+            return False
+        if not np.allclose(result.outputs[out.name], reference[out.name], rtol=1e-3, atol=1e-3):
+            return False
+    return True
+
+
+def test_a_loop_is_trimmed_to_one_iteration_when_the_bug_needs_no_more() -> None:
+    cases = [
+        c
+        for c in (generate(seed, GenConfig(nodes=2, ops=["Loop", "Relu"], dtypes=["float32"])) for seed in range(60))
+        if [n.op_type for n in c.model.graph.node].count("Loop") == 1
+    ]
+    trimmed: list[tuple[bool, bool]] = []
+    for generated in cases:
+        case = Candidate(generated.model, dict(generated.inputs))
+        (loop,) = [n for n in case.model.graph.node if n.op_type == "Loop"]
+        before, stop = subgraphs._int_value(case, loop.input[0]), subgraphs._early_stop(loop)
+        if before is None or min(before, stop[1] + 1 if stop else before) < 2 or not _loop_runs_right(case):
+            continue  # one iteration already, or a model onnxruntime already gets wrong
+        small = passes.trim_loops(case, Context(CandidateTester(_loop_runs_right, Candidate.key, ReduceConfig())))
+        assert small is not None and _loop_runs_right(small)
+        (after,) = [n for n in small.model.graph.node if n.op_type == "Loop"]
+        now = subgraphs._early_stop(after)
+        runs = min(subgraphs._int_value(small, after.input[0]) or 0, now[1] + 1 if now else 1 << 30)
+        assert runs == 1, (before, stop)
+        trimmed.append((loop.input[0] in case.inputs, subgraphs._early_stop(loop) is not None))
+    assert {runtime for runtime, _ in trimmed} == {True, False}, trimmed  # a trip count constant, and fed
+    assert {early for _, early in trimmed} == {True, False}, trimmed  # with an early stop, and without
