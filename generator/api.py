@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from generator.avoid import Avoid
 from generator.binning import BinChooser, bin_of
 from generator.coverage import INPUT, Coverage, Feedback, pair_key
-from generator.dtypes import DType
+from generator.dtypes import WIDE, DType, classic
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
 from generator.emit import (
     IR_VERSION,
@@ -50,7 +50,8 @@ is written at unless a campaign draws its opset (GenConfig.opset_min, opset_max)
 OLDEST_GENERATED = min(IR_VERSION)
 
 
-ALL_DTYPES = list(DType)
+ALL_DTYPES = classic(list(DType))
+"""The default element types; the WIDE ones come through `wide_types`."""
 
 
 class GenConfig(BaseModel):
@@ -117,6 +118,13 @@ class GenConfig(BaseModel):
         " (IsInf, comparisons, Max, ArgMax, ...): a grown input that qualifies, else a probe's own"
         " (generator.specials)",
     )
+    wide_types: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of cases that start from the element types no op draws on its own (int16), where a"
+        " backend's probe says it runs them (generator.dtypes.WIDE)",
+    )
     symbolic_dims: float = Field(
         0.25,
         ge=0.0,
@@ -180,8 +188,23 @@ def op_specs(only: list[str] | None = None, opset: int | None = None) -> list[ty
     return [specs[n] for n in names if specs[n].exists_at(opset)]
 
 
+WIDE_SALT = 0x5EED_16
+"""Salts the stream that picks the `wide_types` share of seeds: one of its own, so the share
+changes no other draw."""
+
+
+def wide_draw(seed: int, share: float) -> bool:
+    """Whether the seed's case starts from a WIDE element type (GenConfig.wide_types)."""
+    return share > 0 and random.Random(seed ^ WIDE_SALT).random() < share
+
+
+def _startable(seeds: list[TType], specs: Sequence[type[OpSpec]], allowed: Allowed) -> list[TType]:
+    """The first tensor types some allowed op takes."""
+    return [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)]
+
+
 def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
-    dtypes = set(cfg.dtypes)
+    dtypes = set(cfg.dtypes) | (set(WIDE) if cfg.wide_types > 0 else set())
 
     def allowed(spec: type[OpSpec], sig: Sequence[TType]) -> bool:
         key = spec.key_dtype(sig)
@@ -262,7 +285,10 @@ def grow_case(
     feedback = Feedback(coverage, specs, rng, draws) if coverage is not None and cfg.feedback else None
     allowed = _allowed(cfg, support)
     seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
-    seeds = [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)] or seeds
+    if wide_draw(seed, cfg.wide_types):
+        wide = [TType(d, r) for d in WIDE if d not in cfg.dtypes for r in range(1, 6)]
+        seeds = _startable(wide, specs, allowed) or seeds
+    seeds = _startable(seeds, specs, allowed) or seeds
     with one_thread():
         cov = coverage if cfg.feedback else None
         patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, cov, draws)

@@ -22,6 +22,7 @@ class DType(StrEnum):
     int32 = "int32"
     int64 = "int64"
     bool = "bool"
+    int16 = "int16"
 
     @property
     def onnx(self) -> int:
@@ -56,6 +57,7 @@ _ONNX: dict[DType, int] = {
     DType.int32: TensorProto.INT32,
     DType.int64: TensorProto.INT64,
     DType.bool: TensorProto.BOOL,
+    DType.int16: TensorProto.INT16,
 }
 
 FLOATS: tuple[DType, ...] = (DType.float32,)
@@ -75,3 +77,15 @@ NUMERIC_32_FIRST: tuple[DType, ...] = (*FLOATS_32_FIRST, *INTS)
 """NUMERIC in the enum's order, which the index families draw from."""
 SIGNED: tuple[DType, ...] = FLOAT_TYPES + SIGNED_INTS
 ALL: tuple[DType, ...] = (*NUMERIC, DType.bool)
+WIDE: tuple[DType, ...] = (DType.int16,)
+"""Element types a case draws only when it starts from them (GenConfig.wide_types): every
+type-choosing draw picks among the others (`classic`), so adding a type to an op's set
+leaves every case that never starts from it as it was. onnxruntime runs int16 in 24 CPU
+kernels (arithmetic, comparisons, data movement), TVM in all it lowers."""
+WITH_INT16: tuple[DType, ...] = (*NUMERIC, DType.int16)
+"""NUMERIC and int16: the arithmetic and comparison ops whose schemas take int16."""
+
+
+def classic(types: tuple[DType, ...] | list[DType]) -> list[DType]:
+    """`types` without the WIDE ones: what an op draws a type from (see WIDE)."""
+    return [t for t in types if t not in WIDE] or list(types)

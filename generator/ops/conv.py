@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import FLOATS_32_FIRST, DType
+from generator.dtypes import FLOATS_32_FIRST, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.ops.nn import CONV, CONV_T, QUANT, quant_zero_point, torch_pads, widen
 from generator.ops.windows import WindowOp, window_params
@@ -105,7 +105,7 @@ class ConvInteger(GroupedConv):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if out.dtype is not DType.int32 or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
-        return [TType(rng.choice(cls.dtypes), out.rank)]
+        return [TType(rng.choice(classic(cls.dtypes)), out.rank)]
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         x = ins[0].shape

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, DType
+from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, WITH_INT16, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
@@ -74,13 +74,14 @@ class BroadcastOp(OpSpec):
         if cls.out_dtype is not None:
             if out.dtype != cls.out_dtype:
                 return None
-            main = rng.choice(cls.dtypes)
+            main = rng.choice(classic(cls.dtypes))
         elif out.dtype in cls.dtypes:
             main = out.dtype
         else:
             return None
         n = cls.draw_arity(rng)
-        types = [TType(rng.choice(cls.in_dtypes[i]) if i in cls.in_dtypes else main, out.rank) for i in range(n)]
+        slot_type = {i: rng.choice(classic(cls.in_dtypes[i])) for i in range(n) if i in cls.in_dtypes}
+        types = [TType(slot_type.get(i, main), out.rank) for i in range(n)]
         if n == 2 and rng.random() < 0.5:
             short = rng.randrange(2)
             types[short] = TType(types[short].dtype, rng.randint(cls.min_rank, out.rank))
@@ -165,37 +166,37 @@ def _mean(*xs: torch.Tensor) -> torch.Tensor:
     return reduce(torch.add, xs) / len(xs)
 
 
-_binary("Add", torch.add)
+_binary("Add", torch.add, WITH_INT16)
 
 
-_binary("Sub", torch.sub)
+_binary("Sub", torch.sub, WITH_INT16)
 
 
-_binary("Mul", torch.mul)
+_binary("Mul", torch.mul, WITH_INT16)
 
 
-_binary("Div", _int_div)
+_binary("Div", _int_div, WITH_INT16)
 
 
 _binary("Pow", torch.pow, FLOAT_TYPES)
 
 
-_binary("Max", torch.maximum, variadic=True)
+_binary("Max", torch.maximum, WITH_INT16, variadic=True)
 
 
-_binary("Min", torch.minimum, variadic=True)
+_binary("Min", torch.minimum, WITH_INT16, variadic=True)
 
 
 _binary("Sum", torch.add, FLOAT_TYPES, variadic=True)
 
 
-_binary("Equal", torch.eq, (*INTS, DType.float32, DType.float64, DType.bool), out_dtype=DType.bool)
+_binary("Equal", torch.eq, (*INTS, DType.float32, DType.float64, DType.bool, DType.int16), out_dtype=DType.bool)
 
 
-_binary("Less", torch.lt, NUMERIC, out_dtype=DType.bool)
+_binary("Less", torch.lt, WITH_INT16, out_dtype=DType.bool)
 
 
-_binary("Greater", torch.gt, NUMERIC, out_dtype=DType.bool)
+_binary("Greater", torch.gt, WITH_INT16, out_dtype=DType.bool)
 
 
 _binary("LessOrEqual", torch.le, NUMERIC, out_dtype=DType.bool)
@@ -213,13 +214,13 @@ _binary("Or", torch.logical_or, (DType.bool,))
 _binary("Xor", torch.logical_xor, (DType.bool,))
 
 
-_binary("BitwiseAnd", torch.bitwise_and, INTS, since=18)
+_binary("BitwiseAnd", torch.bitwise_and, (*INTS, DType.int16), since=18)
 
 
-_binary("BitwiseOr", torch.bitwise_or, INTS, since=18)
+_binary("BitwiseOr", torch.bitwise_or, (*INTS, DType.int16), since=18)
 
 
-_binary("BitwiseXor", torch.bitwise_xor, INTS, since=18)
+_binary("BitwiseXor", torch.bitwise_xor, (*INTS, DType.int16), since=18)
 
 
 @register

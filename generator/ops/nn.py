@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 import z3
 
-from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
+from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType, classic
 from generator.ops.base import (
     OUTPUTS,
     Attrs,
@@ -332,7 +332,7 @@ class MatMulInteger(OpSpec):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if out.dtype is not DType.int32 or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
-        return [TType(rng.choice(cls.dtypes), out.rank)]
+        return [TType(rng.choice(classic(cls.dtypes)), out.rank)]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return [self.n * ins[0].shape[-1] <= self.sc.max_elements]

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from generator.dtypes import DType
+from generator.dtypes import DType, classic
 from generator.ops.base import Attrs, Emitter, SameShapeOp, register
 from generator.ops.nn import QUANT
 from generator.quantization import dynamic_range, per_axis, quantize
@@ -39,7 +39,7 @@ class Converting(SameShapeOp):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if out.dtype not in cls.makes or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
-        return [TType(rng.choice(cls.dtypes) if len(cls.dtypes) > 1 else cls.dtypes[0], out.rank)]
+        return [TType(rng.choice(classic(cls.dtypes)) if len(cls.dtypes) > 1 else cls.dtypes[0], out.rank)]
 
 
 class QuantOp(Converting):

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType
+from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, Reference, axis_of, register
 from generator.ops.nn import exact, widen
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
@@ -209,7 +209,7 @@ class ArgOp(OpSpec):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if out.dtype is not DType.int64 or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
-        return [TType(rng.choice(cls.dtypes), min(cls.max_rank, out.rank + rng.randint(0, 1)))]
+        return [TType(rng.choice(classic(cls.dtypes)), min(cls.max_rank, out.rank + rng.randint(0, 1)))]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []

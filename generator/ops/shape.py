@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.dtypes import DType
+from generator.dtypes import DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, norm_axes, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
@@ -367,7 +367,7 @@ class Shape(OpSpec):
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         if out.dtype is not DType.int64 or out.rank != 1:
             return None
-        return [TType(rng.choice(cls.dtypes), rng.randint(cls.min_rank, cls.max_rank))]
+        return [TType(rng.choice(classic(cls.dtypes)), rng.randint(cls.min_rank, cls.max_rank))]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []

@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, SIGNED, DType
+from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, SIGNED, WITH_INT16, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.ops.elementwise import Fn
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType
@@ -51,7 +51,7 @@ class UnaryOp(OpSpec):
             return super().backward_inputs(out, rng)
         if out.dtype != cls.out_dtype or not cls.min_rank <= out.rank <= cls.max_rank:
             return None
-        return [TType(rng.choice(cls.dtypes), out.rank)]
+        return [TType(rng.choice(classic(cls.dtypes)), out.rank)]
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []
@@ -113,10 +113,10 @@ def _gelu(x: torch.Tensor, a: Attrs) -> torch.Tensor:
 
 
 # Math.
-_unary("Abs", lambda x, a: torch.abs(x), NUMERIC)
+_unary("Abs", lambda x, a: torch.abs(x), WITH_INT16)
 
 
-_unary("Neg", lambda x, a: torch.neg(x), SIGNED)
+_unary("Neg", lambda x, a: torch.neg(x), (*SIGNED, DType.int16))
 
 
 def _sign(x: torch.Tensor, a: Attrs) -> torch.Tensor:
@@ -124,7 +124,7 @@ def _sign(x: torch.Tensor, a: Attrs) -> torch.Tensor:
     return torch.where(torch.isnan(x), x, torch.sign(x)) if x.is_floating_point() else torch.sign(x)
 
 
-_unary("Sign", upcast(_sign), NUMERIC)
+_unary("Sign", upcast(_sign), WITH_INT16)
 
 
 _unary("Ceil", upcast(lambda x, a: torch.ceil(x)))
