@@ -37,6 +37,7 @@ from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from generator.patterns.choose import PatternChooser
 from generator.specials import graph_outputs, schema_allowed, special_draw, with_special_values
+from generator.start import start_types
 from generator.symbolic import AbsTensor, SymCtx, TType
 from generator.tape import TapeRandom
 from generator.values import Method, NoValidValues, ValueOutcome, apply_values, find_values
@@ -188,21 +189,6 @@ def op_specs(only: list[str] | None = None, opset: int | None = None) -> list[ty
     return [specs[n] for n in names if specs[n].exists_at(opset)]
 
 
-WIDE_SALT = 0x5EED_16
-"""Salts the stream that picks the `wide_types` share of seeds: one of its own, so the share
-changes no other draw."""
-
-
-def wide_draw(seed: int, share: float) -> bool:
-    """Whether the seed's case starts from a WIDE element type (GenConfig.wide_types)."""
-    return share > 0 and random.Random(seed ^ WIDE_SALT).random() < share
-
-
-def _startable(seeds: list[TType], specs: Sequence[type[OpSpec]], allowed: Allowed) -> list[TType]:
-    """The first tensor types some allowed op takes."""
-    return [t for t in seeds if any(s.slot_ok(0, t) and allowed(s, [t] * s.arity) for s in specs)]
-
-
 def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
     dtypes = set(cfg.dtypes) | (set(WIDE) if cfg.wide_types > 0 else set())
 
@@ -284,11 +270,7 @@ def grow_case(
     draws = _focus_draws(focus, coverage, cfg, specs, rng)
     feedback = Feedback(coverage, specs, rng, draws) if coverage is not None and cfg.feedback else None
     allowed = _allowed(cfg, support)
-    seeds = [TType(d, r) for d in cfg.dtypes for r in range(1, 6)]
-    if wide_draw(seed, cfg.wide_types):
-        wide = [TType(d, r) for d in WIDE if d not in cfg.dtypes for r in range(1, 6)]
-        seeds = _startable(wide, specs, allowed) or seeds
-    seeds = _startable(seeds, specs, allowed) or seeds
+    seeds = start_types(seed, cfg.dtypes, cfg.wide_types, specs, allowed)
     with one_thread():
         cov = coverage if cfg.feedback else None
         patterns = PatternChooser(pattern_variants(cfg, support), cfg.patterns, rng, cov, draws)

@@ -20,7 +20,9 @@ def stable_cases(count: int, start: int = 0, nodes: int = 5) -> list[GeneratedCa
     """`count` cases from consecutive seeds from `start`, skipping seeds without valid values.
     Shapes stay constants and no edge is aimed at: every backend must run these as they are
     (TVM's Relax frontend declines most runtime shapes)."""
-    cfg = GenConfig(nodes=nodes, ops=STABLE_OPS, dtypes=[DType.float32], feedback=False, runtime_shapes=0, edges=0)
+    cfg = GenConfig(
+        nodes=nodes, ops=STABLE_OPS, dtypes=[DType.float32], feedback=False, runtime_shapes=0, edges=0, wide_types=0
+    )
     cases: list[GeneratedCase] = []
     seed = start
     while len(cases) < count:

@@ -15,8 +15,9 @@ from backends.reference import run_reference
 from backends.results import Status
 from backends.spec import parse_backend
 from bot.sides.probe import ProbeFailure, probe_support
-from generator.api import GenConfig, GeneratedCase, generate, wide_draw
+from generator.api import GenConfig, GeneratedCase, generate
 from generator.dtypes import WIDE, DType
+from generator.start import wide_draw
 
 INT16_OPS = ["Add", "Sub", "Mul", "Abs", "Neg", "Less", "Equal", "Concat", "Transpose", "Gather", "Slice", "Tile"]
 """Ops onnxruntime 1.31.1 runs at int16 on the CPU (its probe says so; Max not)."""

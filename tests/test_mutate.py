@@ -24,7 +24,6 @@ from bot.config import FuzzConfig, ReduceSettings
 from bot.sides.config import CompilerConfig
 from generator.api import GenConfig, generate, step_specs
 from generator.coverage import Coverage
-from generator.dtypes import DType
 from generator.focus import CaseFeatures, Focus
 from generator.mutate import Genome, MutationKind, mutate
 from generator.solver import CHECK_RLIMIT, MODEL_RLIMIT, MeteredSolver
@@ -95,7 +94,7 @@ def test_every_kind_of_mutant_is_valid_near_its_parent_and_a_function_of_its_see
     made = 0
     overlap = []
     for seed, genome, parent in _parents(40):
-        mutant = mutate(genome, random.Random(seed), SPECS.get, sorted(SPECS), list(DType), [kind])
+        mutant = mutate(genome, random.Random(seed), SPECS.get, sorted(SPECS), list(CFG.dtypes), [kind])
         if mutant is None:
             continue
         assert mutant.kind is kind

@@ -50,7 +50,7 @@ TEMPLATES = ("MaskedSelect", "ViewReshape", "ExpandLeading")
 SHAPE_DECIDERS = {op: op for op in OPS}
 """The ONNX node whose inputs decide the output shape, per op (each spec writes its own)."""
 
-ORT_MISSING_KERNELS = {("NonZero", DType.float64), ("NonZero", DType.int8)}
+ORT_MISSING_KERNELS = {("NonZero", DType.float64), ("NonZero", DType.int8), ("NonZero", DType.int16)}
 """Schema-valid NonZero types onnxruntime 1.31.1 (CPU) has no kernel for: a declared gap
 ("Could not find an implementation"), which a campaign's support probe keeps out."""
 

@@ -163,7 +163,10 @@ def test_a_regression_only_at_a_drawn_level_is_found_reduced_and_localized_there
     runs at O1 (at O0 it would not reproduce and stay unreduced), and its localization asks
     the campaign's own O0 workers, which get it right."""
     backend = BACKEND.rsplit(":", 1)[0] + ":O0"
-    config = _config(tmp_path, toy_repo, build_cache, backend=backend, levels=["O0", "o1"], max_tests=80)
+    generator = {"nodes": 4, "ops": ["Mul", "Sub", "Add"], "dtypes": ["float32"]}  # the trigger, often
+    config = _config(
+        tmp_path, toy_repo, build_cache, backend=backend, levels=["O0", "o1"], max_tests=150, generator=generator
+    )
     out = tmp_path / "out"
     r = cli("fuzz", "--config", str(config), "--out", str(out))
     assert r.code == 2, r.err

@@ -404,6 +404,8 @@ class Campaign:
                 times.backend_compute += spent
                 times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
             self.counts[self._count_key(cross)] += 1
+            self.state.tests += 1  # with its count: a signal after here leaves the two agreeing
+            self.state.seed_last = max(case.seed, self.state.seed_last or case.seed)
             if self.levels and (ran := results[-1].backend) is not None:
                 self.state.levels[ran.level] += 1
             gain = max(self._diverged(case, results, cross), PAIR_GAIN if case.new_coverage else 0.0)
@@ -416,8 +418,6 @@ class Campaign:
             elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
                 self.keeping.keep_aside(case, results, cross)
             self.source.credit(case, gain)
-            self.state.tests += 1
-            self.state.seed_last = max(case.seed, self.state.seed_last or case.seed)
             tests = self.state.tests
             self.on_test(self.state)  # tests and findings are current; the rest is counted where it happens
         every = self.cfg.oracles.perf.every

@@ -95,7 +95,7 @@ class ViewReshape(ShapedPattern):
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = Writer(em, outs, self.inputs[0].dtype)
-        dims = w.op("Shape", ins)
+        dims = w.op("Shape", ins) if any(self.computed.values()) else ""  # no dim read: no Shape left dead
         static = self.dims(em)
         pieces = {a: shape_piece(w, dims, a) if c else em.const_i64([static[a]]) for a, c in self.computed.items()}
         rest = np.array([-1], dtype=np.int64)
