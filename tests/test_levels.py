@@ -207,3 +207,17 @@ def test_real_tvm_bugs_that_only_a_configuration_users_run_shows(
             result = client.run(model, inputs)
         assert result.status is Status.error and result.stage == "compile", (level, result.status, result.message)
         assert judge(result, reference, "").verdict is Verdict.crash  # a bug, not a declared limitation
+
+
+def test_a_tvm_build_without_a_levels_pass_declines_the_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nightly that dropped or renamed a pass: the level is a declared limitation there, not
+    a crash of every model."""
+    from backends.adapters.base import is_unsupported
+    from backends.adapters.tvm import TvmAdapter
+
+    adapter = TvmAdapter({})
+    model, _, _ = _conv_norm_model()
+    monkeypatch.delattr(adapter.relax.transform, "ConvertLayout")
+    with pytest.raises(NotImplementedError) as raised:
+        adapter.compile(adapter.convert(model), "nhwc")
+    assert is_unsupported(TvmAdapter.unsupported, str(raised.value))
