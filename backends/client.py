@@ -400,10 +400,16 @@ class WorkerClient:
         if self._proc is not None:
             _end(self._proc)
 
-    def _tail(self, offset: int) -> str:
+    def log(self, limit: int = 1 << 20) -> str:
+        """What the current process wrote to stderr, up to its last `limit` bytes: a build's
+        own log of what it did (onnxruntime's transformers, bot.reduce.culprit), which a
+        run's result keeps only the tail of, and only on failure."""
+        return self._tail(0, limit)
+
+    def _tail(self, offset: int, limit: int = STDERR_TAIL) -> str:
         try:
             with open(self._log, "rb") as f:
-                f.seek(max(offset, f.seek(0, os.SEEK_END) - STDERR_TAIL))
+                f.seek(max(offset, f.seek(0, os.SEEK_END) - limit))
                 return f.read().decode(errors="replace").strip()
         except OSError:
             return ""

@@ -108,10 +108,16 @@ def near(ref: NodeRef, values: CaseValues) -> str | None:
     return f"{ref.label} compares near-equal operands at {list(at)} ({x[at]:.9g} vs {y[at]:.9g})"
 
 
-def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str | None:
+def tie(
+    ref: NodeRef, values: CaseValues, slices: set[int] | None = None, decided: tuple[int, int, int] | None = None
+) -> str | None:
     """The first slice along the reduced axis whose winners tie, described; None if none.
     With `slices` (those whose result mismatched, when the node's result is itself an
-    output), a tied slice among them is the one described.
+    output), a tied slice among them is the one described. With `decided` (a slice, the
+    position the reference chose there and the one the build chose), that pair is the one
+    described when it ties: a slice can hold several tied pairs, and the first of them is
+    not always the one the build decided the other way (one named positions 1 and 4 where
+    the build had taken 21 over 2).
 
     A tie: two of the deciding elements (the best two for ArgMax/ArgMin/Hardmax, the best
     k + 1 for TopK) are equal, or within oracles.evidence's tie width (relative, with the
@@ -140,11 +146,22 @@ def tie(ref: NodeRef, values: CaseValues, slices: set[int] | None = None) -> str
     hits = np.argwhere(tied)
     if hits.size == 0:
         return None
-    chosen = [h for h in hits if slices is not None and int(h[0]) in slices] or list(hits)
-    row, j = (int(v) for v in chosen[0])
-    a, b = int(order[row, j]), int(order[row, j + 1])
-    kind = "an exact tie" if best[row, j] == best[row, j + 1] else "a near-tie"
+    if decided is not None and _pair_ties(rows, decided, x.dtype):
+        row, a, b = decided
+    else:
+        chosen = [h for h in hits if slices is not None and int(h[0]) in slices] or list(hits)
+        row, j = (int(v) for v in chosen[0])
+        a, b = int(order[row, j]), int(order[row, j + 1])
+    kind = "an exact tie" if rows[row, a] == rows[row, b] else "a near-tie"
     return (
         f"{ref.label} input has {kind} along axis {axis} in slice {row}: "
-        f"positions {a} and {b} ({best[row, j]:.9g} vs {best[row, j + 1]:.9g})"
+        f"positions {a} and {b} ({rows[row, a]:.9g} vs {rows[row, b]:.9g})"
     )
+
+
+def _pair_ties(rows: np.ndarray, decided: tuple[int, int, int], dtype: np.dtype) -> bool:
+    row, a, b = decided
+    if not (0 <= row < rows.shape[0] and 0 <= a < rows.shape[1] and 0 <= b < rows.shape[1]) or a == b:
+        return False
+    pair = rows[row, [a]], rows[row, [b]]
+    return bool(within_tie(_torch(pair[0]), _torch(pair[1]), _dtype(dtype)).all())

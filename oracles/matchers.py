@@ -201,7 +201,7 @@ def value_anchor(pattern: OpPattern, anchor: Anchor, facts: CaseFacts) -> Anchor
     if pattern.values == "ties" and not _decision_reaches_mismatch(anchor.ref, facts):
         return None
     if pattern.values == "ties":
-        found = tie(anchor.ref, facts.values, _mismatching_slices(anchor.ref, facts))
+        found = tie(anchor.ref, facts.values, _mismatching_slices(anchor.ref, facts), _decided(anchor.ref, facts))
     else:
         found = {"nan": nan_inputs, "near": near}[pattern.values](anchor.ref, facts.values)
     return Anchor(anchor.ref, found + anchor.fed, anchor.fed) if found else None
@@ -221,6 +221,29 @@ def _mismatching_slices(ref: NodeRef, facts: CaseFacts) -> set[int] | None:
     axis = int(node_attrs(ref.node).get("axis", default_axis)) % x.ndim
     per_slice = np.moveaxis(mask, axis, -1).reshape(-1, mask.shape[axis]).any(axis=1)
     return {int(i) for i in np.flatnonzero(per_slice)}
+
+
+def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
+    """Where the node's decided result is itself a mismatching output (ArgMax, ArgMin, TopK's
+    indices): the first slice it differs in, the position the reference chose there, and
+    the one the build chose."""
+    out = ref.node.output[TIE_DECIDED_OUTPUT.get(ref.node.op_type, 0)]
+    want, got = (facts.expected or {}).get(out), (facts.case.outputs or {}).get(out)
+    x = facts.values.value(ref.node.input[0])
+    if ref.node.op_type == "Hardmax" or want is None or got is None or x is None or x.ndim == 0:
+        return None
+    if want.shape != got.shape or not np.issubdtype(want.dtype, np.integer):
+        return None
+    default_axis, _ = TIE_OPS[ref.node.op_type]
+    axis = int(node_attrs(ref.node).get("axis", default_axis)) % x.ndim
+    keeps = want.ndim == x.ndim
+    w = (np.moveaxis(want, axis, -1) if keeps else want).reshape(x.size // x.shape[axis], -1)
+    g = (np.moveaxis(got, axis, -1) if keeps else got).reshape(w.shape)
+    differs = np.argwhere(w != g)
+    if differs.size == 0:
+        return None
+    row, col = (int(v) for v in differs[0])
+    return row, int(w[row, col]), int(g[row, col])
 
 
 TIE_DECIDED_OUTPUT = {"TopK": 1}

@@ -162,6 +162,9 @@ def test_issue_title_and_body_carry_markers_and_a_runnable_repro(two_builds: Pat
     assert item.finding is not None
     blamed = replace(item, finding=item.finding.model_copy(update={"blamed": "values at ai.onnx::Pad"}))
     assert "| first wrong | `values at ai.onnx::Pad` |" in issue_body(blamed, rep)
+    named = replace(item, finding=item.finding.model_copy(update={"rewrite": "GatherToSliceFusion"}))
+    assert "| rewrite | right with `GatherToSliceFusion` alone turned off |" in issue_body(named, rep)
+    assert issue_title(named).startswith("[fuzzbot] onnxruntime: GatherToSliceFusion: wrong_result: ")
 
 
 def test_a_repro_is_whole_or_named_never_cut(two_builds: Path) -> None:

@@ -195,6 +195,7 @@ def test_a_tie_inside_the_k_chosen_orders_them_and_is_explained(ort: WorkerClien
     assert case.outputs is not None and case.outputs["i"][0, 20, :, 4].tolist() == [5, 1, 2]
     hit = rules.match(case)
     assert hit is not None and hit.rule_id == "arg-ties" and "fed by Atan" in hit.explanation, hit
+    assert "in slice 104: positions 1 and 5" in hit.explanation, hit.explanation  # the reference's 1, the build's 5
     direct = model(nodes[1:], {"a": (F32, list(x.shape))}, {"i": (TensorProto.INT64, [1, 21, 3, 5])}, [k])
     assert run_case(ort, direct, {"a": np.arctan(x)}).judgement.verdict is Verdict.pass_
 
@@ -216,6 +217,8 @@ def test_a_tie_reaching_past_the_k_plus_one_deciding_values_is_explained(ort: Wo
     assert case.outputs is not None and case.outputs["i"].reshape(-1).tolist() == [2, 2]
     hit = rules.match(case)
     assert hit is not None and hit.rule_id == "arg-ties", hit
+    # the pair the build decided the other way, not the first tied pair (0 and 1)
+    assert "positions 0 and 2" in hit.explanation, hit.explanation
     direct = model(nodes[1:], {"l": (F32, [3, 2, 1, 1])}, {"i": (TensorProto.INT64, [1, 2, 1, 1])}, [k])
     assert run_case(ort, direct, {"l": np.full((3, 2, 1, 1), 0.25, np.float32)}).judgement.verdict is Verdict.pass_
 

@@ -102,6 +102,8 @@ class OrtAdapter(Adapter):
         "provider": "execution provider(s), '+'-separated in priority order [CPUExecutionProvider]",
         "threads": "intra-op threads [1]",
         "trace": "1: log each graph transformer as it runs, so a crash inside one is named by it [0]",
+        "disable": "graph transformers or rewrite rules to turn off, '+'-separated: how a failure's "
+        "culprit rewrite is found (a repro does not carry it) []",
     }
     count_options = ("threads",)
 
@@ -113,6 +115,7 @@ class OrtAdapter(Adapter):
         self.providers = str(options.get("provider", "CPUExecutionProvider")).split("+")
         self.threads = int(options.get("threads", 1))
         self.trace = options.get("trace", "0") == "1"
+        self.disabled = [n for n in str(options.get("disable", "")).split("+") if n]
         have = onnxruntime.get_available_providers()
         missing = [p for p in self.providers if p not in have]
         if missing:
@@ -141,12 +144,13 @@ class OrtAdapter(Adapter):
     def compile(self, model: Any, level: str) -> Any:
         self._saved = None
         saves = level != "disable" and isinstance(model, bytes) and SAVING_PROVIDERS.issuperset(self.providers)
+        off = {"disabled_optimizers": self.disabled} if self.disabled else {}
         if not saves:
-            return self.ort.InferenceSession(model, self._options(level), providers=self.providers)
+            return self.ort.InferenceSession(model, self._options(level), providers=self.providers, **off)
         with optimized_file() as (path, read):
             so = self._options(level)
             so.optimized_model_filepath = path
-            session = self.ort.InferenceSession(model, so, providers=self.providers)
+            session = self.ort.InferenceSession(model, so, providers=self.providers, **off)
             with contextlib.suppress(OSError):
                 optimized = read()
                 if optimized:

@@ -82,6 +82,9 @@ class Finding(Judgement):
     """Of a reduced finding: the first wrong tensor upstream of what was seen, as `<kind of
     mismatch> at <kernel>` (bot.reduce.blame), when the build computed one wrong before the
     failing output or the crashing node; the report's identity, over the failure's own."""
+    rewrite: str = ""
+    """Of a reduced finding that needs the optimizer: the one rewrite whose absence alone
+    makes the build right (bot.reduce.culprit); the report's identity, over the kernel's."""
     kept: dict[str, str] = Field(default_factory=dict)
     """Of a reduced finding: what every candidate had to keep on each side (`head: wrong_result`,
     `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""

@@ -153,6 +153,8 @@ def _facts(item: Item, report: Report) -> list[str]:
     if f is not None and (f.blamed or f.kernel):
         # where the build went wrong (bot.reduce.blame), or the kernel or pass it died in
         rows.append(("first wrong", f"`{f.blamed}`") if f.blamed else ("kernel", f"`{f.kernel}`"))
+    if f is not None and f.rewrite:  # the one rewrite whose absence makes it right (bot.reduce.culprit)
+        rows.append(("rewrite", f"right with `{f.rewrite}` alone turned off"))
     if f is not None and f.dtypes is not None:
         rows.append(("dtypes", f.dtypes.describe()))
     if f is not None and f.kept:
@@ -186,9 +188,11 @@ def _builds(item: Item, report: Report) -> list[tuple[str, str]]:
 
 
 def issue_title(item: Item, recurrence: int = 1) -> str:
-    """`[fuzzbot] onnxruntime: crash in compile: <normalized message>`, with syzbot's ` (2)` on a recurrence."""
+    """`[fuzzbot] onnxruntime: crash in compile: <normalized message>`, with syzbot's ` (2)` on a
+    recurrence; a bug named by a rewrite (bot.reduce.culprit) names it first, as its identity."""
     f = item.finding
     backend = f.backend.name if f else "backend"
+    backend += f": {f.rewrite}" if f and f.rewrite else ""
     verdict = item.ref.verdict.value
     stage = f" in {f.stage}" if f and f.stage and verdict != "wrong_result" else ""
     suffix = f" ({recurrence})" if recurrence > 1 else ""

@@ -40,6 +40,7 @@ from bot.reduce.candidates import (
     StillPasses,
     reduce_bundle,
 )
+from bot.reduce.culprit import name_culprit_rewrite
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
 from oracles.judging import Judging
 from oracles.references import Validity
@@ -171,6 +172,7 @@ def reduce_one(
         return None
     name_optimizer_death(reduced, pools.side_run(culprit))
     name_first_wrong(reduced, pools.pool(culprit), pools.judging)
+    name_culprit_rewrite(reduced, pools.side_run(culprit), pools.judging)
     return reduced
 
 
@@ -254,6 +256,14 @@ def kernel_fingerprint(finding: Finding, label: str) -> str:
     return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
 
 
+def rewrite_fingerprint(finding: Finding, label: str) -> str:
+    """A reduced failure's identity when one rewrite alone is to blame (bot.reduce.culprit):
+    that rewrite and the label, whatever the kernel and the symptom. A rewrite that builds a
+    node its kernel cannot hold shows it as the kernel does: a type error at load, a failed
+    check at run time, wrong values. Another label splits them, as for a kernel."""
+    return fingerprint(finding.backend.name, "rewrite", f"{finding.rewrite} {label}")
+
+
 def crash_site_fingerprint(finding: Finding, label: str) -> str:
     """A reduced crash's identity: the check that failed (oracles.signature.crash_site), or
     for a death in the optimizer the pass it died in (`finding.kernel`, with the kind of
@@ -272,7 +282,9 @@ def rename_finding(
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
     model = onnx.load(str(reduced / "model.onnx"))
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
-    if finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
+    if finding.rewrite:
+        fp = rewrite_fingerprint(finding, ref.across or "")
+    elif finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
         fp = kernel_fingerprint(finding, ref.across or "")
     elif finding.verdict is Verdict.crash and (finding.symptom == Symptom.exception or finding.kernel):
         # by the generalized message: TVM names the dtype it refused ("... is T.int32", "... is

@@ -1,0 +1,98 @@
+"""Which one of the optimizer's rewrites a reduced failure needs: the bug's home.
+
+Naming a bug by the kernel that computed it wrong (bot.reduce.blame) names one defect
+once per kernel when the defect is a rewrite's missing precondition. onnxruntime's QDQ
+selectors fuse DQ -> op -> Q into a QLinear kernel without checking that Q's scale is
+per-tensor; a campaign met it through seven kernels (QLinearAdd, QLinearMul,
+QLinearSigmoid, QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool,
+QLinearMatMul), as a type error at load, a failed check at run time, or wrong values,
+and filed seven reports. Turning off QDQSelectorActionTransformer alone makes every one
+of them right, and that is the evidence that they are one bug.
+
+So a reduced failure that needs the optimizer (its build's lowest level gets it right)
+runs once more with the build logging which rewrites changed the graph, then once with
+all of them off (still failing: the failure is not a rewrite's) and once with each off
+in turn. The rewrite whose absence alone makes it right names the report. Where several
+do (one prepares what the next fuses), the last to run is named: it made the graph that
+fails. A build that cannot say which rewrites ran, or turn one off, keeps the kernel's
+name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backends.client import WorkerClient
+from backends.results import RunResult
+from backends.rewrite_log import one_rewrite, rewrites_that_changed
+from backends.spec import BackendSpec, BackendSpecError, adapter_class, parse_backend
+from bot.findings.bundle import Finding, load_bundle
+from oracles.case import CaseEvidence
+from oracles.judging import Judging
+from oracles.verdict import Verdict
+
+if TYPE_CHECKING:
+    from bot.reduce.finding import SideRun  # which imports this module
+
+
+def needs_rewrite(finding: Finding) -> bool:
+    """Whether a culprit is worth asking for: a wrong result or crash that its build's
+    lowest level gets right, and not a death inside the optimizer (named by that pass
+    already: backends.death)."""
+    local = finding.localization
+    if local is None or not local.depends_on_optimization:
+        return False
+    if finding.verdict not in (Verdict.wrong_result, Verdict.crash):
+        return False
+    return not finding.kernel.startswith("after ")
+
+
+def name_culprit_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
+    """Record in the reduced finding the rewrite its failure needs, and return it ("" when
+    none alone is to blame, or the build cannot tell)."""
+    path = reduced / "finding.json"
+    finding = Finding.model_validate_json(path.read_text())
+    try:
+        spec = parse_backend(side.spec)
+    except BackendSpecError:
+        return ""
+    if not needs_rewrite(finding) or not names_rewrites(spec):
+        return ""
+    bundle = load_bundle(reduced)
+    ev = judging.compute(bundle.model, bundle.inputs)
+    if ev.reference is None:
+        return ""
+    model = bundle.model.SerializeToString()
+
+    def run(options: dict[str, str]) -> tuple[RunResult, str]:
+        client = WorkerClient(spec, side.python, side.timeout_s, options=options)
+        try:
+            return client.run(model, bundle.inputs), client.log()
+        finally:
+            client.close()
+
+    def right_without(names: list[str]) -> bool:
+        return _right(ev, judging, run({"disable": "+".join(names)})[0])
+
+    changed = [n for n in rewrites_that_changed(run({"trace": "1"})[1]) if one_rewrite(n)]
+    if not changed or not right_without(changed):
+        return ""
+    alone = [n for n in changed if right_without([n])]
+    if not alone:
+        return ""
+    culprit = alone[-1]
+    path.write_text(finding.model_copy(update={"rewrite": culprit}).model_dump_json(indent=2) + "\n")
+    return culprit
+
+
+def names_rewrites(spec: BackendSpec) -> bool:
+    """Whether the backend can log its rewrites and turn one off (the `trace` and `disable`
+    options); a plugin's options are its own, unknown to the bot."""
+    if spec.plugin:
+        return False
+    return {"trace", "disable"} <= set(getattr(adapter_class(spec.adapter), "options", {}))
+
+
+def _right(ev: CaseEvidence, judging: Judging, result: RunResult) -> bool:
+    return judging.judge(ev, result).verdict is Verdict.pass_

@@ -1,0 +1,116 @@
+"""Which rewrite a reduced failure needs (bot.reduce.culprit), on real onnxruntime 1.31.1:
+one defect met through several kernels is one report, and two defects in two rewrites
+stay two."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from backends.client import WorkerClient
+from backends.reference import run_reference
+from backends.spec import parse_backend
+from bot.findings.bundle import Finding, write_bundle
+from bot.reduce.culprit import name_culprit_rewrite
+from bot.reduce.finding import SideRun, rewrite_fingerprint
+from oracles.judging import Judging
+from oracles.sides import Localization
+from oracles.verdict import Verdict, judge
+from tests.test_patterns import QDQ_OPS, VARIANTS, placed
+
+SIDE = SideRun("onnxruntime:all", sys.executable, 30.0)
+
+
+def _judged(model: onnx.ModelProto, inputs: dict[str, np.ndarray], level: str) -> Finding:
+    reference = run_reference(model, inputs)
+    with WorkerClient(parse_backend(f"onnxruntime:{level}")) as client:
+        result = client.run(model.SerializeToString(), inputs)
+    j = judge(result, reference, "case")
+    assert result.backend is not None
+    return Finding(**j.model_dump(), backend=result.backend, spec=f"onnxruntime:{level}")
+
+
+def _finding(tmp: Path, name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Path:
+    """A reduced bundle of a failure at `all` that `disable` runs right."""
+    low = _judged(model, inputs, "disable")
+    assert low.verdict is Verdict.pass_, low
+    finding = _judged(model, inputs, "all")
+    assert finding.verdict.is_bug, finding
+    finding.localization = Localization(
+        level="disable", verdict=low.verdict, same_signature=False, depends_on_optimization=True
+    )
+    return write_bundle(tmp / name, model, inputs, run_reference(model, inputs), finding)
+
+
+def _gather_of_a_wrapping_range() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The onnxruntime bug pinned in tests/test_ops_dynamic.py: GatherToSliceFusion turns
+    Gather(x, Range(2, -5, -1)) into a Slice, which clamps where Gather wraps."""
+    h = onnx.helper
+    vi = h.make_tensor_value_info
+    nodes = [h.make_node("Range", ["a", "b", "c"], ["r"]), h.make_node("Gather", ["x", "r"], ["y"], axis=1)]
+    scalars = [vi(n, onnx.TensorProto.INT32, []) for n in "abc"]
+    graph = h.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [1, 4]), *scalars], [vi("y", 1, [1, 7])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    return model, {"x": x, "a": np.array(2, np.int32), "b": np.array(-5, np.int32), "c": np.array(-1, np.int32)}
+
+
+def _variant(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    model, inputs = placed(next(v for v in VARIANTS if v.name() == name))
+    return model, inputs
+
+
+@pytest.fixture(scope="module")
+def culprits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Finding]]:
+    """Each case's culprit and its reduced finding, named as a campaign names it."""
+    tmp = tmp_path_factory.mktemp("culprit")
+    cases = {t: _variant(f"{t}~per_axis_output") for t in (*QDQ_OPS, "QdqMatMul")}
+    cases["gather_range"] = _gather_of_a_wrapping_range()
+    cases["layernorm_pow4"] = _variant("LayerNorm~exponent")
+    found = {}
+    for name, (model, inputs) in cases.items():
+        bundle = _finding(tmp, name, model, inputs)
+        rewrite = name_culprit_rewrite(bundle, SIDE, Judging())
+        found[name] = (rewrite, Finding.model_validate_json((bundle / "finding.json").read_text()))
+    return found
+
+
+def test_one_missing_precondition_in_the_qdq_selectors_is_one_report(
+    culprits: dict[str, tuple[str, Finding]],
+) -> None:
+    """The per-channel Q fused into a QLinear kernel with a scalar scale: a type error at
+    load (QLinearAdd, QLinearMul), a failed check at run (QLinearGlobalAveragePool), wrong
+    values (QLinearSoftmax). By kernel, eight reports; by the rewrite whose absence alone
+    makes each right, one."""
+    qdq = {t: culprits[t] for t in (*QDQ_OPS, "QdqMatMul")}
+    assert {rewrite for rewrite, _ in qdq.values()} == {"QDQSelectorActionTransformer"}, qdq
+    symptoms = {(f.verdict, f.stage) for _, f in qdq.values()}
+    assert len(symptoms) >= 2, symptoms  # the same defect, seen as more than one symptom
+    assert len({rewrite_fingerprint(f, "persistent") for _, f in qdq.values()}) == 1
+
+
+def test_defects_in_two_rewrites_stay_two_reports(culprits: dict[str, tuple[str, Finding]]) -> None:
+    """GatherToSliceFusion's clamp and LayerNormFusion's unchecked exponent are other bugs:
+    each is named by its own rewrite, and neither joins the QDQ report."""
+    names = {culprits[n][0] for n in ("gather_range", "layernorm_pow4", "QdqAdd")}
+    assert names == {"GatherToSliceFusion", "LayerNormFusionL1", "QDQSelectorActionTransformer"}, names
+    fps = {rewrite_fingerprint(culprits[n][1], "persistent") for n in ("gather_range", "layernorm_pow4", "QdqAdd")}
+    assert len(fps) == 3
+
+
+def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> None:
+    """A wrong result `disable` gets too is no rewrite's: nothing is run, and the kernel's
+    name stays."""
+    model, inputs = _gather_of_a_wrapping_range()
+    bundle = _finding(tmp_path, "case", model, inputs)
+    path = bundle / "finding.json"
+    finding = Finding.model_validate_json(path.read_text())
+    assert finding.localization is not None
+    finding.localization.depends_on_optimization = False
+    path.write_text(finding.model_dump_json())
+    assert name_culprit_rewrite(bundle, SIDE, Judging()) == ""
+    assert Finding.model_validate_json(path.read_text()).rewrite == ""
