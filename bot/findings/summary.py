@@ -78,6 +78,10 @@ class FindingRef(BaseModel):
     """The reduced triggers (their names) of every finding folded into this one because its
     wrong output came from the same kernel with the same symptom and label: one report
     per bug, listing each way it was reached."""
+    keys: list[str] = Field(default_factory=list)
+    """Of a reduced finding: every identity its evidence gives (the rewrite it needs, the
+    kernel or check that failed), its fingerprint first. A later finding sharing any of them
+    is the same bug (bot.reduce.finding.rename_finding)."""
     found_s: float | None = None
     """Seconds into the fuzzing when this sighting was kept (the first, for a finding's first bundle)."""
     mutation: str = ""

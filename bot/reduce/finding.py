@@ -278,18 +278,27 @@ def rename_finding(
     ref: FindingRef, bundle: Path, reduced: Path, kept: KeptFindings, store: FindingStore, ev: DtypeEvidence | None
 ) -> bool:
     """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
-    an earlier finding, whose occurrences then absorb this one's."""
+    an earlier finding, whose occurrences then absorb this one's. Its evidence may give it
+    two names, the rewrite it needs and the check or kernel that failed; either one shared
+    with an earlier finding makes it that finding. onnxruntime's QDQ selectors fail eight
+    kernels, eight checks, one rewrite; its normalization kernels refuse one element with one
+    check, whether a LayerNormalization runs it or the SimplifiedLayerNormalization a fusion
+    made (that trigger needs the fusion): one report each."""
     finding = Finding.model_validate_json((reduced / "finding.json").read_text())
     model = onnx.load(str(reduced / "model.onnx"))
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
-    if finding.rewrite:
-        fp = rewrite_fingerprint(finding, ref.across or "")
-    elif finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
+    if finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
         fp = kernel_fingerprint(finding, ref.across or "")
     elif finding.verdict is Verdict.crash and (finding.symptom == Symptom.exception or finding.kernel):
         # by the generalized message: TVM names the dtype it refused ("... is T.int32", "... is
         # T.int64"), which generalization turns into T; two reports of one check before
         fp = crash_site_fingerprint(finding.model_copy(update={"signature": signature}), ref.across or "")
+    keys = [rewrite_fingerprint(finding, ref.across or ""), fp] if finding.rewrite else [fp]
+    same = next((o for o in kept.findings if o is not ref and set(o.keys or [o.fingerprint]) & set(keys)), None)
+    fp = keys[0] if same is None else same.fingerprint
+    ref.keys = seen_union([fp], keys)
+    if same is not None:
+        same.keys = seen_union([fp], same.keys, keys)
     ref.triggers = seen_union(ref.triggers, [signature])
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
