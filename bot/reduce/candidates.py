@@ -256,10 +256,14 @@ def reduce_bundle(
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         start = Candidate(bundle.model, bundle.inputs)
+        shown = any(holds(start) for _ in range(START_TRIES))
         try:
-            reduced, result = reduce_case(start, holds, config, reference_values, on_progress=on_progress)
+            reduced, result = reduce_case(
+                start, lambda c: (c is start and shown) or holds(c), config, reference_values, on_progress=on_progress
+            )
         except NotInteresting as e:
-            raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value})") from e
+            why = _why_not(start, identity, also)
+            raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value}): {why}") from e
         final = identity.judge(reduced)
         if final is None or final.verdict is not bundle.finding.verdict:  # a flaky last run keeps the original's
             final = bundle.finding
@@ -270,6 +274,28 @@ def reduce_bundle(
     kept |= {other.side: Verdict.pass_.value for other in also if isinstance(other, StillPasses)}
     kept |= {other.side: other.verdict.value for other in also if isinstance(other, StillFails)}
     return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result, kept)
+
+
+START_TRIES = 3
+"""How often the original is asked before a reduction gives up on it, as a campaign asks
+each failure k times. onnxruntime 1.30.0's "wrap" Pad reads past its input: the values it
+writes are whatever memory held, wrong values in one run, non-finite ones in the next, now
+and then right. A campaign kept 80 such findings in a minute, and its reduction, asking
+each original once, reduced none, so the bug was never learned and generation kept
+finding it."""
+
+
+def _why_not(start: Candidate, identity: SameBug, also: Sequence[ShowsBug]) -> str:
+    """Which of a reduction's conditions the original itself failed, asked once more: a
+    maintainer (and a flaky-case recheck) needs to know whether the culprit stopped failing
+    or the other side stopped passing."""
+    j = identity.judge(start)
+    if j is None:
+        return "a rule explains it now, or the reference refuses it"
+    if not identity.matches(j):
+        return f"the build now gives {j.verdict.value} ({j.symptom or j.stage})"
+    sides = [getattr(other, "side", "another side") for other in also if not other.holds(start)]
+    return f"{', '.join(sides)} no longer as required" if sides else "it held when asked again (flaky)"
 
 
 def write_reduced(
