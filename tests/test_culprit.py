@@ -14,6 +14,9 @@ import pytest
 from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.spec import parse_backend
+from bot.campaign.sides import open_campaign
+from bot.cases.user_cases import load_user_case
+from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
 from bot.reduce.culprit import name_culprit_rewrite
 from bot.reduce.finding import SideRun, rewrite_fingerprint
@@ -114,3 +117,35 @@ def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> N
     path.write_text(finding.model_dump_json())
     assert name_culprit_rewrite(bundle, SIDE, Judging()) == ""
     assert Finding.model_validate_json(path.read_text()).rewrite == ""
+
+
+def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path: Path) -> None:
+    """A campaign reduces a few dozen findings; a flood of one rewrite's defect, each a model
+    of its own, is left unreduced. With one reduction allowed, the per-channel QLinearAdd is
+    reduced and named by QDQSelectorActionTransformer; the QLinearMul, QLinearSoftmax and
+    QLinearGlobalAveragePool findings, unreduced, are right with that rewrite off, and fold
+    into it. The GatherToSliceFusion finding is not, and stays a report of its own."""
+    names = ["QdqAdd", "QdqMul", "QdqSoftmax", "QdqGlobalAveragePool"]
+    made = [_variant(f"{t}~per_axis_output") for t in names] + [_gather_of_a_wrapping_range()]
+    cases = []
+    for i, (model, inputs) in enumerate(made):
+        onnx.save(model, str(tmp_path / f"case{i}.onnx"))
+        np.savez(tmp_path / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
+        cases.append(load_user_case(str(tmp_path / f"case{i}.onnx"), tmp_path / f"case{i}.onnx"))
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        backend="onnxruntime:all",
+        reduce={"generalize": False, "budget": 60, "max_findings": 1, "during": False},
+    )
+    campaign = open_campaign(cfg)
+    campaign.run_cases(cases, reduce=True)
+    refs = campaign.summary.findings
+    assert len(refs) == 2, [(r.signature, r.reduced_path) for r in refs]
+    qdq = next(r for r in refs if r.reduced_path is not None)
+    rest = next(r for r in refs if r is not qdq)
+    reduced = Finding.model_validate_json((tmp_path / "out" / str(qdq.reduced_path) / "finding.json").read_text())
+    assert reduced.rewrite == "QDQSelectorActionTransformer"
+    assert campaign.summary.occurrences[qdq.fingerprint] == 4
+    assert "Gather" in rest.signature and rest.reduced_path is None
+    assert len(list((tmp_path / "out" / "duplicates").iterdir())) == 3

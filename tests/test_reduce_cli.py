@@ -215,3 +215,32 @@ def test_crash_messages_match_by_normalized_similarity() -> None:
     other = "ValueError: cannot reshape array of size 6 into shape (4,)"
     assert similar_messages(a, same_bug)
     assert not similar_messages(a, other)
+
+
+def test_an_original_that_fails_only_now_and_then_is_asked_again_before_the_reduction_gives_up(
+    tmp_path: Path,
+) -> None:
+    """onnxruntime 1.30.0's "wrap" Pad writes whatever memory held: wrong values in one run,
+    right ones in another. A campaign that asked each original once reduced none of 80 such
+    findings. Here a worker gets every other run wrong (the `flaky` test fault): the finding
+    was its wrong run, so the reduction's first ask lands on a right one, and the second
+    shows the failure again. Asked once, the reduction gave up on it."""
+    from bot.reduce.candidates import ClientPool, reduce_bundle
+
+    case = generate(5, GenConfig(nodes=4))
+    spec = parse_backend("onnxruntime:all")
+    fault: FaultSpec = {"kind": "flaky", "every": 1}
+    pool = ClientPool(lambda: WorkerClient(spec, fault=fault), 1)
+    try:
+        with pool.lend() as client:
+            result = client.run(case.model.SerializeToString(), case.inputs)
+        reference = run_reference(case.model, case.inputs)
+        j = judge(result, reference, op_signature(case.model))
+        assert j.verdict is Verdict.wrong_result and result.backend is not None, j
+        bundle = write_bundle(
+            tmp_path / "flaky", case.model, case.inputs, reference, Finding(**dict(j), backend=result.backend)
+        )
+        reduced = reduce_bundle(bundle, 30.0, max_tests=40, pool=pool)
+    finally:
+        pool.close()
+    assert load_bundle(reduced).finding is not None

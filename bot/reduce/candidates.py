@@ -256,14 +256,13 @@ def reduce_bundle(
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         start = Candidate(bundle.model, bundle.inputs)
-        shown = any(holds(start) for _ in range(START_TRIES))
-        try:
-            reduced, result = reduce_case(
-                start, lambda c: (c is start and shown) or holds(c), config, reference_values, on_progress=on_progress
-            )
-        except NotInteresting as e:
+        if not any(holds(start) for _ in range(START_TRIES)):
             why = _why_not(start, identity, also)
-            raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value}): {why}") from e
+            raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value}): {why}")
+        # the start is shown: the reducer's own first check takes it as it is
+        reduced, result = reduce_case(
+            start, lambda c: c is start or holds(c), config, reference_values, on_progress=on_progress
+        )
         final = identity.judge(reduced)
         if final is None or final.verdict is not bundle.finding.verdict:  # a flaky last run keeps the original's
             final = bundle.finding

@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING
 from backends.client import WorkerClient
 from backends.results import RunResult
 from backends.rewrite_log import one_rewrite, rewrites_that_changed
-from backends.spec import BackendSpec, BackendSpecError, adapter_class, parse_backend
+from backends.spec import BackendSpecError, adapter_class, parse_backend
 from bot.findings.bundle import Finding, load_bundle
-from oracles.case import CaseEvidence
 from oracles.judging import Judging
 from oracles.verdict import Verdict
 
@@ -48,37 +47,49 @@ def needs_rewrite(finding: Finding) -> bool:
     return not finding.kernel.startswith("after ")
 
 
+class Rewrites:
+    """One case run on one side's build with some of its rewrites turned off, each run in a
+    fresh worker (the options are the worker's), and judged by the campaign's pipeline."""
+
+    def __init__(self, bundle: Path, side: SideRun, judging: Judging) -> None:
+        self.side, self.judging = side, judging
+        self.spec = parse_backend(side.spec)
+        self.case = load_bundle(bundle)
+        self.ev = judging.compute(self.case.model, self.case.inputs)
+
+    def run(self, options: dict[str, str]) -> tuple[RunResult, str]:
+        """The run's result and what the worker logged."""
+        client = WorkerClient(self.spec, self.side.python, self.side.timeout_s, options=options)
+        try:
+            return client.run(self.case.model.SerializeToString(), self.case.inputs), client.log()
+        finally:
+            client.close()
+
+    def changed(self) -> list[str]:
+        """The single rewrites that changed this case's graph, in the order they ran."""
+        return [n for n in rewrites_that_changed(self.run({"trace": "1"})[1]) if one_rewrite(n)]
+
+    def right_without(self, names: list[str]) -> bool:
+        """Whether the build gets the case right with `names` turned off (never, when no
+        reference computes it: a missing reference is no evidence)."""
+        if self.ev.reference is None:
+            return False
+        result = self.run({"disable": "+".join(names)})[0]
+        return self.judging.judge(self.ev, result).verdict is Verdict.pass_
+
+
 def name_culprit_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
     """Record in the reduced finding the rewrite its failure needs, and return it ("" when
     none alone is to blame, or the build cannot tell)."""
     path = reduced / "finding.json"
     finding = Finding.model_validate_json(path.read_text())
-    try:
-        spec = parse_backend(side.spec)
-    except BackendSpecError:
+    if not needs_rewrite(finding) or not names_rewrites(side):
         return ""
-    if not needs_rewrite(finding) or not names_rewrites(spec):
+    case = Rewrites(reduced, side, judging)
+    changed = case.changed()
+    if not changed or not case.right_without(changed):
         return ""
-    bundle = load_bundle(reduced)
-    ev = judging.compute(bundle.model, bundle.inputs)
-    if ev.reference is None:
-        return ""
-    model = bundle.model.SerializeToString()
-
-    def run(options: dict[str, str]) -> tuple[RunResult, str]:
-        client = WorkerClient(spec, side.python, side.timeout_s, options=options)
-        try:
-            return client.run(model, bundle.inputs), client.log()
-        finally:
-            client.close()
-
-    def right_without(names: list[str]) -> bool:
-        return _right(ev, judging, run({"disable": "+".join(names)})[0])
-
-    changed = [n for n in rewrites_that_changed(run({"trace": "1"})[1]) if one_rewrite(n)]
-    if not changed or not right_without(changed):
-        return ""
-    alone = [n for n in changed if right_without([n])]
+    alone = [n for n in changed if case.right_without([n])]
     if not alone:
         return ""
     culprit = alone[-1]
@@ -86,13 +97,13 @@ def name_culprit_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
     return culprit
 
 
-def names_rewrites(spec: BackendSpec) -> bool:
-    """Whether the backend can log its rewrites and turn one off (the `trace` and `disable`
-    options); a plugin's options are its own, unknown to the bot."""
+def names_rewrites(side: SideRun) -> bool:
+    """Whether the side's backend can log its rewrites and turn one off (the `trace` and
+    `disable` options); a plugin's options are its own, unknown to the bot."""
+    try:
+        spec = parse_backend(side.spec)
+    except BackendSpecError:
+        return False
     if spec.plugin:
         return False
     return {"trace", "disable"} <= set(getattr(adapter_class(spec.adapter), "options", {}))
-
-
-def _right(ev: CaseEvidence, judging: Judging, result: RunResult) -> bool:
-    return judging.judge(ev, result).verdict is Verdict.pass_
