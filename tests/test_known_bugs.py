@@ -4,6 +4,7 @@ on a real onnxruntime build."""
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,10 @@ from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.results import BackendInfo
 from backends.spec import parse_backend
+from bot.campaign.sides import open_campaign
+from bot.config import CompilerConfig, FuzzConfig, ReduceSettings
 from bot.findings.bundle import Bundle, Finding
-from bot.findings.known_bugs import holds, known_bug
+from bot.findings.known_bugs import KnownBug, KnownNode, holds, known_bug, write_known
 from bot.reduce.blame import blame
 from bot.reduce.candidates import ClientPool
 from oracles.judging import Judging
@@ -66,3 +69,46 @@ def test_a_bug_blamed_on_a_kernel_is_known_by_that_node_not_by_what_reads_it() -
     unblamed = known_bug(model, finding)
     assert unblamed is not None and [n.op_type for n in unblamed.nodes] == ["Pad", "Add"]
     assert not holds(other_reader, [unblamed.trigger()])
+
+
+def _divergent(tmp: Path, known: list[Path]) -> tuple[int, int]:
+    """A campaign of onnxruntime 1.28.0 against 1.31.1 over float64 Sigmoids and Muls, where
+    many a model holds x * Sigmoid(x): 1.28.0's QuickGeluFusion makes a float64 QuickGelu
+    it has no kernel for (tests/release_cases), 1.31.1 runs it, a divergence. Its divergent
+    parents and fixed cases; known bugs are not steered away from (`avoid: 0`), so
+    generation draws the same models either way."""
+    compiler = {"base": {"python": str(rc.ort_python(rc.QUICK_GELU_FLOAT64[0]))}, "head": {"python": sys.executable}}
+    cfg = FuzzConfig(
+        out=tmp / "out",
+        max_tests=60,
+        seed=0,
+        probe=False,
+        backend="onnxruntime:all",
+        compiler=CompilerConfig.model_validate(compiler),
+        reduce=ReduceSettings(enabled=False),
+        known_bugs={"files": known, "avoid": 0},
+        generator={"ops": ["Sigmoid", "Mul"], "dtypes": ["float64"], "nodes": 4, "symbolic_dims": 0.0},
+    )
+    summary = open_campaign(cfg).run()
+    assert summary.mutation is not None
+    return summary.mutation.parents.get("divergent", 0), summary.counts.get("fixed", 0)
+
+
+def test_a_divergence_that_shows_a_known_bug_teaches_generation_nothing(tmp_path: Path) -> None:
+    """onnxruntime 1.30.0's wrap Pad, fixed in 1.31.1, diverged in every model that held one,
+    and a campaign between them steered toward it until 737 of 8,005 cases were that one
+    fixed bug. Here 1.28.0's QuickGelu: unknown, its cases become divergent parents (3 in
+    60 tests, 36 of them that bug); known as x * Sigmoid(x) but not steered away from, none
+    does, and its features are not taught to the focus either."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    parents, fixed = _divergent(tmp_path / "a", [])
+    bug = KnownBug(
+        fingerprint="quick-gelu", nodes=[KnownNode(op_type="Sigmoid"), KnownNode(op_type="Mul")], edges=[(0, 1)]
+    )
+    known = write_known(tmp_path / "known-bugs.json", [bug])
+    known_parents, known_fixed = _divergent(tmp_path / "b", [known])
+    assert parents >= 1 and fixed >= 10, (parents, fixed)
+    # known, its cases are no parents (bot.cases.source), and teach the focus nothing: 26 of
+    # the 60 are that bug, where teaching it made 33
+    assert known_parents == 0 and known_fixed * 5 <= fixed * 4, (known_parents, known_fixed, fixed)

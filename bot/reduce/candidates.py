@@ -263,9 +263,10 @@ def reduce_bundle(
         reduced, result = reduce_case(
             start, lambda c: c is start or holds(c), config, reference_values, on_progress=on_progress
         )
-        final = identity.judge(reduced)
-        if final is None or final.verdict is not bundle.finding.verdict:  # a flaky last run keeps the original's
-            final = bundle.finding
+        # the reduced model's own judgement (its outputs, its mismatch), asked like the start;
+        # the original's only when every ask flakes
+        asks = (identity.judge(reduced) for _ in range(START_TRIES))
+        final = next((j for j in asks if j is not None and identity.matches(j)), None) or bundle.finding
     finally:
         if owned:
             pool.close()
