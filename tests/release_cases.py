@@ -534,3 +534,27 @@ CASES = {
     "mod_int32_by_zero": mod_int32_by_zero,
     "mod_int64_by_zero": mod_int64_by_zero,
 }
+
+
+def gather_of_a_wrapping_range() -> Case:
+    """Gather(x[1,4], Range(2, -5, -1), axis=1) with the Range's inputs fed at run time: the
+    indices 2..-4 wrap. At `extended` and `all` every release 1.15.1 to 1.31.1 gives 3
+    columns, not 7: GatherToSliceFusion makes it a Slice, which clamps where Gather wraps;
+    `basic` is right."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"]), helper.make_node("Gather", ["x", "r"], ["y"], axis=1)]
+    scalars = [vi(n, TensorProto.INT32, []) for n in "abc"]
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [1, 4]), *scalars], [vi("y", 1, [1, 7])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    return model, {"x": x, "a": np.array(2, np.int32), "b": np.array(-5, np.int32), "c": np.array(-1, np.int32)}
+
+
+def saved(tmp: Path, cases: list[Case]) -> list[Path]:
+    """Each case as `caseN.onnx` with its inputs beside it (`caseN.npz`), as a user has them."""
+    paths = []
+    for i, (model, inputs) in enumerate(cases):
+        onnx.save(model, str(tmp / f"case{i}.onnx"))
+        np.savez(tmp / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
+        paths.append(tmp / f"case{i}.onnx")
+    return paths

@@ -148,12 +148,7 @@ def test_a_reduced_wrong_result_is_named_by_its_kernel_symptom_and_label(tmp_pat
 
 def _reduced_one_build(tmp_path: Path, makers: list[Callable[[], rc.Case]], version: str) -> Campaign:
     """A one-build campaign on the real onnxruntime `version` over `makers`' cases, reduced."""
-    cases = []
-    for i, make in enumerate(makers):
-        model, inputs = make()
-        onnx.save(model, str(tmp_path / f"case{i}.onnx"))
-        np.savez(tmp_path / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
-        cases.append(load_user_case(str(tmp_path / f"case{i}.onnx"), tmp_path / f"case{i}.onnx"))
+    cases = [load_user_case(str(p), p) for p in rc.saved(tmp_path, [make() for make in makers])]
     cfg = FuzzConfig(
         out=tmp_path / "out",
         probe=False,

@@ -23,6 +23,7 @@ from bot.reduce.finding import SideRun, rewrite_fingerprint
 from oracles.judging import Judging
 from oracles.sides import Localization
 from oracles.verdict import Verdict, judge
+from tests import release_cases as rc
 from tests.test_patterns import QDQ_OPS, VARIANTS, placed
 
 SIDE = SideRun("onnxruntime:all", sys.executable, 30.0)
@@ -49,19 +50,6 @@ def _finding(tmp: Path, name: str, model: onnx.ModelProto, inputs: dict[str, np.
     return write_bundle(tmp / name, model, inputs, run_reference(model, inputs), finding)
 
 
-def _gather_of_a_wrapping_range() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """The onnxruntime bug pinned in tests/test_ops_dynamic.py: GatherToSliceFusion turns
-    Gather(x, Range(2, -5, -1)) into a Slice, which clamps where Gather wraps."""
-    h = onnx.helper
-    vi = h.make_tensor_value_info
-    nodes = [h.make_node("Range", ["a", "b", "c"], ["r"]), h.make_node("Gather", ["x", "r"], ["y"], axis=1)]
-    scalars = [vi(n, onnx.TensorProto.INT32, []) for n in "abc"]
-    graph = h.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [1, 4]), *scalars], [vi("y", 1, [1, 7])])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
-    x = np.arange(4, dtype=np.float32).reshape(1, 4)
-    return model, {"x": x, "a": np.array(2, np.int32), "b": np.array(-5, np.int32), "c": np.array(-1, np.int32)}
-
-
 def _variant(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     model, inputs = placed(next(v for v in VARIANTS if v.name() == name))
     return model, inputs
@@ -72,7 +60,7 @@ def culprits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, F
     """Each case's culprit and its reduced finding, named as a campaign names it."""
     tmp = tmp_path_factory.mktemp("culprit")
     cases = {t: _variant(f"{t}~per_axis_output") for t in (*QDQ_OPS, "QdqMatMul")}
-    cases["gather_range"] = _gather_of_a_wrapping_range()
+    cases["gather_range"] = rc.gather_of_a_wrapping_range()
     cases["layernorm_pow4"] = _variant("LayerNorm~exponent")
     found = {}
     for name, (model, inputs) in cases.items():
@@ -108,7 +96,7 @@ def test_defects_in_two_rewrites_stay_two_reports(culprits: dict[str, tuple[str,
 def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> None:
     """A wrong result `disable` gets too is no rewrite's: nothing is run, and the kernel's
     name stays."""
-    model, inputs = _gather_of_a_wrapping_range()
+    model, inputs = rc.gather_of_a_wrapping_range()
     bundle = _finding(tmp_path, "case", model, inputs)
     path = bundle / "finding.json"
     finding = Finding.model_validate_json(path.read_text())
@@ -126,12 +114,8 @@ def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path:
     QLinearGlobalAveragePool findings, unreduced, are right with that rewrite off, and fold
     into it. The GatherToSliceFusion finding is not, and stays a report of its own."""
     names = ["QdqAdd", "QdqMul", "QdqSoftmax", "QdqGlobalAveragePool"]
-    made = [_variant(f"{t}~per_axis_output") for t in names] + [_gather_of_a_wrapping_range()]
-    cases = []
-    for i, (model, inputs) in enumerate(made):
-        onnx.save(model, str(tmp_path / f"case{i}.onnx"))
-        np.savez(tmp_path / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
-        cases.append(load_user_case(str(tmp_path / f"case{i}.onnx"), tmp_path / f"case{i}.onnx"))
+    made = [_variant(f"{t}~per_axis_output") for t in names] + [rc.gather_of_a_wrapping_range()]
+    cases = [load_user_case(str(p), p) for p in rc.saved(tmp_path, made)]
     cfg = FuzzConfig(
         out=tmp_path / "out",
         probe=False,

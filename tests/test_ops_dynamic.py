@@ -40,6 +40,7 @@ from generator.ops.dynamic import range_length
 from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from oracles.verdict import Verdict, judge
+from tests import release_cases as rc
 from tests.test_patterns import optimized, place, placed
 from tests.test_reference_parity import Instance, disagreement
 
@@ -502,15 +503,8 @@ def test_a_gather_of_a_runtime_range_with_negative_indices_is_judged_wrong_at_ex
     reads indices 2..-4, which wrap; at `extended` and `all` the result has 3 columns, not 7
     (the Gather seems to become a Slice, which clamps where Gather wraps), in every release
     1.15.1 to 1.31.1; `basic` is right. The reference keeps all 7, and the judge says so."""
-    h = onnx.helper
-    vi = h.make_tensor_value_info
-    nodes = [h.make_node("Range", ["a", "b", "c"], ["r"]), h.make_node("Gather", ["x", "r"], ["y"], axis=1)]
-    scalars = [vi(n, onnx.TensorProto.INT32, []) for n in "abc"]
-    graph = h.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [1, 4]), *scalars], [vi("y", 1, [1, 7])])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    model, inputs = rc.gather_of_a_wrapping_range()
     onnx.checker.check_model(model, full_check=True)
-    x = np.arange(4, dtype=np.float32).reshape(1, 4)
-    inputs = {"x": x, "a": np.array(2, np.int32), "b": np.array(-5, np.int32), "c": np.array(-1, np.int32)}
     reference = run_reference(model, inputs)
     assert reference["y"].tolist() == [[2, 1, 0, 3, 2, 1, 0]]
     verdicts = {}
