@@ -123,7 +123,7 @@ def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path:
         reduce={"generalize": False, "budget": 60, "max_findings": 1, "during": False},
     )
     campaign = open_campaign(cfg)
-    campaign.run_cases(cases, reduce=True)
+    campaign.run_cases(list(cases), reduce=True)
     refs = campaign.summary.findings
     assert len(refs) == 2, [(r.signature, r.reduced_path) for r in refs]
     qdq = next(r for r in refs if r.reduced_path is not None)

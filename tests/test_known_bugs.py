@@ -16,11 +16,12 @@ from backends.reference import run_reference
 from backends.results import BackendInfo
 from backends.spec import parse_backend
 from bot.campaign.sides import open_campaign
-from bot.config import CompilerConfig, FuzzConfig, ReduceSettings
+from bot.config import FuzzConfig, ReduceSettings
 from bot.findings.bundle import Bundle, Finding
 from bot.findings.known_bugs import KnownBug, KnownNode, holds, known_bug, write_known
 from bot.reduce.blame import blame
 from bot.reduce.candidates import ClientPool
+from bot.sides.config import CompilerConfig
 from oracles.judging import Judging
 from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
