@@ -146,19 +146,43 @@ def test_a_reduced_wrong_result_is_named_by_its_kernel_symptom_and_label(tmp_pat
     )
 
 
-def _reduced_one_build(tmp_path: Path, makers: list[Callable[[], rc.Case]], version: str) -> Campaign:
-    """A one-build campaign on the real onnxruntime `version` over `makers`' cases, reduced."""
+def _reduced_one_build(
+    tmp_path: Path, makers: list[Callable[[], rc.Case]], version: str, max_findings: int = 100
+) -> Campaign:
+    """A one-build campaign on the real onnxruntime `version` over `makers`' cases, reduced
+    (the first `max_findings` of them)."""
     cases = [load_user_case(str(p), p) for p in rc.saved(tmp_path, [make() for make in makers])]
     cfg = FuzzConfig(
         out=tmp_path / "out",
         probe=False,
         backend="onnxruntime:all",
         python=str(rc.ort_python(version)),
-        reduce={"generalize": False, "budget": 60},
+        reduce={"generalize": False, "budget": 60, "max_findings": max_findings, "during": False},
     )
     campaign = open_campaign(cfg)
     campaign.run_cases(list(cases), reduce=True)
     return campaign
+
+
+def _wrap_pad_read_by_an_add() -> rc.Case:
+    model, inputs = rc.pad_wrap_longer_than_the_axis()
+    model.graph.node.append(onnx.helper.make_node("Add", ["p", "p"], ["y"]))
+    model.graph.output[0].name = "y"
+    return model, inputs
+
+
+def test_a_finding_left_unreduced_folds_into_the_kernel_it_blames(tmp_path: Path) -> None:
+    """One reduction allowed: the wrap Pad of 1.28.0 alone is reduced and named by its kernel
+    (`values at ai.onnx::Pad`). The same Pad read by an Add, left unreduced, blames the
+    same kernel for its first wrong tensor and folds into it; the Gather of a runtime Range
+    (GatherToSliceFusion, another bug) blames another and stays a report. Real 1.28.0."""
+    makers = [rc.pad_wrap_longer_than_the_axis, _wrap_pad_read_by_an_add, rc.gather_of_a_wrapping_range]
+    campaign = _reduced_one_build(tmp_path, makers, rc.PAD_WRAP, max_findings=1)
+    refs = campaign.summary.findings
+    assert len(refs) == 2, [(r.signature, r.reduced_path) for r in refs]
+    pad = next(r for r in refs if r.reduced_path is not None)
+    assert "Pad" in pad.signature and campaign.summary.occurrences[pad.fingerprint] == 2
+    assert any("Gather" in r.signature and r.reduced_path is None for r in refs)
 
 
 def test_one_failed_check_reached_through_two_ops_is_one_report(tmp_path: Path) -> None:

@@ -18,26 +18,31 @@ from pathlib import Path
 import onnx
 
 from bot.config import FuzzConfig
-from bot.findings.bundle import Finding, move_bundle
+from bot.findings.bundle import Finding, load_bundle, move_bundle
 from bot.findings.kept import KeptFindings
 from bot.findings.known_bugs import KnownBug, known_bug, read_known
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, in_output, seen_union
+from bot.reduce.blame import blame
 from bot.reduce.culprit import Rewrites, names_rewrites
 from bot.reduce.finding import (
     SidePools,
     SideRun,
     across_after_reduction,
+    crash_site_fingerprint,
     finding_level,
     generalize,
+    kernel_fingerprint,
     reduce_one,
     reduction_order,
     rename_finding,
+    rewrite_fingerprint,
 )
 from bot.reduce.recheck import disagreement
 from generator.avoid import Avoid
 from oracles.judging import Judging
 from oracles.sides import CrossVerdict
+from oracles.verdict import Symptom, Verdict
 
 MIN_DURING_S = 5.0
 """A reduction while fuzzing needs this much of the budget left; otherwise it waits for
@@ -112,37 +117,49 @@ class CampaignReduction:
                 break
             if ref.reduced_path is None and ref in self.kept.findings:
                 self.reduce(ref, settings.budget)
-        self.fold_by_rewrite()
+        self.fold_unreduced()
         self.spent_s += time.monotonic() - t0
 
-    def fold_by_rewrite(self) -> None:
-        """Fold each finding left unreduced into a reduced bug of its label named by a
-        rewrite (bot.reduce.culprit), when turning that rewrite off alone makes the build get
-        it right: its failure needs that rewrite, which is the bug's identity. A campaign
+    def fold_unreduced(self) -> None:
+        """Fold each finding left unreduced into a reduced bug of its label when its own
+        evidence gives one of that bug's names (FindingRef.keys): the check its message
+        names, the kernel that computed its first wrong tensor (bot.reduce.blame), or a
+        rewrite whose absence alone makes the build right (bot.reduce.culprit). A campaign
         of onnxruntime 1.30.0 against 1.31.1 kept over a hundred findings in six minutes,
-        most of them the QDQ selectors' per-channel defect and SimplifiedLayerNormFusion's,
-        each a model of its own; a reduction budget reduces a few dozen."""
-        named: dict[tuple[str, str], FindingRef] = {}
-        for ref in self.kept.findings:
-            if ref.reduced_path is not None:
-                rewrite = Finding.model_validate_json(
-                    (in_output(self.out, ref.reduced_path) / "finding.json").read_text()
-                ).rewrite
-                if rewrite:
-                    named.setdefault((_label(ref), rewrite), ref)
-        for ref in [r for r in self.kept.findings if r.reduced_path is None and r.depends_on_optimization]:
+        most of them the QDQ selectors' per-channel defect, SimplifiedLayerNormFusion's and
+        the "wrap" Pad's, each a model of its own; a reduction budget reduces a few dozen."""
+        for ref in [r for r in self.kept.findings if r.reduced_path is None]:
+            reduced = [r for r in self.kept.findings if r.reduced_path is not None and _label(r) == _label(ref)]
+            if not reduced:
+                continue
             bundle = in_output(self.out, ref.path)
             finding = Finding.model_validate_json((bundle / "finding.json").read_text())
-            side = self.pools.at_level(finding_level(finding)).side_run(finding.side)
-            if not names_rewrites(side):
-                continue
-            case = Rewrites(bundle, side, self.pools.judging)
-            target = next(
-                (t for (label, rw), t in named.items() if label == _label(ref) and case.right_without([rw])),
-                None,
-            )
+            keys = self._keys(ref, bundle, finding, reduced)
+            target = next((r for r in reduced if set(r.keys or [r.fingerprint]) & keys), None)
             if target is not None:
                 self._fold(ref, target, bundle)
+
+    def _keys(self, ref: FindingRef, bundle: Path, finding: Finding, reduced: list[FindingRef]) -> set[str]:
+        """The names an unreduced finding's own evidence gives it, as a reduced one is named
+        (bot.reduce.finding.rename_finding)."""
+        label, keys = _label(ref), set()
+        if finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
+            keys.add(crash_site_fingerprint(finding, label))
+        pools = self.pools.at_level(finding_level(finding))
+        found = blame(load_bundle(bundle), pools.pool(finding.side), pools.judging)
+        if found is not None:
+            keys.add(kernel_fingerprint(finding.model_copy(update={"blamed": found.name}), label))
+        side = pools.side_run(finding.side)
+        if ref.depends_on_optimization and names_rewrites(side):
+            named = {self._rewrite(r) for r in reduced} - {""}
+            case = Rewrites(bundle, side, pools.judging)
+            needed = [rw for rw in named if case.right_without([rw])]
+            keys |= {rewrite_fingerprint(finding.model_copy(update={"rewrite": rw}), label) for rw in needed}
+        return keys
+
+    def _rewrite(self, ref: FindingRef) -> str:
+        path = in_output(self.out, str(ref.reduced_path)) / "finding.json"
+        return Finding.model_validate_json(path.read_text()).rewrite
 
     def _fold(self, ref: FindingRef, target: FindingRef, bundle: Path) -> None:
         """`ref` is another sighting of `target`'s bug: counted there, kept as a duplicate."""
