@@ -87,3 +87,32 @@ def test_a_death_without_a_message_is_placed_at_the_first_node_it_happens_at() -
         assert fixed.finding is not None and fixed.finding.verdict is Verdict.pass_
     finally:
         pool.close()
+
+
+def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_path: Path) -> None:
+    """The original of a float64 FusedMatMul finding was wrong at `disable` too, through
+    another part of it, and the finding said so; its reduced MatMul -> Mul -> ReduceSum is
+    right at `disable`. Asked again, the reduced finding needs the optimizer, as the same
+    FusedMatMul's other findings do: one report, not two. Real 1.28.0."""
+    from bot.findings.bundle import write_bundle
+    from bot.reduce.finding import relocalize
+    from oracles.sides import Localization
+
+    model, inputs = _fused_matmul_then_reduce_sum()
+    bundle, pool = _bundle(model, inputs, rc.ort_python(rc.PAD_WRAP))
+    pool.close()
+    assert bundle.finding is not None and bundle.finding.verdict is Verdict.wrong_result
+    stale = Localization(
+        level="disable", verdict=Verdict.wrong_result, same_signature=True, depends_on_optimization=False
+    )
+    finding = bundle.finding.model_copy(update={"localization": stale})
+    reduced = write_bundle(tmp_path / "reduced", model, inputs, None, finding)
+    lowest = ClientPool(
+        lambda: WorkerClient(parse_backend("onnxruntime:disable"), str(rc.ort_python(rc.PAD_WRAP)), 30.0), 1
+    )
+    try:
+        relocalize(reduced, lowest, Judging())
+    finally:
+        lowest.close()
+    local = Finding.model_validate_json((reduced / "finding.json").read_text()).localization
+    assert local is not None and local.depends_on_optimization and local.verdict is Verdict.pass_

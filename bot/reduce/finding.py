@@ -170,10 +170,32 @@ def reduce_one(
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
         return None
+    if local is not None and not local.depends_on_optimization:
+        relocalize(reduced, pools.pool(culprit, local.level), pools.judging)
     name_optimizer_death(reduced, pools.side_run(culprit))
     name_first_wrong(reduced, pools.pool(culprit), pools.judging)
     name_culprit_rewrite(reduced, pools.side_run(culprit), pools.judging)
     return reduced
+
+
+def relocalize(reduced: Path, lowest: ClientPool, judging: Judging) -> None:
+    """Ask the build's lowest level about the reduced trigger, for a finding whose original
+    failed there too: what else the original held may be what failed there. A float64
+    MatMul -> Div became a FusedMatMul wrong at `all` and right at `disable`, while its
+    original was wrong at both; named "not needing the optimizer", it was a second report
+    beside the same FusedMatMul's that did."""
+    bundle = load_bundle(reduced)
+    finding, local = bundle.finding, bundle.finding.localization if bundle.finding else None
+    if finding is None or local is None:
+        return
+    same = SameBug(finding, lowest, judging)
+    j = same.judge(Candidate(bundle.model, bundle.inputs))
+    if j is None or j.verdict is not Verdict.pass_:
+        return
+    moved = local.model_copy(update={"verdict": j.verdict, "same_signature": False, "depends_on_optimization": True})
+    (reduced / "finding.json").write_text(
+        finding.model_copy(update={"localization": moved}).model_dump_json(indent=2) + "\n"
+    )
 
 
 def name_first_wrong(reduced: Path, pool: ClientPool, judging: Judging) -> None:
@@ -300,6 +322,8 @@ def rename_finding(
     if same is not None:
         same.keys = seen_union([fp], same.keys, keys)
     ref.triggers = seen_union(ref.triggers, [signature])
+    if finding.localization is not None:  # the reduced trigger's own (relocalize)
+        ref.depends_on_optimization = finding.localization.depends_on_optimization
     ref.reduced_path = relative_to_root(reduced, store.root)
     ref.reduced_nodes = len(model.graph.node)
     update = {"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across or ""}
