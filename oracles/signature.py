@@ -21,6 +21,7 @@ _ERASE_FIRST: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?:[A-Za-z]:)?/?(?:[\w.+-]+/)+[\w.+-]*"), "<path>"),
     (re.compile(r"`([\w.]+)\([^`]*\)(?: -> [^`]*)?`"), r"`\1`"),
     (re.compile(r"\b(R\.shape\(\[|R\.Tensor\(\()[^()\[\]]*"), r"\1<dims>"),
+    (re.compile(r"(does not exist:)\s*\S*?(for node)"), r"\1 <name> \2"),
 ]
 """Run before names are judged: a path or an address is never a name worth keeping; a
 quoted call signature is its function's name (TVM's FFI quotes
@@ -28,7 +29,8 @@ quoted call signature is its function's name (TVM's FFI quotes
 the whole quote, no name, was erased: every refused FFI argument looked alike). A shape TVM
 prints (`R.shape([batch, 91])`, `R.Tensor((num_nonzero, 21), ...)`) is the trigger's, symbolic
 dims and all: one ScatterND shape check refusing dims it could not prove equal was three
-reports, by `range_len_0`, `batch` and `num_nonzero`."""
+reports, by `range_len_0`, `batch` and `num_nonzero`. onnxruntime glues a tensor's name to
+the next word ("a name which does not exist:t5for node"), which no name rule sees whole."""
 
 _ERASE_AFTER: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:t|w|c|n|x|y|input|output|node|onnx::\w+?)_?\d+(?:_\w+)?\b"), "<name>"),

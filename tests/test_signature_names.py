@@ -233,3 +233,17 @@ def test_one_shape_check_is_one_site_whatever_symbolic_dims_it_prints() -> None:
     assert len(sites) == 1 and "R.shape([<dims>])" in next(iter(sites)), sites
     other = "ValueError: Size mismatch: relax.dequantize expects scale of R.shape([sequence]), got R.shape([2])"
     assert crash_site(normalize(other)) not in sites
+
+
+def test_a_name_glued_to_the_next_word_is_erased_whole() -> None:
+    """onnxruntime 1.30.0's ReshapeFusion leaves a node reading a tensor that is gone, and
+    says so with the name glued to the next word: "t5for node" in one model, "t3_0for node"
+    in another. They were two reports of one check (the messages are theirs, paths cut)."""
+    head = (
+        "Fail: [ONNXRuntimeError] : 1 : FAIL : Exception during initialization: "
+        "/onnxruntime_src/onnxruntime/core/graph/graph_utils.cc:36 int onnxruntime::graph_utils::GetIndexFromName("
+        "const onnxruntime::Node&, const std::string&, bool) itr != node_args.end() was false. "
+        "Attempting to get index by a name which does not exist:"
+    )
+    one, other = (normalize(f"{head}{name}for node: {node}") for name, node in (("t5", "n7"), ("t3_0", "n2_Reshape")))
+    assert one == other and "does not exist: <name> for node" in one, (one, other)
