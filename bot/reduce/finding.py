@@ -32,6 +32,7 @@ from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.candidates import (
+    START_TRIES,
     CandidateJudge,
     ClientPool,
     SameBug,
@@ -189,9 +190,10 @@ def relocalize(reduced: Path, lowest: ClientPool, judging: Judging) -> None:
     if finding is None or local is None:
         return
     same = SameBug(finding, lowest, judging)
-    j = same.judge(Candidate(bundle.model, bundle.inputs))
-    if j is None or j.verdict is not Verdict.pass_:
-        return
+    asks = [same.judge(Candidate(bundle.model, bundle.inputs)) for _ in range(START_TRIES)]
+    j = asks[-1]
+    if any(a is None or a.verdict is not Verdict.pass_ for a in asks) or j is None:
+        return  # right every time, or no evidence: a bug that reads stray memory is right now and then
     moved = local.model_copy(update={"verdict": j.verdict, "same_signature": False, "depends_on_optimization": True})
     (reduced / "finding.json").write_text(
         finding.model_copy(update={"localization": moved}).model_dump_json(indent=2) + "\n"
