@@ -11,8 +11,8 @@ of them right, and that is the evidence that they are one bug.
 
 So a reduced failure that needs the optimizer (its build's lowest level gets it right)
 runs once more with the build logging which rewrites changed the graph, then once with
-all of them off (still failing: the failure is not a rewrite's) and once with each off
-in turn. The rewrite whose absence alone makes it right names the report. Where several
+all of them off (where it must be right, or the failure is not theirs), then once with
+each off in turn. The rewrite whose absence alone makes it right names the report. Where several
 do (one prepares what the next fuses), the last to run is named: it made the graph that
 fails. A build that cannot say which rewrites ran, or turn one off, keeps the kernel's
 name.
