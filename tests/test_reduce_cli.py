@@ -244,3 +244,32 @@ def test_an_original_that_fails_only_now_and_then_is_asked_again_before_the_redu
     finally:
         pool.close()
     assert load_bundle(reduced).finding is not None
+
+
+def test_a_reduced_trigger_that_fails_only_after_other_cases_is_not_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reduction runs every candidate in one long-lived worker. onnxruntime 1.30.0's wrap
+    Pad, reduced there to a Pad beside a TopK, failed in that worker, and its repro passed 6
+    runs of 6 in fresh processes. Here the `poison` test fault breaks a worker for every case
+    after its first: the finding and each candidate fail in the reduction's worker, and the
+    reduced trigger passes in each fresh one, so the reduction is not kept."""
+    from bot.config import ReduceSettings
+    from bot.reduce.finding import SidePools, SideRun, reduce_one
+
+    case = generate(5, GenConfig(nodes=4))
+    fault: FaultSpec = {"kind": "poison", "every": 1}
+    with WorkerClient(parse_backend("onnxruntime:all"), fault=fault) as client:
+        client.run(case.model.SerializeToString(), case.inputs)  # right, and it breaks the worker
+        result = client.run(case.model.SerializeToString(), case.inputs)
+    j = judge(result, run_reference(case.model, case.inputs), op_signature(case.model))
+    assert j.verdict is Verdict.crash and result.backend is not None, j
+    finding = Finding(**dict(j), backend=result.backend, spec="onnxruntime:all")
+    bundle = write_bundle(tmp_path / "stale", case.model, case.inputs, run_reference(case.model, case.inputs), finding)
+    pools = SidePools({"head": SideRun("onnxruntime:all", sys.executable, 30.0, fault)})
+    try:
+        reduced = reduce_one(bundle, finding, None, pools, ReduceSettings(budget=30, max_tests=40, generalize=False))
+    finally:
+        pools.close()
+    assert reduced is None and not (bundle / "reduced").exists()
+    assert "fails only in a worker that ran others" in capsys.readouterr().err
