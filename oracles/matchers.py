@@ -217,8 +217,7 @@ def _mismatching_slices(ref: NodeRef, facts: CaseFacts) -> set[int] | None:
     x = facts.values.value(ref.node.input[0])
     if x is None or x.ndim == 0 or mask.ndim != x.ndim:
         return None
-    default_axis, _ = TIE_OPS[ref.node.op_type]
-    axis = int(node_attrs(ref.node).get("axis", default_axis)) % x.ndim
+    axis = _tie_axis(ref, x.ndim)
     per_slice = np.moveaxis(mask, axis, -1).reshape(-1, mask.shape[axis]).any(axis=1)
     return {int(i) for i in np.flatnonzero(per_slice)}
 
@@ -230,12 +229,11 @@ def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
     out = ref.node.output[TIE_DECIDED_OUTPUT.get(ref.node.op_type, 0)]
     want, got = (facts.expected or {}).get(out), (facts.case.outputs or {}).get(out)
     x = facts.values.value(ref.node.input[0])
-    if ref.node.op_type == "Hardmax" or want is None or got is None or x is None or x.ndim == 0:
+    if ref.node.op_type == "Hardmax" or want is None or got is None or x is None or x.ndim == 0 or x.size == 0:
         return None
     if want.shape != got.shape or not np.issubdtype(want.dtype, np.integer):
         return None
-    default_axis, _ = TIE_OPS[ref.node.op_type]
-    axis = int(node_attrs(ref.node).get("axis", default_axis)) % x.ndim
+    axis = _tie_axis(ref, x.ndim)
     keeps = want.ndim == x.ndim
     w = (np.moveaxis(want, axis, -1) if keeps else want).reshape(x.size // x.shape[axis], -1)
     g = (np.moveaxis(got, axis, -1) if keeps else got).reshape(w.shape)
@@ -244,6 +242,12 @@ def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
         return None
     row, col = (int(v) for v in differs[0])
     return row, int(w[row, col]), int(g[row, col])
+
+
+def _tie_axis(ref: NodeRef, ndim: int) -> int:
+    """The axis a tie-deciding node reduces over, non-negative."""
+    default_axis, _ = TIE_OPS[ref.node.op_type]
+    return int(node_attrs(ref.node).get("axis", default_axis)) % ndim
 
 
 TIE_DECIDED_OUTPUT = {"TopK": 1}

@@ -348,6 +348,15 @@ def pad_wrap_longer_than_the_axis() -> Case:
     return _pad_wrap(then_div=False)
 
 
+def pad_wrap_read_by_an_add() -> Case:
+    """pad_wrap_longer_than_the_axis, read by an Add: the Add's output is what mismatches,
+    the Pad's the first wrong tensor."""
+    model, inputs = _pad_wrap(then_div=False)
+    model.graph.node.append(helper.make_node("Add", ["p", "p"], ["y"]))
+    model.graph.output[0].name = "y"
+    return model, inputs
+
+
 def pad_wrap_then_div() -> Case:
     """pad_wrap_longer_than_the_axis, divided by itself: 1.28.0 raises "Integer division by
     zero" on the zeros its Pad wrote, where every quotient is 1. A 1.27.0 to 1.28.0

@@ -164,19 +164,12 @@ def _reduced_one_build(
     return campaign
 
 
-def _wrap_pad_read_by_an_add() -> rc.Case:
-    model, inputs = rc.pad_wrap_longer_than_the_axis()
-    model.graph.node.append(onnx.helper.make_node("Add", ["p", "p"], ["y"]))
-    model.graph.output[0].name = "y"
-    return model, inputs
-
-
 def test_a_finding_left_unreduced_folds_into_the_kernel_it_blames(tmp_path: Path) -> None:
     """One reduction allowed: the wrap Pad of 1.28.0 alone is reduced and named by its kernel
     (`values at ai.onnx::Pad`). The same Pad read by an Add, left unreduced, blames the
     same kernel for its first wrong tensor and folds into it; the Gather of a runtime Range
     (GatherToSliceFusion, another bug) blames another and stays a report. Real 1.28.0."""
-    makers = [rc.pad_wrap_longer_than_the_axis, _wrap_pad_read_by_an_add, rc.gather_of_a_wrapping_range]
+    makers = [rc.pad_wrap_longer_than_the_axis, rc.pad_wrap_read_by_an_add, rc.gather_of_a_wrapping_range]
     campaign = _reduced_one_build(tmp_path, makers, rc.PAD_WRAP, max_findings=1)
     refs = campaign.summary.findings
     assert len(refs) == 2, [(r.signature, r.reduced_path) for r in refs]

@@ -7,10 +7,6 @@ import copy
 import sys
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper
-
 from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.results import BackendInfo
@@ -27,29 +23,11 @@ from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
 
 
-def _wrap_pad_read_by_an_add() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """onnxruntime 1.28.0's "wrap" Pad longer than its axis writes zeros (tests/release_cases),
-    and an Add reads the wrong tensor: the Add's output is what mismatches."""
-    nodes = [
-        helper.make_node("Pad", ["x", "pads", "", "axes"], ["p"], mode="wrap"),
-        helper.make_node("Add", ["p", "p"], ["y"]),
-    ]
-    axes = onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")
-    ins = [
-        helper.make_tensor_value_info("x", TensorProto.INT64, [1]),
-        helper.make_tensor_value_info("pads", TensorProto.INT64, [2]),
-    ]
-    out = helper.make_tensor_value_info("y", TensorProto.INT64, [38])
-    graph = helper.make_graph(nodes, "g", ins, [out], [axes])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
-    return model, {"x": np.array([1461], np.int64), "pads": np.array([37, 0], np.int64)}
-
-
 def test_a_bug_blamed_on_a_kernel_is_known_by_that_node_not_by_what_reads_it() -> None:
     """The reduction blames the Pad (the first wrong tensor); known as Pad -> Add, the bug
     would still be found through every other reader of a wrap Pad. Known as the Pad, a model
     with the Pad and another reader holds it, and one without a Pad does not."""
-    model, inputs = _wrap_pad_read_by_an_add()
+    model, inputs = rc.pad_wrap_read_by_an_add()
     spec = parse_backend("onnxruntime:all")
     pool = ClientPool(lambda: WorkerClient(spec, str(rc.ort_python(rc.PAD_WRAP)), 30.0), 1)
     try:

@@ -128,20 +128,23 @@ class CampaignReduction:
         of onnxruntime 1.30.0 against 1.31.1 kept over a hundred findings in six minutes,
         most of them the QDQ selectors' per-channel defect, SimplifiedLayerNormFusion's and
         the "wrap" Pad's, each a model of its own; a reduction budget reduces a few dozen."""
-        for ref in [r for r in self.kept.findings if r.reduced_path is None]:
-            reduced = [r for r in self.kept.findings if r.reduced_path is not None and _label(r) == _label(ref)]
-            if not reduced:
-                continue
+        reduced: dict[str, list[FindingRef]] = {}
+        rewrites: dict[str, set[str]] = {}
+        for r in self.kept.findings:
+            if r.reduced_path is not None:
+                reduced.setdefault(_label(r), []).append(r)
+                rewrites.setdefault(_label(r), set()).add(self._rewrite(r))
+        for ref in [r for r in self.kept.findings if r.reduced_path is None and _label(r) in reduced]:
             bundle = in_output(self.out, ref.path)
             finding = Finding.model_validate_json((bundle / "finding.json").read_text())
-            keys = self._keys(ref, bundle, finding, reduced)
-            target = next((r for r in reduced if set(r.keys or [r.fingerprint]) & keys), None)
+            keys = self._keys(ref, bundle, finding, rewrites[_label(ref)] - {""})
+            target = next((r for r in reduced[_label(ref)] if set(r.keys or [r.fingerprint]) & keys), None)
             if target is not None:
                 self._fold(ref, target, bundle)
 
-    def _keys(self, ref: FindingRef, bundle: Path, finding: Finding, reduced: list[FindingRef]) -> set[str]:
+    def _keys(self, ref: FindingRef, bundle: Path, finding: Finding, named: set[str]) -> set[str]:
         """The names an unreduced finding's own evidence gives it, as a reduced one is named
-        (bot.reduce.finding.rename_finding)."""
+        (bot.reduce.finding.rename_finding); `named`: the rewrites its label's reduced bugs need."""
         label, keys = _label(ref), set()
         if finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
             keys.add(crash_site_fingerprint(finding, label))
@@ -150,10 +153,9 @@ class CampaignReduction:
         if found is not None:
             keys.add(kernel_fingerprint(finding.model_copy(update={"blamed": found.name}), label))
         side = pools.side_run(finding.side)
-        if ref.depends_on_optimization and names_rewrites(side):
-            named = {self._rewrite(r) for r in reduced} - {""}
+        if named and ref.depends_on_optimization and names_rewrites(side):
             case = Rewrites(bundle, side, pools.judging)
-            needed = [rw for rw in named if case.right_without([rw])]
+            needed = [rw for rw in sorted(named) if case.right_without([rw])]
             keys |= {rewrite_fingerprint(finding.model_copy(update={"rewrite": rw}), label) for rw in needed}
         return keys
 

@@ -61,6 +61,12 @@ class SideRun:
     timeout_s: float
     fault: FaultSpec | None = None
 
+    def pool(self, spec: BackendSpec) -> ClientPool:
+        """One worker on `spec` (this side's, at some level), started on this side's
+        interpreter with its limit and test fault."""
+        fault = FaultSpec(**self.fault) if self.fault else None
+        return ClientPool(lambda: WorkerClient(spec, self.python, self.timeout_s, fault=fault), 1)
+
 
 class SidePools:
     """One long-lived worker per side (and per level asked for) for the whole reduction
@@ -96,9 +102,7 @@ class SidePools:
         spec = self.spec(side, level)
         key = (side, spec.level)
         if key not in self._pools:
-            run = self.runs[side]
-            fault = FaultSpec(**run.fault) if run.fault else None
-            self._pools[key] = ClientPool(lambda: WorkerClient(spec, run.python, run.timeout_s, fault=fault), 1)
+            self._pools[key] = self.runs[side].pool(spec)
         return self._pools[key]
 
     def close(self) -> None:
@@ -196,10 +200,9 @@ def fails_fresh(reduced: Path, side: SideRun, judging: Judging) -> bool:
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
     spec = parse_backend(side.spec)
-    fault = FaultSpec(**side.fault) if side.fault else None
     case = Candidate(bundle.model, bundle.inputs)
     for _ in range(START_TRIES):
-        pool = ClientPool(lambda: WorkerClient(spec, side.python, side.timeout_s, fault=fault), 1)
+        pool = side.pool(spec)
         try:
             if SameBug(bundle.finding, pool, judging).holds(case):
                 return True
@@ -215,15 +218,17 @@ def relocalize(reduced: Path, lowest: ClientPool, judging: Judging) -> None:
     original was wrong at both; named "not needing the optimizer", it was a second report
     beside the same FusedMatMul's that did."""
     bundle = load_bundle(reduced)
-    finding, local = bundle.finding, bundle.finding.localization if bundle.finding else None
-    if finding is None or local is None:
+    finding = bundle.finding
+    if finding is None or finding.localization is None:
         return
     same = SameBug(finding, lowest, judging)
-    asks = [same.judge(Candidate(bundle.model, bundle.inputs)) for _ in range(START_TRIES)]
-    j = asks[-1]
-    if any(a is None or a.verdict is not Verdict.pass_ for a in asks) or j is None:
-        return  # right every time, or no evidence: a bug that reads stray memory is right now and then
-    moved = local.model_copy(update={"verdict": j.verdict, "same_signature": False, "depends_on_optimization": True})
+    case = Candidate(bundle.model, bundle.inputs)
+    # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
+    asks = (same.judge(case) for _ in range(START_TRIES))
+    if not all(j is not None and j.verdict is Verdict.pass_ for j in asks):
+        return
+    update = {"verdict": Verdict.pass_, "same_signature": False, "depends_on_optimization": True}
+    moved = finding.localization.model_copy(update=update)
     (reduced / "finding.json").write_text(
         finding.model_copy(update={"localization": moved}).model_dump_json(indent=2) + "\n"
     )
