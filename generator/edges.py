@@ -111,7 +111,7 @@ def _cast_out_of_range(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Ge
 
 OVERFLOWING: dict[str, tuple[int, ...]] = {
     **{op: (0, 1) for op in ("Add", "Sub", "Mul", "MatMul", "Gemm", "Pow")},
-    **{op: (0,) for op in ("ReduceSum", "ReduceProd", "ReduceSumSquare", "CumSum")},
+    **{op: (0,) for op in ("ReduceSum", "ReduceProd", "ReduceSumSquare", "CumSum", "CumProd")},
     "Sum": tuple(range(8)),
 }
 """Integer ops, with their data slots, whose result wraps (undefined) once operands near

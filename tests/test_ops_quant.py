@@ -13,7 +13,7 @@ from backends.reference import run_reference
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
-from tests.test_reference_parity import _evaluate
+from tests.test_reference_parity import Instance, _evaluate
 
 QUANT_OPS = sorted(n for n, s in registry().items() if s.__module__ == "generator.ops.quant")
 
@@ -37,8 +37,9 @@ def test_every_generated_form_agrees_with_the_evaluator_and_unoptimized_onnxrunt
             continue
         ours = run_reference(case.model, case.inputs)
         names = [o.name for o in case.model.graph.output]
-        evaluated = _evaluate(case.model, case.inputs)
         ran = _unoptimized(case.model.SerializeToString(), case.inputs)
+        defective = Instance(op, dtype, 17, f"seed {seed}", case.model, case.inputs).defects
+        evaluated = ran if defective else _evaluate(case.model, case.inputs)  # onnxruntime stands in
         for name, theirs, runtime in zip(names, evaluated, ran, strict=True):
             np.testing.assert_array_equal(ours[name], theirs, err_msg=f"{op} seed {seed}: onnx.reference")
             np.testing.assert_array_equal(ours[name], runtime, err_msg=f"{op} seed {seed}: onnxruntime")

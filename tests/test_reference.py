@@ -25,6 +25,12 @@ FAMILY_TESTS = {
     "generator.ops.dynamic": "test_ops_dynamic.py",
     "generator.ops.control": "test_ops_control.py",
     "generator.ops.picking": "test_ops_dynamic.py",
+    "generator.ops.signal": "test_ops_signal.py",
+    "generator.ops.linalg": "test_ops_linalg.py",
+    "generator.ops.losses": "test_ops_losses.py",
+    "generator.ops.sampling": "test_ops_sampling.py",
+    "generator.ops.regions": "test_ops_regions.py",
+    "generator.ops.attention": "test_ops_attention.py",
 }
 """Op families whose own test files check them op x dtype (with their evaluator workarounds);
 this file checks the elementwise families and that no op is left without such a test."""

@@ -442,6 +442,42 @@ def _type_only_versions() -> list[Case]:
     return cases
 
 
+def _new_ops() -> list[Case]:
+    """Ops fuzzbot added from opset 16 on whose later versions changed: GridSample's mode
+    names (20) and N-D input, DFT's axis moving to an input (20), and Attention's
+    nonpad_kv_seqlen (24) and window attributes (25), read at each version's default."""
+    image, grid = _f32(1, 2, 4, 5), np.clip(_f32(1, 3, 2, 2) * 0.6, -1.1, 1.1).astype(np.float32)
+    signal = _f32(2, 8, 1)
+    q, kv = _f32(1, 2, 3, 4), _f32(1, 1, 5, 4)
+    keep = RNG.random((3, 5)) < 0.6
+    keep[:, 0] = True
+    return [
+        Case("GridSample", 16, (image, grid), {"mode": "bilinear", "align_corners": 1}),
+        Case("GridSample", 16, (image, grid), {"mode": "bicubic", "padding_mode": "border"}),
+        Case("GridSample", 20, (image, grid), {"mode": "linear", "padding_mode": "reflection"}),
+        Case("GridSample", 22, (image, grid), {"mode": "cubic"}),
+        Case("DFT", 17, (signal,), {"axis": 1, "onesided": 1}),
+        Case("DFT", 20, (signal, None, _i64(-2)), {"inverse": 1}),
+        Case("Attention", 23, (_f32(1, 2, 3, 4), _f32(1, 2, 3, 4), _f32(1, 2, 3, 4)), {"is_causal": 1}),
+        Case("Attention", 24, (_f32(1, 3, 8), _f32(1, 5, 4), _f32(1, 5, 4)), {"q_num_heads": 2, "kv_num_heads": 1}),
+        Case("Attention", 25, (q, kv, kv, keep), {"softcap": 2.0}),
+        *_roi_align(image),
+    ]
+
+
+def _roi_align(image: np.ndarray) -> list[Case]:
+    """RoiAlign-10 reads boxes as 16's output_half_pixel does (no half-cell shift, sizes at least
+    one cell); 16 shifts them by default; 22 only adds bfloat16."""
+    boxes = np.array([[0.3, 0.6, 3.2, 2.9], [1.1, 0.2, 2.4, 3.7]], dtype=np.float32)
+    ins = (image, boxes, _i64(0, 0))
+    return [
+        Case("RoiAlign", 10, ins, {"output_height": 2, "sampling_ratio": 2}),
+        Case("RoiAlign", 16, ins, {"coordinate_transformation_mode": "output_half_pixel", "output_width": 3}),
+        Case("RoiAlign", 16, ins, {"output_height": 2, "spatial_scale": 0.5}),
+        Case("RoiAlign", 22, ins),
+    ]
+
+
 CASES = [
     *(c for op in ("Softmax", "LogSoftmax", "Hardmax") for c in _softmax_family(op)),
     *(c for op in sorted(registry()) if op.startswith("Reduce") for c in _reduce(op)),
@@ -460,6 +496,7 @@ CASES = [
     *_recurrent(),
     *_scan(),
     *_type_only_versions(),
+    *_new_ops(),
 ]
 
 EXPECTED_REFUSED = {
@@ -491,6 +528,12 @@ def misread_by_onnx_reference(case: Case) -> str | None:
         return "it fails on BatchNormalization-7 and misreads -9"
     if case.op == "DequantizeLinear" and case.version < 19:
         return "it has no DequantizeLinear before 19"
+    if case.op == "RoiAlign" and case.version < 16:
+        return "it reads RoiAlign-10 as 16's default half_pixel (boxes shifted by half a cell)"
+    if case.op == "GridSample" and case.version < 20:
+        return "it knows only the mode names of 20 (linear, cubic), not 16's (bilinear, bicubic)"
+    if case.op == "DFT" and case.version >= 20 and case.inputs[1] is None:
+        return "it fails on a DFT-20 whose dft_length is left out and axis given (TypeError)"
     if case.op == "Resize" and (case.version < 11 or "tf_half_pixel_for_nn" in case.attrs.values()):
         return "it reads Resize-10's scales as a roi, and has no tf_half_pixel_for_nn"
     return None
@@ -646,6 +689,7 @@ def _special_cases() -> list[tuple[str, Case]]:
     pairs = (SPECIAL[:, None], SPECIAL[None, :])
     cases = [(op, Case(op, 13, (SPECIAL,))) for op in UNARY]
     cases += [(op, Case(op, 13, (EXACT,))) for op in TRANSCENDENTAL]
+    cases += [("Gelu", Case("Gelu", 20, (EXACT,), a)) for a in ({}, {"approximate": "tanh"})]
     cases += [(op, Case(op, 13, (v,))) for op in ("Abs", "Neg", "Sign") for v in INTS.values()]
     cases += [(op, Case(op, 14, (v,))) for op in ("Relu",) for v in INTS.values()]
     cases += [(op, Case(op, 13, pairs)) for op in BINARY]

@@ -338,6 +338,16 @@ def _recurrent_form_it_ignores(i: Instance) -> bool:
     return any(i.attr(k) for k in ignored) or i.value(4) is not None
 
 
+def _fractional_float_indices(i: Instance) -> bool:
+    idx = i.value(0)
+    return idx is not None and idx.dtype.kind == "f" and bool(np.any(np.trunc(idx) != idx))
+
+
+def _per_channel_not_2d(i: Instance) -> bool:
+    scale, x = i.value(4), i.value(0)
+    return scale is not None and scale.size > 1 and x is not None and x.ndim != 4
+
+
 def _loop_condition_absent(i: Instance) -> bool:
     return len(i.node.input) < 2 or not i.node.input[1]
 
@@ -356,6 +366,17 @@ def _unique_y_alone(i: Instance) -> bool:
     return len([o for o in i.node.output if o]) == 1
 
 
+def _mean_ignoring_minus_one_unweighted(i: Instance) -> bool:
+    target = i.value(1)
+    return (
+        i.attr("ignore_index") == -1
+        and i.attr("reduction", "mean") == "mean"
+        and i.value(2) is None
+        and target is not None
+        and bool((target == -1).any())
+    )
+
+
 def _unique_reorders_along_axis_0(i: Instance) -> bool:
     """Y put in first-occurrence order by taking along axis 0 of the input as given, which is
     right only for a 1-D input without `axis`, or for `axis` 0."""
@@ -364,7 +385,26 @@ def _unique_reorders_along_axis_0(i: Instance) -> bool:
     return (x.ndim > 1) if axis is None else int(axis) % x.ndim != 0
 
 
+def _unpool_output_shape(i: Instance) -> bool:
+    return len(i.node.input) > 2 and bool(i.node.input[2])
+
+
+def _one_cell_spatial_axis(i: Instance) -> bool:
+    x = i.value(0)
+    return x is not None and 1 in x.shape[2:]
+
+
 EVALUATOR_DEFECTS: dict[Pattern, str] = {
+    Pattern("OneHot", where=_fractional_float_indices): (
+        "compares float indices with the classes uncast, so 0.8 matches none, where the spec casts"
+        " indices to int64 first (0.8 is class 0); onnxruntime 1.32.0 casts, earlier releases do as"
+        " the evaluator does; the worked-out answer sides with torch"
+    ),
+    Pattern("QLinearConv", where=_per_channel_not_2d): (
+        "shapes a per-channel weight scale for a 2-D image ([1, M, 1, 1]) whatever the spatial rank,"
+        " so a 1-D or 3-D convolution fails to broadcast (ValueError); onnxruntime with its"
+        " optimizer off gives the values torch gives (tests/test_ops_quant.py)"
+    ),
     Pattern("Loop", where=_loop_condition_absent): (
         "reads an absent cond as false and runs no iteration (then fails stacking no scan output);"
         " the spec's for-loop form runs the trip count, as onnxruntime and torch do"
@@ -496,6 +536,49 @@ EVALUATOR_DEFECTS: dict[Pattern, str] = {
     Pattern("Resize", attrs=(("axes", "neg"),)): (
         "transposes by the raw negative `axes` (ValueError: axes don't match array); onnxruntime"
         " normalises them, as torch does"
+    ),
+    Pattern("NegativeLogLikelihoodLoss", where=_mean_ignoring_minus_one_unweighted): (
+        "counts targets equal to ignore_index=-1 in an unweighted mean's divisor (it skips its"
+        " ignore mask for -1 alone); the spec divides by the kept targets, as onnxruntime and"
+        " torch do (tests/test_ops_losses.py works one out by hand)"
+    ),
+    **{
+        Pattern("AffineGrid", dtype=dtype): (
+            "returns the grid as float32 whatever theta's type; the schema's one type parameter and"
+            " onnxruntime keep theta's type, as torch does (tests/test_ops_sampling.py)"
+        )
+        for dtype in (DType.float16, DType.float64)
+    },
+    Pattern("GridSample", dtype=DType.float64): (
+        "unnormalizes grid positions into a float32 array, so float64 results carry float32"
+        " rounding (~1e-6); onnxruntime in float32 and the spec's formulas in float64 agree with torch"
+    ),
+    Pattern("GridSample", dtype=DType.float16): (
+        "interpolates float16 inputs in float16 (its coefficients and taps are float16 arrays), off"
+        " by up to ~5e-2; onnxruntime agrees with torch, and so does the evaluator on a float32 copy"
+    ),
+    Pattern("GridSample", attrs=(("mode", "cubic"), ("padding_mode", "border"))): (
+        "clamps an out-of-bounds bicubic sampling position itself before reading its taps;"
+        " onnxruntime and torch.nn.functional.grid_sample (which the spec names) clamp each tap"
+        " only (tests/test_ops_sampling.py works one out by hand)"
+    ),
+    Pattern("MaxUnpool", where=_unpool_output_shape): (
+        "given output_shape, counts the indices in the smaller tensor the windows imply and pads"
+        " that (an IndexError, or values in the wrong cells); MaxPool's indices, onnxruntime and"
+        " torch count them in the output_shape tensor (tests/test_ops_sampling.py)"
+    ),
+    Pattern("MaxRoiPool"): (
+        "has no MaxRoiPool (RuntimeError: no registered implementation); onnxruntime, and TVM in"
+        " tests/test_ops_regions.py, give the maxima torch gives"
+    ),
+    Pattern("DeformConv", where=_one_cell_spatial_axis): (
+        "normalizes sampling positions by dividing by (length - 1), which is 0 on a one-cell axis"
+        " (ValueError: cannot convert float NaN to integer); onnxruntime samples it as any other"
+        " axis, as torch does (tests/test_ops_regions.py)"
+    ),
+    Pattern("DeformConv", dtype=DType.float64): (
+        "samples through its GridSample, which unnormalizes positions into float32, so float64"
+        " results carry float32 rounding (~1e-6); onnxruntime's float64 kernel agrees with torch"
     ),
 }
 """Where onnx.reference.ReferenceEvaluator (onnx 1.23.2) is wrong, each with what the right answer
@@ -782,9 +865,27 @@ def _hand_layer_norm() -> list[Instance]:
     return found
 
 
+def _one_hot_rows() -> np.ndarray:
+    """0.8 -> 0, 2.7 -> 2, -0.5 -> 0, -1.5 -> -1 (class 2 of 3), 3.2 -> 3 (out of range: all off)."""
+    rows = np.zeros((5, 3), np.float32)
+    rows[[0, 1, 2, 3], [0, 2, 0, 2]] = 1.0
+    return rows
+
+
 def _hand_indexing() -> list[Instance]:
     x1, x3 = _data([5], DType.float32), _data([2, 3, 4], DType.int8)
+    fractions = np.asarray([0.8, 2.7, -0.5, -1.5, 3.2], np.float32)
     return [
+        _hand(
+            "OneHot of fractional float indices, cast to int64 first",
+            "OneHot",
+            DType.float32,
+            {"x": fractions},
+            {"c0": np.asarray(3, np.int64), "c1": np.asarray([0.0, 1.0], np.float32)},
+            ["x", "c0", "c1"],
+            ["y"],
+            expected={"y": _one_hot_rows()},
+        ),
         _hand(
             "Gather scalar index into 1-D data",
             "Gather",

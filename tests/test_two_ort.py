@@ -8,7 +8,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import run_reference
@@ -60,3 +62,32 @@ def test_an_env_without_the_backend_is_unavailable_in_one_line(old_python: Path)
     with pytest.raises(BackendUnavailable) as e:
         WorkerClient(parse_backend("openvino"), str(old_python)).start()
     assert "No module named 'openvino'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_one_hot_casts_float_indices_from_onnxruntime_1_32_0_on(old_python: Path) -> None:
+    """A campaign from 1.31.1 to 1.32.0 reported this as a new regression; the reference was
+    what was wrong. The spec casts OneHot's float indices to int64 before use (0.8 is class 0):
+    1.32.0 does, 1.20.1 and 1.31.1 match no class, as the reference used to."""
+    node = helper.make_node("OneHot", ["x", "depth", "values"], ["y"])
+    consts = [numpy_helper.from_array(np.asarray([15], np.int64), "depth")]
+    consts.append(numpy_helper.from_array(np.asarray([-8, -5], np.int64), "values"))
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [1, 1, 15])],
+        consts,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inputs = {"x": np.asarray([[0.7983]], np.float16)}
+    expected = run_reference(model, inputs)
+    assert expected["y"].reshape(-1).tolist() == [-5] + [-8] * 14
+    fixed = cached_venv("onnxruntime-1.32.0", ["numpy==2.4.6", "onnxruntime==1.32.0"])
+    spec = parse_backend("onnxruntime:all")
+    for python, verdict in ((str(fixed), Verdict.pass_), (sys.executable, Verdict.wrong_result)):
+        with WorkerClient(spec, python) as client:
+            result = client.run(model.SerializeToString(), inputs)
+            assert judge(result, expected, "OneHot").verdict is verdict, (python, result.outputs)
+    with WorkerClient(spec, str(old_python)) as client:
+        result = client.run(model.SerializeToString(), inputs)
+        assert judge(result, expected, "OneHot").verdict is Verdict.wrong_result

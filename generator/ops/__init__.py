@@ -1,6 +1,7 @@
 """Operator families; importing this package fills the operator registry."""
 
 from generator.ops import (
+    attention,
     clip_cast,
     control,
     conv,
@@ -8,6 +9,8 @@ from generator.ops import (
     elementwise,
     indexing,
     joining,
+    linalg,
+    losses,
     nn,
     norm,
     padding,
@@ -16,9 +19,12 @@ from generator.ops import (
     quant,
     recurrent,
     reduce,
+    regions,
     resize,
+    sampling,
     selection,
     shape,
+    signal,
     unary,
     windows,
 )
@@ -26,6 +32,7 @@ from generator.ops.base import OpSpec, registry
 
 __all__ = [
     "OpSpec",
+    "attention",
     "clip_cast",
     "control",
     "conv",
@@ -33,6 +40,8 @@ __all__ = [
     "elementwise",
     "indexing",
     "joining",
+    "linalg",
+    "losses",
     "nn",
     "norm",
     "padding",
@@ -41,10 +50,13 @@ __all__ = [
     "quant",
     "recurrent",
     "reduce",
+    "regions",
     "registry",
     "resize",
+    "sampling",
     "selection",
     "shape",
+    "signal",
     "unary",
     "windows",
 ]

@@ -331,8 +331,15 @@ def float_defaults(op_type: str, version: int | None = None) -> dict[str, float]
 
 @functools.cache
 def current_attrs(op_type: str) -> frozenset[str]:
-    """The attribute names of the op at CURRENT_OPSET."""
-    return frozenset(onnx.defs.get_schema(op_type, CURRENT_OPSET, "").attributes)
+    """The attribute names of the op at CURRENT_OPSET, or at its first version for an op that
+    arrived later (RMSNormalization at 23): the newest schema would admit what later versions
+    added before the reference reads it."""
+    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type and s.domain == ""]
+    at_current = [s for s in schemas if s.since_version <= CURRENT_OPSET]
+    chosen = (
+        max(at_current, key=lambda s: s.since_version) if at_current else min(schemas, key=lambda s: s.since_version)
+    )
+    return frozenset(chosen.attributes)
 
 
 _REGISTRY: dict[str, type[OpSpec]] = {}

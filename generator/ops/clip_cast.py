@@ -1,5 +1,5 @@
 """Element-wise ops that choose, clamp, shift or convert each element: Where, PRelu, BitShift,
-Clip, Cast and CastLike.
+Clip, Cast, CastLike and BitCast.
 """
 
 from __future__ import annotations
@@ -193,3 +193,49 @@ class CastLike(CastOp):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         return [_cast(inputs[0], inputs[1].dtype)]
+
+
+BIT_CASTS: dict[DType, tuple[DType, ...]] = {
+    DType.float32: (DType.int32,),
+    DType.float64: (DType.int64,),
+    DType.float16: (DType.int16,),
+    DType.int8: (DType.uint8,),
+    DType.uint8: (DType.int8,),
+}
+"""The reinterpretations written: to an integer of the same width, where every bit pattern is
+a value. The reverse ones would make NaN, infinities and subnormals out of integers, which the
+builds need not carry alike."""
+
+
+@register
+class BitCast(SameShapeOp):
+    """The input's bytes read as another type of the same width, little endian."""
+
+    op_type = "BitCast"
+    since_opset = 26
+    dtypes = tuple(BIT_CASTS)
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.to = out.dtype if out is not None else self.rng.choice(BIT_CASTS[ins[0].dtype])
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        sources = [d for d, targets in BIT_CASTS.items() if out.dtype in targets]
+        if not sources or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [TType(rng.choice(sources), out.rank)]
+
+    def result_dtype(self, ins: list[AbsTensor]) -> DType:
+        return self.to
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node("BitCast", ins, outs, to=self.to.onnx)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        to = TORCH_DTYPE[DType.from_onnx(int(attrs["to"]))]
+        x = inputs[0]
+        if x.dtype == torch.bool:  # one byte holding 0 or 1 (onnxruntime 1.31 has no kernel for it)
+            x = x.to(torch.uint8)
+        return [x.contiguous().view(to)]

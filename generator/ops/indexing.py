@@ -349,6 +349,66 @@ class ScatterND(OpSpec):
         return [flat.reshape(x.shape)]
 
 
+@register
+class TensorScatter(OpSpec):
+    """A KV-cache write: `update` (an owned constant, the cache's shape but for a shorter
+    sequence axis) overwrites each batch row's cache from its write index on. Linear mode keeps
+    every write inside the cache, as the spec requires; circular mode wraps past its end."""
+
+    op_type = "TensorScatter"
+    since_opset = 24
+    dtypes = ANY
+    min_rank = 2
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        rank = ins[0].rank
+        # Never the batch axis 0: a rank-2 cache must name axis 1, its default -2 being 0.
+        self.axis = self.rng.choice((max(1, rank - 2), max(1, rank - 2), self.rng.randint(1, rank - 1)))
+        self.written_axis = self.axis - rank if self.rng.random() < 0.5 else self.axis
+        self.circular = self.rng.random() < 0.3
+        self.indices = self.rng.random() < 0.7
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return []
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return [AbsTensor(ins[0].dtype, list(ins[0].shape))]
+
+    def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
+        return [list(out_shape)]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        shape = [em.ival(d) for d in self.inputs[0].shape]
+        cache = shape[self.axis]
+        seq = int(em.values.integers(1, cache + 1))
+        operands = [ins[0], em.weight([*shape[: self.axis], seq, *shape[self.axis + 1 :]], self.inputs[0].dtype)]
+        if self.indices:
+            top = cache if self.circular else cache - seq + 1
+            operands.append(em.const(em.values.integers(0, top, size=shape[0]).astype(np.int64)))
+        attrs: dict[str, int | str] = {}
+        if self.written_axis != -2:
+            attrs["axis"] = self.written_axis
+        if self.circular:
+            attrs["mode"] = "circular"
+        em.node(self.op_type, operands, outs, **attrs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        cache, update = inputs[0], inputs[1]
+        indices = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        axis = axis_of(attrs, "axis", -2, cache.dim())
+        size, seq = cache.shape[axis], update.shape[axis]
+        out = cache.clone()
+        for b in range(cache.shape[0]):
+            start = int(indices[b]) if indices is not None else 0
+            rows = torch.arange(start, start + seq)
+            if attrs.get("mode", "linear") == "circular":
+                rows = rows % size
+            out[b].index_copy_(axis - 1, rows, update[b])
+        return [out]
+
+
 ONE_HOT_ORT: dict[DType, list[tuple[DType, DType]]] = {
     DType.float32: [(DType.float32, DType.float32), (DType.float32, DType.float16), (DType.int64, DType.int64)],
     DType.float16: [(DType.float16, DType.float16), (DType.float16, DType.float32), (DType.int64, DType.int64)],

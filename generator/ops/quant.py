@@ -1,4 +1,5 @@
-"""Quantization ops: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
+"""Quantization ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, and the
+QLinear kernels a quantized export writes directly (QLinearMatMul, QLinearConv).
 
 They are where a quantized model's Q/DQ pairs come from, and the pairs are what
 onnxruntime's QDQ transformers and DynamicQuantizeMatMulFusion rewrite into QLinear*
@@ -20,8 +21,9 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType, classic
-from generator.ops.base import Attrs, Emitter, SameShapeOp, register
-from generator.ops.nn import QUANT
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
+from generator.ops.conv import ConvInteger
+from generator.ops.nn import QUANT, MatMulInteger, quant_zero_point
 from generator.quantization import dynamic_range, per_axis, quantize
 from generator.symbolic import AbsTensor, SymCtx, TType
 
@@ -152,3 +154,131 @@ class DynamicQuantizeLinear(Converting):
 def dynamic_outputs(first: str) -> list[str]:
     """DynamicQuantizeLinear's three outputs: the data, its scale, its zero point."""
     return [first, f"{first}_scale", f"{first}_zero"]
+
+
+def requantize_scales(em: Emitter, channels: int, inner: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Input, weight (one per channel) and output scales whose requantizing ratio
+    x_scale * w_scale / y_scale is 2^k / q for an odd q > 1. An integer accumulator times that
+    ratio then lies a multiple of 1/q from an integer, never within 1/(2q) of a half: no
+    build's rounding of the ratio can move it across one, and no tie arises for the rounding
+    mode to decide. q grows with the dot product's length, so fewer results saturate."""
+    x_exp = int(em.values.integers(0, 4))
+    w_exps = em.values.integers(0, 4, size=channels)
+    q = 2 * int(em.values.integers(1, 2 + 2 * int(np.sqrt(inner)))) + 1
+    y_scale = q * 2.0 ** -(x_exp + int(w_exps.max()))
+    return (
+        np.asarray(2.0**-x_exp, np.float32),
+        (2.0 ** -w_exps.astype(np.float64)).astype(np.float32),
+        np.asarray(y_scale, np.float32),
+    )
+
+
+def requantize(acc: torch.Tensor, ratio: torch.Tensor, zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """round(acc * ratio) + zero, half to even, saturated to the output type (the QLinear
+    kernels' arithmetic, on an exact integer accumulator)."""
+    info = torch.iinfo(dtype)
+    y = torch.round(acc.double() * ratio) + zero.double()
+    return y.clamp(info.min, info.max).to(dtype)
+
+
+def _weight_types(x: DType) -> tuple[DType, ...]:
+    """onnxruntime's kernels take int8 weights beside uint8 data, never uint8 beside int8."""
+    return (DType.uint8, DType.int8) if x is DType.uint8 else (DType.int8,)
+
+
+class Requantized(OpSpec):
+    """A QLinear kernel: its output has its input's quantized type."""
+
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        if out.dtype not in cls.dtypes or not cls.min_rank <= out.rank <= cls.max_rank:
+            return None
+        return [out]
+
+    def qlinear_operands(
+        self, em: Emitter, x: str, weight: tuple[list[int], DType], channels: int, inner: int, w_zero: np.ndarray
+    ) -> list[str]:
+        """x, its scale and zero point, the owned weight with its scales (one per channel when
+        `channels` > 1) and zero points, then the output's scale and zero point."""
+        dtype = self.inputs[0].dtype
+        x_scale, w_scales, y_scale = requantize_scales(em, channels, inner)
+        return [
+            x,
+            em.const(x_scale),
+            em.const(quant_zero_point(em, dtype)),
+            em.weight(*weight),
+            em.const(w_scales if channels > 1 else w_scales.reshape(())),
+            em.const(w_zero),
+            em.const(y_scale),
+            em.const(quant_zero_point(em, dtype)),
+        ]
+
+
+@register
+class QLinearMatMul(Requantized, MatMulInteger):
+    """A quantized matmul with its output requantized: B, its scales and zero points (one per
+    column at times) are owned by the op, the output takes A's type."""
+
+    op_type = "QLinearMatMul"
+    since_opset = 10
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.b_type = self.rng.choice(_weight_types(ins[0].dtype))
+        self.per_column = self.rng.random() < 0.3
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return [AbsTensor(ins[0].dtype, [*ins[0].shape[:-1], self.n])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
+        columns = n if self.per_column else 1
+        zero = np.stack([quant_zero_point(em, self.b_type) for _ in range(columns)])
+        weight = ([k, n], self.b_type)
+        operands = self.qlinear_operands(em, ins[0], weight, columns, k, zero if self.per_column else zero[0])
+        em.node(self.op_type, operands, outs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = inputs[:8]
+        acc = torch.matmul(a.long() - a_zero.long(), b.long() - b_zero.long())
+        ratio = a_scale.double() * b_scale.double() / y_scale.double()
+        return [requantize(acc, ratio, y_zero, y_zero.dtype)]
+
+
+@register
+class QLinearConv(Requantized, ConvInteger):
+    """A quantized convolution with an int32 bias and its output requantized: the weight (per
+    output channel scales at times) and bias are owned by the op."""
+
+    op_type = "QLinearConv"
+    since_opset = 10
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.w_type = self.rng.choice(_weight_types(ins[0].dtype))
+        self.per_channel = self.rng.random() < 0.4
+        self.bias = self.rng.random() < 0.5
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return [AbsTensor(ins[0].dtype, [ins[0].shape[0], self.out_channels, *self.spatial_out(ins)])]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        shape = self.kernel_weight_shape(em)
+        channels = shape[0] if self.per_channel else 1
+        zero = np.zeros(shape[0] if self.per_channel else (), self.w_type.numpy)
+        operands = self.qlinear_operands(em, ins[0], (shape, self.w_type), channels, int(np.prod(shape[1:])), zero)
+        if self.bias:
+            operands.append(em.const(em.values.integers(-64, 65, size=shape[0]).astype(np.int32)))
+        group = {"group": self.group} if self.group != 1 or self.explicit else {}
+        em.node(self.op_type, operands, outs, **group, **self.window_attrs(em))
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = inputs[:8]
+        acc = ConvInteger.reference(attrs, [x, w, x_zero, w_zero])[0].long()
+        channel = [1, -1, *[1] * (x.dim() - 2)]
+        if len(inputs) > 8 and inputs[8] is not None:
+            acc = acc + inputs[8].long().reshape(channel)
+        ratio = (x_scale.double() * w_scale.double() / y_scale.double()).reshape(-1)
+        return [requantize(acc, ratio.reshape(channel) if ratio.numel() > 1 else ratio, y_zero, y_zero.dtype)]

@@ -5,7 +5,8 @@ CumSum, EyeLike.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -32,8 +33,9 @@ def _off_on(dtype: DType, rng: random.Random) -> tuple[float, float]:
 
 @register
 class OneHot(OpSpec):
-    """Indices come from the graph (a fractional or out-of-range one gives an all-off
-    row); depth and the off/on pair are op-owned constants."""
+    """Indices come from the graph (an out-of-range one gives an all-off row; a float one is
+    cast to int64 first, truncating, as the spec says since OneHot-9); depth and the off/on
+    pair are op-owned constants."""
 
     op_type = "OneHot"
     dtypes = NUMERIC_32_FIRST
@@ -82,8 +84,9 @@ class OneHot(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, depth_t, values = inputs
         depth = int(depth_t.reshape(-1)[0].double().trunc())
-        # Float indices are compared as they are: a fractional one matches no class.
-        idx = x.double() if x.dtype.is_floating_point else x.long()
+        # Float indices are cast to int64 before use (the spec's words): 2.7 is class 2, -0.5
+        # class 0. onnxruntime before 1.32.0 and onnx.reference compare them uncast instead.
+        idx = x.double().trunc().long() if x.dtype.is_floating_point else x.long()
         idx = torch.where(idx < 0, idx + depth, idx)
         axis = axis_of(attrs, "axis", -1, x.dim() + 1)
         classes = torch.arange(depth, dtype=idx.dtype).reshape([-1 if i == axis else 1 for i in range(x.dim() + 1)])
@@ -227,7 +230,7 @@ class Trilu(SameShapeOp):
 @register
 class CumSum(OpSpec):
     op_type = "CumSum"
-    dtypes = (DType.float32, DType.float64, DType.float16, DType.int32, DType.int64)
+    dtypes: ClassVar[tuple[DType, ...]] = (DType.float32, DType.float64, DType.float16, DType.int32, DType.int64)
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -252,15 +255,41 @@ class CumSum(OpSpec):
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        x = inputs[0]
-        axis = int(inputs[1].reshape(-1)[0])
-        axis = axis + x.dim() if axis < 0 else axis
-        y = x.flip(axis) if attrs.get("reverse", 0) else x
-        total = torch.cumsum(y, dim=axis, dtype=x.dtype)
-        if attrs.get("exclusive", 0):
-            first = torch.zeros_like(y.narrow(axis, 0, 1))
-            total = torch.cat([first, total.narrow(axis, 0, y.shape[axis] - 1)], dim=axis)
-        return [total.flip(axis) if attrs.get("reverse", 0) else total]
+        return [_scan(attrs, inputs, torch.cumsum, torch.zeros_like)]
+
+
+@register
+class CumProd(CumSum):
+    """CumSum's axis input and attributes, multiplying: exact for integers inside the range the
+    overflow table keeps them in, rounded once per step for floats, as every build does."""
+
+    op_type = "CumProd"
+    since_opset = 26
+    dtypes = (DType.float32, DType.float64, DType.int32, DType.int64)
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node("CumProd", [ins[0], em.const(np.asarray(self.axis, dtype=self.axis_type))], outs, **self.attrs)
+
+    @staticmethod
+    def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [_scan(attrs, inputs, torch.cumprod, torch.ones_like)]
+
+
+def _scan(
+    attrs: Attrs,
+    inputs: list[torch.Tensor],
+    running: Callable[..., torch.Tensor],
+    identity: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """CumSum's and CumProd's running total along the axis input, `reverse` running from the
+    end, `exclusive` shifting the totals one place and starting from the identity."""
+    x = inputs[0]
+    axis = int(inputs[1].reshape(-1)[0]) % x.dim()
+    y = x.flip(axis) if attrs.get("reverse", 0) else x
+    total = running(y, dim=axis, dtype=x.dtype)
+    if attrs.get("exclusive", 0):
+        total = torch.cat([identity(y.narrow(axis, 0, 1)), total.narrow(axis, 0, y.shape[axis] - 1)], dim=axis)
+    return total.flip(axis) if attrs.get("reverse", 0) else total
 
 
 @register

@@ -108,8 +108,11 @@ def _shrink(x: torch.Tensor, a: Attrs) -> torch.Tensor:
 
 
 def _gelu(x: torch.Tensor, a: Attrs) -> torch.Tensor:
+    """In float64 whatever the type: torch's float32 Gelu gives NaN at +inf and overflows to
+    inf near float32's max, where the spec's 0.5 * x * (1 + erf(x / sqrt(2))) is x, and
+    onnxruntime and TVM give x."""
     approximate = a.get("approximate", "none")
-    return F.gelu(x, approximate="tanh" if approximate == "tanh" else "none")
+    return F.gelu(x.double(), approximate="tanh" if approximate == "tanh" else "none").to(x.dtype)
 
 
 # Math.
@@ -249,6 +252,14 @@ _unary(
 _unary("Mish", upcast(lambda x, a: x * torch.tanh(F.softplus(x))), since=18)
 
 
+_unary(
+    "Swish",
+    upcast(lambda x, a: x * torch.sigmoid(a.get("alpha", 1.0) * x)),
+    float_attrs={"alpha": (0.1, 2.0)},
+    since=24,
+)
+
+
 _unary("Shrink", _shrink, NUMERIC, {"lambd": (0.0, 1.0), "bias": (0.0, 1.0)})
 
 
@@ -256,7 +267,7 @@ class Gelu(UnaryOp):
     op_type = "Gelu"
     dtypes = FLOAT_TYPES
     since_opset = 20
-    fn = staticmethod(upcast(_gelu))
+    fn = staticmethod(_gelu)
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)

@@ -134,6 +134,16 @@ def _cumsum(args: list[torch.Tensor], attrs: Attrs) -> torch.Tensor:
     return torch.maximum(x.cumsum(axis).abs(), x.flip(axis).cumsum(axis).abs())
 
 
+def _cumprod(args: list[torch.Tensor], attrs: Attrs) -> torch.Tensor:
+    """The partial products in either direction; an integer's magnitude never shrinks along
+    them (until a zero), so the full products bound every one."""
+    x = args[0]
+    if not x.dim():
+        return x
+    axis = int(args[1].reshape(-1)[0]) % x.dim()
+    return torch.maximum(x.cumprod(axis).abs(), x.flip(axis).cumprod(axis).abs())
+
+
 INT_OVERFLOW: dict[str, Callable[[list[torch.Tensor], Attrs], torch.Tensor]] = {
     "Add": lambda a, attrs: a[0] + a[1],
     "Sub": lambda a, attrs: a[0] - a[1],
@@ -143,6 +153,7 @@ INT_OVERFLOW: dict[str, Callable[[list[torch.Tensor], Attrs], torch.Tensor]] = {
     "ReduceSum": _axis_sum,
     "ReduceL1": lambda a, attrs: _axis_sum([a[0].abs(), *a[1:]], attrs),
     "CumSum": _cumsum,
+    "CumProd": _cumprod,
     "MatMul": lambda a, attrs: a[0] @ a[1] if a[0].dim() and a[1].dim() else a[0] * a[1],
 }
 """Integer ops whose exact result can leave int32/int64 (overflow is undefined in ONNX)."""

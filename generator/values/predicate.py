@@ -302,6 +302,19 @@ def lp_norm(ops: Operands, attrs: Attrs) -> torch.Tensor:
     return -norm
 
 
+def det_conditioning(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Positive where a determinant is under a hundredth of the product of its rows' norms
+    (Hadamard's bound on it): there the terms cancel, and each build's pivoting rounds them
+    differently. One value per matrix, shaped to broadcast over it."""
+    x = operand(ops)
+    if x.dim() < 2 or x.shape[-1] != x.shape[-2] or not x.numel():
+        return -torch.ones((), dtype=x.dtype)
+    det = torch.linalg.det(x.double()).abs()
+    bound = torch.linalg.vector_norm(x.double(), dim=-1).prod(dim=-1)
+    violation: torch.Tensor = (0.01 * bound - det).to(x.dtype)
+    return violation.unsqueeze(-1).unsqueeze(-1)
+
+
 def mvn_variance(ops: Operands, attrs: Attrs) -> torch.Tensor:
     """MeanVarianceNormalization divides by sqrt(E[x^2] - E[x]^2), a cancellation. Even an
     exact 0 (a constant slice, a slice of one element) is unsafe: the spec's epsilon makes

@@ -15,8 +15,10 @@ wrap, and the repair shrinks the values behind the product.
 
 Discontinuities (Floor, Ceil, Round, QuantizeLinear and DynamicQuantizeLinear, Sign, a cast
 to an integer or bool, ArgMax, ArgMin, Hardmax, TopK, ThresholdedRelu at alpha, Shrink at
-±lambd, OneHot's float indices) keep a computed operand `JUMP_MARGIN` (relative) away from
-the jump: a backend that rounds the operand differently lands on the other side.
+±lambd, OneHot's float indices, GridSample's nearest-mode positions, RoiAlign's samples at the
+border's edge, MaxRoiPool's rounded box corners) keep a computed operand
+`JUMP_MARGIN` (relative) away from the jump: a backend that rounds the operand differently
+lands on the other side.
 Comparisons are left out: campaigns showed no false positive from them, and their margin
 made many models unsolvable.
 
@@ -26,6 +28,7 @@ applies equally to models fuzzbot did not generate (reduced models, user bundles
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +73,7 @@ from generator.values.predicate import (
     cast_range,
     cast_target,
     cosh_growth,
+    det_conditioning,
     exp_growth,
     int_info,
     int_pow,
@@ -79,6 +83,7 @@ from generator.values.predicate import (
     mvn_variance,
     nonzero_ints,
     operand,
+    periodic_unit,
     pow_base,
     pow_base_computed,
     pow_growth,
@@ -97,6 +102,63 @@ def _int_shrink_biased(ops: Operands, attrs: Attrs) -> torch.Tensor:
     x = operand(ops)
     lambd = float(attrs.get("lambd", 0.5))
     return torch.where(x.double().abs() > lambd, 1.0, -1.0)
+
+
+def _float_everywhere(ops: Operands) -> torch.Tensor:
+    """Positive on every element of a float operand: reinterpreted as an integer, a computed
+    float one ulp off in one build is another integer, so no margin makes it safe."""
+    x = operand(ops)
+    return (
+        torch.ones_like(x, dtype=torch.float64) if x.is_floating_point() else -torch.ones_like(x, dtype=torch.float64)
+    )
+
+
+def _grid_tie_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of each GridSample position (the grid unnormalized to input
+    cells along its dim) to the nearest half-integer, where nearest mode picks the next cell."""
+    x, grid = operand(ops), operand(ops, 1)
+    sizes = x.shape[2:]
+    r = len(sizes)
+    corners = bool(attrs.get("align_corners", 0))
+    cells = [
+        (grid[..., r - 1 - i] + 1) / 2 * (n - 1) if corners else ((grid[..., r - 1 - i] + 1) * n - 1) / 2
+        for i, n in enumerate(sizes)
+    ]
+    return half_gap([torch.stack(cells, -1)], attrs)
+
+
+def _roi_align_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of each RoiAlign sample position to -1 and to the extent, where
+    a sample stops reading the border and reads 0, and (adaptive sampling) of each bin's size to
+    a whole number of cells, where the sample count steps. Under both box readings: RoiAlign-10
+    has no half-pixel shift, 16 shifts by default, and the node alone does not say which."""
+    x, rois = operand(ops), operand(ops, 1)
+    scale, ratio = float(attrs.get("spatial_scale", 1.0)), int(attrs.get("sampling_ratio", 0))
+    axes = (
+        (1, 3, x.shape[2], int(attrs.get("output_height", 1))),
+        (0, 2, x.shape[3], int(attrs.get("output_width", 1))),
+    )
+    gaps = []
+    for offset, lo, hi, length, bins in ((o, *axis) for o in (0.0, 0.5) for axis in axes):
+        start = rois[:, lo] * scale - offset
+        size = rois[:, hi] * scale - offset - start
+        size = size.clamp_min(1.0) if offset == 0 else size
+        per_bin = size / bins
+        if ratio <= 0:
+            gaps.append(-abs_nz(per_bin - torch.round(per_bin).detach()) / periodic_unit(per_bin))
+        for k in range(rois.shape[0]):
+            grid = ratio if ratio > 0 else max(math.ceil(float(per_bin[k])), 1)
+            steps = torch.arange(bins * grid, dtype=rois.dtype)
+            pos = start[k] + (steps // grid) * per_bin[k] + (steps % grid + 0.5) * per_bin[k] / grid
+            edge = torch.minimum(abs_nz(pos + 1), abs_nz(pos - length))
+            gaps.append(-edge / periodic_unit(pos))
+    return torch.cat(gaps) if gaps else torch.zeros(1, dtype=rois.dtype)
+
+
+def _roi_pool_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Minus the relative distance of each scaled MaxRoiPool box corner to a half-integer, where its
+    rounding to a cell jumps."""
+    return half_gap([operand(ops, 1)[:, 1:] * float(attrs.get("spatial_scale", 1.0))], attrs)
 
 
 def _jump(name: str, f: Violation, slots: tuple[int, ...] = (0,), **kw: Any) -> Predicate:
@@ -193,6 +255,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Sin": (Predicate("|x| <= trig limit", (0,), trig_bound),),
     "Cos": (Predicate("|x| <= trig limit", (0,), trig_bound),),
     "Cast": CAST,
+    "BitCast": (_jump("a float's bits the same in every build", lambda ops, a: _float_everywhere(ops)),),
     "CastLike": CAST,
     "BitShift": (
         Predicate(
@@ -205,6 +268,7 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
             undefined=True,
         ),
     ),
+    "Det": (Predicate("det not small next to its rows", (0,), det_conditioning),),
     "BatchNormalization": (Predicate("variance >= 0", (4,), lambda ops, a: -operand(ops, 4)),),
     "ReduceLogSum": (Predicate("sum > 0", (0,), log_sum, strict=True),),
     "ReduceLogSumExp": (
@@ -231,6 +295,16 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "OneHot": (_jump("float index not near an integer", int_gap, applies=lambda ops, a: is_float(ops[0])),),
     "Ceil": (_jump("x not near an integer", int_gap),),
     "Round": (_jump("x not near a half-integer", half_gap),),
+    "GridSample": (
+        _jump(
+            "nearest position not near a half-integer",
+            _grid_tie_gap,
+            (1,),
+            applies=lambda ops, a: a.get("mode", "linear") == "nearest" and ops[0] is not None,
+        ),
+    ),
+    "RoiAlign": (_jump("box samples not near where reading the border stops", _roi_align_gap, (1,)),),
+    "MaxRoiPool": (_jump("scaled box corners not near a half-integer", _roi_pool_gap, (1,)),),
     "QuantizeLinear": (_jump("x / scale not near a half-integer", quant_gap, (0, 1), applies=nonempty_float),),
     "DynamicQuantizeLinear": (
         _jump("x / scale not near a half-integer", dynamic_gap, applies=nonempty_float),
@@ -262,7 +336,7 @@ PASSTHROUGH_OPS = frozenset(
         "GatherElements", "GatherND", "Concat", "Split", "Tile", "Expand", "Pad", "Neg", "Abs",
         "Max", "Min", "Where", "ReduceMax", "ReduceMin", "DepthToSpace", "SpaceToDepth", "Compress",
         "ScatterElements", "ScatterND", "Dropout", "MaxPool", "GlobalMaxPool", "TopK", "OneHot",
-        "NonZero", "Unique",
+        "NonZero", "Unique", "BitCast",
     }
 )  # fmt: skip
 """Ops that only move, select or negate values: their results are exact when their inputs are
