@@ -30,7 +30,15 @@ SPECIAL_SALT = 0x5BEC
 UNARY_PASSES = ("Abs", "Neg", "Relu")
 """Not the rounding ops: after a Max with a computed output, a value a few ulps from their
 step would round either way, which no reference can call."""
-BINARY_PASSES = ("Max", "Min")
+EXACT_ONLY_PASSES = ("Exp", "Reciprocal")
+"""IEEE arithmetic on the specials (exp(-inf) = 0, 1 / -0 = -inf, exp(nan) = nan) that
+onnxruntime 1.31 and TVM 0.27 both follow, taken only while the probe's tensor is still its
+own input's exact values: on a computed one, Exp near its overflow and Reciprocal near a
+zero whose sign rounding decides would be either answer."""
+BINARY_PASSES = ("Max", "Min", "Add", "Sub")
+ADDITIVE = frozenset({"Add", "Sub"})
+"""inf + finite is inf, nan + x is nan, -0 + x is x: defined; but after them a value can sit
+next to zero, where Sign's answer is the rounding's."""
 STOPS = ("IsInf", "IsNaN", "Equal", "Less", "Greater", "ArgMax", "ArgMin", "Tanh", "Sigmoid", "Sign")
 NAN_UNSAFE = frozenset({"Relu", "Max", "Min", "ArgMax", "ArgMin", "Sign"})
 """Probe ops whose result on NaN ONNX leaves open, or builds compute either way."""
@@ -60,14 +68,17 @@ class _Probe:
 
 def _chain(rng: random.Random, probe: _Probe, source: str, other: str, rank: int, ok: Callable[[str], bool]) -> bool:
     """One to three ops from `source` (beside the graph's `other`); whether NaN is defined all along."""
-    nan_safe, current = True, source
-    passes = [o for o in (*UNARY_PASSES, *BINARY_PASSES) if ok(o)]
-    for _ in range(rng.randint(0, 2) if passes else 0):
+    nan_safe, current, exact, added = True, source, True, False
+    for _ in range(rng.randint(0, 2)):
+        passes = [o for o in (*UNARY_PASSES, *BINARY_PASSES, *(EXACT_ONLY_PASSES if exact else ())) if ok(o)]
+        if not passes:
+            break
         op = rng.choice(passes)
         pair = [current, other] if rng.random() < 0.5 else [other, current]
         current = probe.op(op, pair if op in BINARY_PASSES else [current])
         nan_safe = nan_safe and op not in NAN_UNSAFE
-    stops = [o for o in STOPS if ok(o)]
+        exact, added = exact and op not in BINARY_PASSES, added or op in ADDITIVE
+    stops = [o for o in STOPS if ok(o) and not (added and o == "Sign")]
     if not stops:
         return nan_safe
     op = rng.choice(stops)

@@ -19,7 +19,7 @@ import torch
 from generator.ops.base import node_attrs
 from generator.values import UnsupportedModel
 from generator.values.interp import Failure, Program
-from oracles.evidence import near_equal, within_tie
+from oracles.evidence import within_tie
 from oracles.patterns import TIE_OPS, NodeRef
 
 
@@ -101,7 +101,7 @@ def near(ref: NodeRef, values: CaseValues) -> str | None:
     if a is None or b is None or a.dtype.kind != "f":
         return None
     x, y = np.broadcast_arrays(a.astype(np.float64), b.astype(np.float64))
-    close = np.argwhere(near_equal(_torch(x), _torch(y), _dtype(a.dtype)).numpy())
+    close = np.argwhere(within_tie(_torch(x), _torch(y), _dtype(a.dtype)).numpy())
     if close.size == 0:
         return None
     at = tuple(int(i) for i in close[0])

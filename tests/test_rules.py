@@ -305,6 +305,28 @@ def test_less_on_computed_floats_is_filtered(ort: WorkerClient, rules: RuleSet) 
     assert "flipped explains all 1 mismatching element" in hit.explanation
 
 
+def test_a_comparison_with_a_computed_near_zero_is_filtered(ort: WorkerClient, rules: RuleSet) -> None:
+    """-0.0 (a special value's) against Sigmoid(a) - Sigmoid(b): -1.5e-8 in torch, not below
+    zero in onnxruntime. The operands are no relative near-tie, but closer than float32's
+    epsilon, where either answer is the rounding's: a campaign's false report of Greater. The
+    rule reads values: a real flip of operands a unit apart stays a report (the test above
+    shows a clear comparison agrees)."""
+    nodes = [
+        helper.make_node("Sigmoid", ["a"], ["sa"]),
+        helper.make_node("Sigmoid", ["b"], ["sb"]),
+        helper.make_node("Sub", ["sa", "sb"], ["d"]),
+        helper.make_node("Greater", ["z", "d"], ["y"], name="gt"),
+    ]
+    m = model(nodes, {"a": (F32, [1]), "b": (F32, [1]), "z": (F32, [1])}, {"y": (TensorProto.BOOL, [1])})
+    a, b = SIGMOID_FLIPS
+    inputs = {"a": np.array([a], np.float32), "b": np.array([b], np.float32), "z": np.array([-0.0], np.float32)}
+    case = run_case(ort, m, inputs)
+    assert case.judgement.verdict is Verdict.wrong_result, case.judgement
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "float-comparison", hit
+    assert rules.match(counterfactual(case, m, {**inputs, "z": np.array([-1.0], np.float32)})) is None
+
+
 def test_pattern_on_a_matching_output_does_not_hide_another_output(ort: WorkerClient, rules: RuleSet) -> None:
     """Two outputs: a Less whose operands are far apart (agrees) and an ArgMax on a
     near-tie (mismatches). The Less lies outside the mismatching output's cone."""
