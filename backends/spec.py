@@ -98,6 +98,18 @@ def parse_backend(text: str) -> BackendSpec:
     raise BackendSpecError(f"unknown backend {parts[0]!r}; valid backends: {valid_backends()}")
 
 
+def spec_level(text: str | None) -> str | None:
+    """The level a recorded spec ran at: the one it names, a built-in backend's default when
+    it names none (`tvm` ran at `default`), None for a plugin that left it to its handshake
+    or a spec that no longer parses. One reading for every place a stored finding is rerun."""
+    if not text:
+        return None
+    try:
+        return parse_backend(text).level or None
+    except BackendSpecError:
+        return None
+
+
 def _plugin_file(path: str, cls: str, level: str, options: tuple[tuple[str, str], ...]) -> BackendSpec:
     file = Path(path).expanduser().resolve()
     if not file.is_file():

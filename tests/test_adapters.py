@@ -230,7 +230,8 @@ print("same")
 
 
 @pytest.mark.parametrize(
-    "backend", ["tvm:default", "tvm:inference", "onnxruntime:parallel", "openvino:accuracy", f"{PLUGIN}:checked"]
+    "backend",
+    ["tvm:default", "tvm:inference", "onnxruntime:parallel,threads=3", "openvino:accuracy", f"{PLUGIN}:checked"],
 )
 def test_repro_snippets_run_standalone(backend: str, tmp_path: Path) -> None:
     spec = parse_backend(backend)
@@ -241,12 +242,34 @@ def test_repro_snippets_run_standalone(backend: str, tmp_path: Path) -> None:
         module, _, cls = spec.adapter.partition(":")
         snippet = adapter_snippet(module, cls, spec.level, str(Path(spec.plugin_file).parent))
     else:
-        snippet = adapter_class(spec.adapter).repro_snippet(spec.level)
+        snippet = adapter_class(spec.adapter).repro_snippet(spec.level, spec.option_dict)
     script.write_text(REPRO_CHECK.format(snippet=textwrap.dedent(snippet)))
     files = [str(tmp_path / n) for n in ("model.onnx", "inputs.npz", "reference.npz")]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # the plugin's `backends`
     done = subprocess.run([sys.executable, str(script), *files], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and "same" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("backend", "intra", "inter"),
+    [
+        ("onnxruntime:all", 1, 1),
+        ("onnxruntime:all,threads=4", 4, 1),
+        ("onnxruntime:parallel", 2, 2),
+        ("onnxruntime:parallel,threads=3", 3, 2),
+    ],
+)
+def test_an_onnxruntime_repro_runs_the_threads_the_campaign_ran(backend: str, intra: int, inter: int) -> None:
+    """The adapter runs one intra-op thread unless `threads` says more (`parallel`: at least
+    two, beside two inter-op threads); onnxruntime's own default is every core, so a repro
+    that left the counts unset would run another configuration than the one that failed."""
+    spec = parse_backend(backend)
+    snippet = adapter_class(spec.adapter).repro_snippet(spec.level, spec.option_dict)
+    assert f"so.intra_op_num_threads = {intra}" in snippet and f"so.inter_op_num_threads = {inter}" in snippet
+    adapter = adapter_class(spec.adapter)(spec.option_dict)
+    session = adapter.compile(stable_cases(1)[0].model.SerializeToString(), spec.level)
+    options = session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (intra, inter)
 
 
 def test_run_prints_one_row_per_backend(cli: Callable[..., CliResult], tmp_path: Path) -> None:

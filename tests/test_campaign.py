@@ -178,6 +178,20 @@ def test_a_finding_left_unreduced_folds_into_the_kernel_it_blames(tmp_path: Path
     assert any("Gather" in r.signature and r.reduced_path is None for r in refs)
 
 
+def test_findings_left_unreduced_with_no_reduced_bug_fold_into_each_other(tmp_path: Path) -> None:
+    """No reduction at all: the two wrap Pads of 1.28.0 blame one kernel and are one report,
+    the Gather of a runtime Range another. Before, every unreduced finding of a label with no
+    reduced bug was a report of its own (a 1.31.1 -> 1.32.0 campaign: fifteen of one MaxPool)."""
+    makers = [rc.pad_wrap_longer_than_the_axis, rc.pad_wrap_read_by_an_add, rc.gather_of_a_wrapping_range]
+    campaign = _reduced_one_build(tmp_path, makers, rc.PAD_WRAP, max_findings=0)
+    refs = campaign.summary.findings
+    assert all(r.reduced_path is None for r in refs)
+    assert len(refs) == 2, [(r.signature, r.fingerprint) for r in refs]
+    pad = next(r for r in refs if "Pad" in r.signature)
+    assert campaign.summary.occurrences[pad.fingerprint] == 2
+    assert len(list((tmp_path / "out" / "duplicates").iterdir())) == 1
+
+
 def test_one_failed_check_reached_through_two_ops_is_one_report(tmp_path: Path) -> None:
     """onnxruntime 1.21.1 to 1.23.2 refuse a normalization over one element with one check,
     "Size of X.shape[axis:] must be larger than 1", whether a LayerNormalization or the

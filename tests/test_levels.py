@@ -145,8 +145,12 @@ def test_the_fuzz_flag_refuses_an_unknown_level_in_one_line(cli: Callable[..., C
 
 
 def test_a_stored_bundles_level_is_read_from_its_spec(tmp_path: Path) -> None:
-    for spec, level in [("tvm:fold", "fold"), ("onnxruntime:parallel,threads=2", "parallel"), ("tvm", None)]:
-        bundle = tmp_path / (level or "none")
+    cases: list[tuple[str, str | None]] = [("tvm:fold", "fold"), ("onnxruntime:parallel,threads=2", "parallel")]
+    cases += [("tvm", "default")]
+    plugin = "examples/plugin_backend.py:OnnxReferenceAdapter"  # its level is the handshake's
+    cases += [(plugin, None), (f"{plugin}:checked", "checked"), ("missing_plugin.py:Adapter", None)]
+    for n, (spec, level) in enumerate(cases):
+        bundle = tmp_path / f"bundle{n}"
         bundle.mkdir()
         (bundle / "finding.json").write_text(f'{{"spec": "{spec}"}}')
         assert _stored_level(bundle) == level

@@ -23,6 +23,7 @@ the run's).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -86,10 +87,11 @@ class Adapter:
         raise NotImplementedError
 
     @classmethod
-    def repro_snippet(cls, level: str) -> str:
+    def repro_snippet(cls, level: str, options: Mapping[str, str] | None = None) -> str:
         """Source of `run(model_bytes, inputs)` for standalone repro scripts. This default
         drives the adapter class itself; built-in adapters override it with plain calls
-        to the system, so their repro needs nothing of fuzzbot."""
+        to the system, so their repro needs nothing of fuzzbot. `options` are the spec's
+        (`threads=4`): a repro sets up what the campaign ran, options included."""
         return adapter_snippet(cls.__module__, cls.__qualname__, level)
 
 

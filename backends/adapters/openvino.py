@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -104,7 +105,7 @@ class OpenVinoAdapter(Adapter):
         return {n: np.array(result[by_name[n]], copy=True) for n in names if n in by_name}
 
     @classmethod
-    def repro_snippet(cls, level: str) -> str:
+    def repro_snippet(cls, level: str, options: Mapping[str, str] | None = None) -> str:
         mode = cls.level_modes[level]
         return f"""def run(model_bytes, inputs):
     import numpy as np

@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -180,14 +180,17 @@ class OrtAdapter(Adapter):
         return {n: np.asarray(v) for n, v in zip(names, values, strict=False)}
 
     @classmethod
-    def repro_snippet(cls, level: str) -> str:
+    def repro_snippet(cls, level: str, options: Mapping[str, str] | None = None) -> str:
         const = cls.level_names[level]
-        parallel = (
-            f"\n    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL"
-            f"\n    so.inter_op_num_threads = so.intra_op_num_threads = {cls.PARALLEL_THREADS}"
-            if level == "parallel"
-            else ""
-        )
+        threads = int((options or {}).get("threads", 1))
+        if level == "parallel":
+            parallel = (
+                f"\n    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL"
+                f"\n    so.inter_op_num_threads = {cls.PARALLEL_THREADS}"
+                f"\n    so.intra_op_num_threads = {max(threads, cls.PARALLEL_THREADS)}"
+            )
+        else:
+            parallel = f"\n    so.intra_op_num_threads = {threads}\n    so.inter_op_num_threads = 1"
         return f"""def run(model_bytes, inputs):
     import onnxruntime as ort
 

@@ -15,6 +15,7 @@ build setting that is not what users run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -115,7 +116,7 @@ class TensorRtAdapter(Adapter):
         return {n: keep[n].cpu().numpy() for n in names if not is_input[n]}
 
     @classmethod
-    def repro_snippet(cls, level: str) -> str:
+    def repro_snippet(cls, level: str, options: Mapping[str, str] | None = None) -> str:
         return f"""def run(model_bytes, inputs):
     import numpy as np
     import torch

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -164,7 +165,7 @@ class TvmAdapter(Adapter):
         return dict(zip(outputs, values, strict=True))
 
     @classmethod
-    def repro_snippet(cls, level: str) -> str:
+    def repro_snippet(cls, level: str, options: Mapping[str, str] | None = None) -> str:
         pipeline = 'relax.get_pipeline("default_build")' if level == "O0" else "relax.get_default_pipeline(target)"
         opt = 0 if level == "O0" else 3
         prepare = "".join(

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends.spec import spec_level
 from bot.cases.making import Prepared
 from bot.cases.user_cases import load_user_case
 from bot.errors import UserError
@@ -112,10 +113,8 @@ def _stored_seed(bundle: Path) -> int:
 
 
 def _stored_level(bundle: Path) -> str | None:
-    """The level in the finding's spec (`tvm:fold`), or None; a spec of a backend this
-    campaign does not run is the campaign's to refuse (bot.campaign.levels.LevelLanes)."""
+    """The level the finding ran at (`tvm:fold`; `tvm` alone ran at `default`), or None; a
+    spec of a backend this campaign does not run is the campaign's to refuse
+    (bot.campaign.levels.LevelLanes)."""
     spec = _finding_json(bundle).get("spec")
-    if not isinstance(spec, str) or ":" not in spec:
-        return None
-    level = spec.split(",")[0].rsplit(":", 1)[1]
-    return level or None
+    return spec_level(spec) if isinstance(spec, str) else None

@@ -315,7 +315,7 @@ def _patterns(spec: BackendSpec) -> list[str]:
 
 def _backend_code(spec: BackendSpec, info: BackendInfo | None) -> str:
     if not spec.plugin:
-        snippet: str = adapter_class(spec.adapter).repro_snippet(spec.level)
+        snippet: str = adapter_class(spec.adapter).repro_snippet(spec.level, spec.option_dict)
         return snippet.rstrip("\n") + "\n\n"
     module, _, qualname = spec.adapter.partition(":")
     if spec.plugin_file:

@@ -25,7 +25,7 @@ from backends.client import WorkerClient
 from backends.death import optimizer_site
 from backends.faults import FaultSpec
 from backends.results import Status
-from backends.spec import BackendSpec, BackendSpecError, parse_backend
+from backends.spec import BackendSpec, BackendSpecError, parse_backend, spec_level
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
 from bot.findings.kept import KeptFindings
@@ -114,12 +114,7 @@ class SidePools:
 def finding_level(finding: Finding) -> str | None:
     """The level the finding's case ran at, from its spec (None for a finding from before
     specs were recorded: its side's own)."""
-    if not finding.spec:
-        return None
-    try:
-        return parse_backend(finding.spec).level or None
-    except BackendSpecError:
-        return None
+    return spec_level(finding.spec)
 
 
 def input_form(model: onnx.ModelProto) -> str:
