@@ -448,9 +448,8 @@ def openvino_unsupported_det() -> Case:
 
     openvino 2026.4.1, stage import: "OpConversionFailure: Model wasn't fully
     converted. Summary: -- No conversion rule found for operations: Det-18 ..."
-    (unsupported). TVM declines it too (OpNotImplemented ... Det); onnxruntime
-    computes it; the torch reference has no Det (ReferenceError), so this case is for
-    status classification only.
+    (unsupported). TVM declines it too (OpNotImplemented ... Det); onnxruntime and the
+    torch reference compute it (-2).
     """
     node = helper.make_node("Det", ["x"], ["y"])
     model = _model([node], [_value("x", _F32, [2, 2])], [_value("y", _F32, [])])

@@ -53,6 +53,19 @@ def _attr(node: onnx.NodeProto, name: str) -> object:
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
 
 
+def float16_affine_grid_2d(model: onnx.ModelProto) -> bool:
+    """A real onnxruntime bug (tests/test_ops_sampling.py pins it): AffineGrid-20 over float16
+    with a 2-D theta [N, 2, 3] fails at run time inside the function body it expands ("Split:
+    axis 1 is not in valid range [-1,0]")."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type for v in [*inferred.value_info, *inferred.input]}
+    thetas = [types.get(n.input[0]) for n in model.graph.node if n.op_type == "AffineGrid"]
+    return any(
+        t is not None and t.elem_type == onnx.TensorProto.FLOAT16 and [d.dim_value for d in t.shape.dim][1:] == [2, 3]
+        for t in thetas
+    )
+
+
 def resize_keeps_aspect_over_a_negative_axis(model: onnx.ModelProto) -> bool:
     """A real onnxruntime bug the opset-18 attributes reach: Resize with keep_aspect_ratio_policy
     and an axis spelled negatively. 1.15 to 1.17 abort on an assertion, 1.18 to 1.26 die of
@@ -84,6 +97,8 @@ def test_models_at_every_newer_opset_are_valid_computed_and_run(opset: int, supp
         except Exception as e:
             if resize_keeps_aspect_over_a_negative_axis(model):  # its wrong shape, met by a later node
                 wrong_shapes.append(seed)
+                continue
+            if float16_affine_grid_2d(model):
                 continue
             if not isinstance(e, KernelMissing) and not is_unsupported(OrtAdapter.unsupported, str(e)):
                 raise

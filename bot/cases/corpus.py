@@ -142,14 +142,18 @@ def case_features(model: onnx.ModelProto) -> set[str]:
 
 def _key_dtype(spec: object, ins: list[TType]) -> DType | None:
     """The dtype the support matrix keys this node by; the first input's when the spec is
-    unknown or cannot say (a template's helper op)."""
+    unknown or cannot say (a template's helper op). None where the node's inputs do not hold
+    it: a window's only input is its int64 size, a Loop's first its trip count, while the
+    matrix keys both by the float tensor their spec was inserted on."""
     if not ins:
         return None
     key_dtype = getattr(spec, "key_dtype", None)
     try:
-        return key_dtype(ins) if key_dtype is not None else ins[0].dtype
+        key = key_dtype(ins) if key_dtype is not None else ins[0].dtype
     except (IndexError, ValueError, TypeError, AttributeError):
         return ins[0].dtype
+    dtypes = getattr(spec, "dtypes", None)
+    return key if dtypes is None or key in dtypes else None
 
 
 def _tensor_types(model: onnx.ModelProto) -> dict[str, TType]:

@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from generator.dtypes import NUMERIC_32_FIRST, DType
+from generator.dtypes import NUMERIC_32_FIRST, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, axis_of, register
 from generator.ops.indexing import DEPTH_LIMIT, ONE_HOT_ORT
 from generator.ops.shape import ANY, INDEX_TYPES, scalar_at, spell_axis_by_chance
@@ -19,7 +19,8 @@ from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 
 def _one_hot_types(indices: DType) -> list[tuple[DType, DType]]:
-    return ONE_HOT_ORT.get(indices) or [(depth, value) for depth in (DType.int64, indices) for value in ANY]
+    # Values of a type a case draws (classic): int16 comes only with a case that starts wide.
+    return ONE_HOT_ORT.get(indices) or [(depth, value) for depth in (DType.int64, indices) for value in classic(ANY)]
 
 
 def _off_on(dtype: DType, rng: random.Random) -> tuple[float, float]:
