@@ -56,7 +56,7 @@ def run_ort(model: onnx.ModelProto, inputs: Inputs, optimize: bool) -> list[np.n
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except OrtNotImplemented as e:
         assert "Could not find an implementation" in str(e) and "float64" in _types(model), str(e)
-        narrow, inputs32 = _as_float32(model, inputs)
+        narrow, inputs32 = as_float32(model, inputs)
         return [v.astype(np.float64) for v in run_ort(narrow, inputs32, optimize)]
     return [np.asarray(v) for v in session.run(None, inputs)]
 
@@ -65,7 +65,9 @@ def _types(model: onnx.ModelProto) -> set[str]:
     return {onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name for v in model.graph.input}
 
 
-def _as_float32(model: onnx.ModelProto, inputs: Inputs) -> tuple[onnx.ModelProto, Inputs]:
+def as_float32(model: onnx.ModelProto, inputs: Inputs) -> tuple[onnx.ModelProto, Inputs]:
+    """The model with every double tensor made float: onnxruntime lacks many double kernels, and
+    float results still check a float64 reference to float32 precision."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for v in [*m.graph.input, *m.graph.output]:

@@ -17,7 +17,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from onnx import helper, numpy_helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 
@@ -30,6 +30,7 @@ from generator.grow import Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
+from tests.op_family import as_float32
 
 FAMILIES = tuple(f"generator.ops.{m}" for m in ("nn", "windows", "conv", "pool", "norm", "reduce"))
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ in FAMILIES}
@@ -151,22 +152,6 @@ def _run_ort(model: onnx.ModelProto, inputs: Inputs) -> list[np.ndarray] | None:
     return [np.asarray(v) for v in session.run(None, inputs)]
 
 
-def _as_float32(model: onnx.ModelProto, inputs: Inputs) -> tuple[onnx.ModelProto, Inputs]:
-    """The model with every double tensor made float: onnxruntime lacks many double kernels, and
-    float results still check a float64 reference to float32 precision."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for v in [*m.graph.input, *m.graph.output]:
-        if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE:
-            v.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    for i, init in enumerate(m.graph.initializer):
-        if init.data_type == onnx.TensorProto.DOUBLE:
-            m.graph.initializer[i].CopyFrom(
-                numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32), init.name)
-            )
-    return m, {k: v.astype(np.float32) if v.dtype == np.float64 else v for k, v in inputs.items()}
-
-
 def _check_case(op: str, dtype: DType, opset: int, seed: int) -> int:
     """Generate one model and compare; returns how many (output, oracle) pairs agreed."""
     case = generate(seed, GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=1024))
@@ -181,7 +166,7 @@ def _check_model(op: str, dtype: DType, opset: int, seed: int, model: onnx.Model
     agreed = 0
     got = _run_ort(model, inputs)
     if got is None and dtype is DType.float64:
-        got = [v.astype(np.float64) for v in _run_ort(*_as_float32(model, inputs)) or []]
+        got = [v.astype(np.float64) for v in _run_ort(*as_float32(model, inputs)) or []]
     ort_defect = ORT_DEFECTS.get(op)
     for name, value in zip(names, got or [], strict=False):
         if ort_defect is not None and ort_defect[1](node, inputs, opset):
