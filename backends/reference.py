@@ -28,6 +28,8 @@ from onnx import numpy_helper
 
 from generator.ops import registry
 from generator.ops.base import CAPTURED, OLDEST_OPSET, Attrs, OpSpec, node_attrs, op_version
+from generator.ops.narrow import as_numpy, as_torch
+from generator.ops.unsigned import carried
 
 
 class ReferenceError(Exception):
@@ -47,7 +49,7 @@ ROUNDING_OPS = frozenset({"Cast", "CastLike"})
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.array(a, copy=True))
+    return as_torch(a)  # int4, uint4 and float8 initializers on their stand-ins (generator.ops.narrow)
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Trace:
 
     def numpy(self, name: str) -> np.ndarray | None:
         t = self.env.get(name)
-        return None if t is None else t.detach().numpy()
+        return None if t is None else as_numpy(t)
 
 
 def trace_reference(
@@ -154,7 +156,7 @@ def _step(
     wide = widen and node.op_type not in ROUNDING_OPS and any(halves)
     if wide:
         args = [a.float() if a is not None and a.dtype == torch.float16 else a for a in args]
-    compute = other or cast(Substitute, spec.reference_at(version))
+    compute = carried(node.op_type, other or cast(Substitute, spec.reference_at(version)))
     try:
         results = compute(attrs, args)
     except (RuntimeError, ValueError, TypeError, LookupError, NotImplementedError, ZeroDivisionError) as e:
@@ -190,5 +192,5 @@ def run_reference(
         value = trace.env[o.name]
         if o.name in trace.widened:
             value = value.half()
-        out[o.name] = value.numpy()
+        out[o.name] = as_numpy(value)
     return out

@@ -123,8 +123,8 @@ class GenConfig(BaseModel):
         0.1,
         ge=0.0,
         le=1.0,
-        description="share of cases that start from the element types no op draws on its own (int16), where a"
-        " backend's probe says it runs them (generator.dtypes.WIDE)",
+        description="share of cases that start from the element types no op draws on its own (int16, uint16,"
+        " uint32, uint64), where a backend's probe says it runs them (generator.dtypes.WIDE)",
     )
     symbolic_dims: float = Field(
         0.25,

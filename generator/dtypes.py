@@ -23,6 +23,9 @@ class DType(StrEnum):
     int64 = "int64"
     bool = "bool"
     int16 = "int16"
+    uint16 = "uint16"
+    uint32 = "uint32"
+    uint64 = "uint64"
 
     @property
     def onnx(self) -> int:
@@ -35,6 +38,10 @@ class DType(StrEnum):
     @property
     def is_float(self) -> builtins.bool:  # `bool` here would name the member below
         return self in (DType.float16, DType.float32, DType.float64)
+
+    @property
+    def is_unsigned(self) -> builtins.bool:
+        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)
 
     @classmethod
     def from_onnx(cls, elem_type: int) -> DType:
@@ -58,6 +65,9 @@ _ONNX: dict[DType, int] = {
     DType.int64: TensorProto.INT64,
     DType.bool: TensorProto.BOOL,
     DType.int16: TensorProto.INT16,
+    DType.uint16: TensorProto.UINT16,
+    DType.uint32: TensorProto.UINT32,
+    DType.uint64: TensorProto.UINT64,
 }
 
 FLOATS: tuple[DType, ...] = (DType.float32,)
@@ -77,13 +87,21 @@ NUMERIC_32_FIRST: tuple[DType, ...] = (*FLOATS_32_FIRST, *INTS)
 """NUMERIC in the enum's order, which the index families draw from."""
 SIGNED: tuple[DType, ...] = FLOAT_TYPES + SIGNED_INTS
 ALL: tuple[DType, ...] = (*NUMERIC, DType.bool)
-WIDE: tuple[DType, ...] = (DType.int16,)
+UNSIGNED_WIDE: tuple[DType, ...] = (DType.uint16, DType.uint32, DType.uint64)
+"""The unsigned types past uint8. torch stores them but computes almost nothing on them, so
+every op computes them on a signed stand-in (generator.ops.unsigned)."""
+WIDE: tuple[DType, ...] = (DType.int16, *UNSIGNED_WIDE)
 """Element types a case draws only when it starts from them (GenConfig.wide_types): every
 type-choosing draw picks among the others (`classic`), so adding a type to an op's set
-leaves every case that never starts from it as it was. onnxruntime runs int16 in 24 CPU
-kernels (arithmetic, comparisons, data movement), TVM in all it lowers."""
-WITH_INT16: tuple[DType, ...] = (*NUMERIC, DType.int16)
-"""NUMERIC and int16: the arithmetic and comparison ops whose schemas take int16."""
+leaves every case that never starts from it as it was. onnxruntime 1.31.1 runs int16 in 24
+CPU kernels (arithmetic, comparisons, data movement) and the unsigned ones in its data
+movement, Max/Min, Div, BitShift and Cast; TVM all of them in all it lowers."""
+EXACT_WIDE: tuple[DType, ...] = (*NUMERIC, *WIDE)
+"""NUMERIC and every WIDE type: the ops that wrap, and compare only for equality (Add, Sub,
+Mul, the bitwise ops, Equal), which uint64's signed stand-in computes bit for bit."""
+ORDERED_WIDE: tuple[DType, ...] = (*NUMERIC, DType.int16, DType.uint16, DType.uint32)
+"""NUMERIC and the WIDE types but uint64: the ops that order or divide (Max, Less, Div, Abs),
+which uint64's stand-in, int64 read bit for bit, would order wrong past 2**63."""
 
 
 def classic(types: tuple[DType, ...] | list[DType]) -> list[DType]:

@@ -39,7 +39,7 @@ def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fa
         return rng.uniform(-bound, bound, size=tuple(shape)).astype(dtype.numpy)
     if dtype is DType.bool:
         return rng.random(size=tuple(shape)) < 0.5
-    low = 0 if dtype is DType.uint8 else -8
+    low = 0 if dtype.is_unsigned else -8
     return rng.integers(low, 9, size=tuple(shape)).astype(dtype.numpy)
 
 

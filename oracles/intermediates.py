@@ -17,6 +17,7 @@ import onnx
 import torch
 
 from generator.ops.base import node_attrs
+from generator.ops.narrow import as_numpy
 from generator.values import UnsupportedModel
 from generator.values.interp import Failure, Program
 from oracles.evidence import within_tie
@@ -68,9 +69,10 @@ class CaseValues:
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
-    """numpy has no bfloat16: widening to float32 keeps every value and every tie."""
+    """numpy has no bfloat16: widening to float32 keeps every value and every tie. int4 and
+    float8 become their ml_dtypes arrays (generator.ops.narrow)."""
     t = t.detach()
-    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+    return as_numpy(t.float() if t.dtype == torch.bfloat16 else t)
 
 
 def _failure(f: Failure) -> MarginFailure:

@@ -35,6 +35,10 @@ GENERALIZE_DTYPES: tuple[int, ...] = (
     TensorProto.BOOL,
 )
 """The types a trigger is tried at: the ones every backend here runs, one of each kind."""
+FOUND_ONLY_DTYPES: tuple[int, ...] = (TensorProto.INT16, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
+"""Types a trigger may be found at (a case that starts wide, generator.dtypes.WIDE) but is
+not tried at: it is tried at GENERALIZE_DTYPES, so that one bug met at uint32 and at int32
+gets one name (bot.reduce.generalize)."""
 
 
 def dtype_name(elem: int) -> str:

@@ -127,3 +127,28 @@ def test_a_wrong_pick_is_not_named_by_the_types_whose_values_hid_it() -> None:
     ev = dtype_evidence(_gather(TensorProto.UINT8), outcome)
     assert ev is not None and not ev.passes and ev.untestable == ["bool"], ev
     assert len(ev.fails) == 7 and not ev.needs_dtype
+
+
+def test_a_trigger_found_at_a_wide_type_is_named_as_the_same_bug_met_at_a_classic_one() -> None:
+    """An integer-only bug met at uint32 (a case that started wide) and at int32: the uint32
+    trigger is tried at the same types as every trigger and named by them, so the two
+    sightings are one report; a bug that only uint32 shows keeps uint32 in its name."""
+
+    def ints_fail(case: Candidate) -> Outcome:
+        return "fails" if next(iter(case.inputs.values())).dtype.kind in "iu" else "passes"
+
+    wrong = Judgement(verdict=Verdict.wrong_result, symptom="values", signature="values in Cast,Mul,Sub")
+    wide, classic = _fused(TensorProto.UINT32), _fused(TensorProto.INT32)
+    ev_wide, ev_classic = dtype_evidence(wide, ints_fail), dtype_evidence(classic, ints_fail)
+    assert ev_wide is not None and ev_classic is not None
+    assert ev_wide.dtype == "uint32" and "uint32" in ev_wide.fails  # the report says where it was met
+    name_wide = generalized_name(wide.model, wrong, "toycc", ev_wide)
+    assert name_wide == generalized_name(classic.model, wrong, "toycc", ev_classic)
+    assert name_wide[0].endswith("(T: int32,int64,int8,uint8)"), name_wide
+
+    def only_uint32(case: Candidate) -> Outcome:
+        return "fails" if next(iter(case.inputs.values())).dtype == np.uint32 else "passes"
+
+    ev_own = dtype_evidence(wide, only_uint32)
+    assert ev_own is not None and ev_own.fails == ["uint32"] and ev_own.needs_dtype
+    assert generalized_name(wide.model, wrong, "toycc", ev_own)[0].endswith("(T: uint32)")

@@ -196,15 +196,24 @@ def _bool_as_uint8(model: onnx.ModelProto) -> onnx.ModelProto:
     return _retyped(model, TensorProto.BOOL, TensorProto.UINT8)
 
 
-def _ort_via_int32(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray] | None:
-    """onnxruntime's outputs for an int16 model, computed at int32 (it has no int16 kernel
-    for most data movement) and cast back."""
-    wide = {k: v.astype(np.int32) if v.dtype == np.int16 else v for k, v in inputs.items()}
-    out = _run_ort(_retyped(model, TensorProto.INT16, TensorProto.INT32), wide)
+WIDER = {TensorProto.INT16: TensorProto.INT32, TensorProto.UINT16: TensorProto.UINT32}
+"""A type onnxruntime has few data-movement kernels for, and the wider one it computes it at."""
+
+
+def _ort_via_wider(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray] | None:
+    """onnxruntime's outputs for an int16 or uint16 model, computed at int32 or uint32 (it has
+    no 16-bit kernel for most data movement) and cast back."""
     kinds = [o.type.tensor_type.elem_type for o in model.graph.output]
-    if out is None:
-        return None
-    return [v.astype(np.int16) if k == TensorProto.INT16 else v for v, k in zip(out, kinds, strict=True)]
+    for narrow, wide in WIDER.items():
+        if narrow not in kinds and not any(v.dtype == helper.tensor_dtype_to_np_dtype(narrow) for v in inputs.values()):
+            continue
+        narrow_np, wide_np = helper.tensor_dtype_to_np_dtype(narrow), helper.tensor_dtype_to_np_dtype(wide)
+        widened = {k: v.astype(wide_np) if v.dtype == narrow_np else v for k, v in inputs.items()}
+        out = _run_ort(_retyped(model, narrow, wide), widened)
+        if out is None:
+            return None
+        return [v.astype(narrow_np) if k == narrow else v for v, k in zip(out, kinds, strict=True)]
+    return None
 
 
 def _evaluator_check(
@@ -217,7 +226,7 @@ def _evaluator_check(
         if not applies(model):
             continue
         if repair is None:
-            ort_out = ort_out if ort_out is not None else _ort_via_int32(model, inputs)
+            ort_out = ort_out if ort_out is not None else _ort_via_wider(model, inputs)
             assert ort_out is not None, f"{op_type}: evaluator defect ({why}) and no onnxruntime kernel to check with"
             _assert_same(ours, names, ort_out, f"{op_type} vs onnxruntime ({why})")
             return "onnxruntime"

@@ -42,9 +42,10 @@ def place(variant: type[Pattern], seed: int) -> Placed | None:
     a subgraph whose last node writes a graph output alone)."""
     dtype = DType.float32 if DType.float32 in variant.dtypes else variant.dtypes[0]
     ranks = sorted(range(1, 6), key=lambda r: (r != 3, r))
+    opset = max(OPSET, variant.since_opset)
     for rank in (r for r in ranks if variant.slot_ok(0, TType(dtype, r))):
         rng = random.Random(seed)
-        witness = Witness(OPSET, seed, "gradient", 48)
+        witness = Witness(opset, seed, "gradient", 48)
         grower = Grower(
             SymCtx(rng), [TType(dtype, rank)], _allowed(GenConfig(), None), BinChooser(7, rng), witness=witness
         )
@@ -52,7 +53,7 @@ def place(variant: type[Pattern], seed: int) -> Placed | None:
             graph = grower.grow(1, 30, choose=lambda: variant)
         except RuntimeError:
             continue
-        model, inputs = emit_model(graph, OPSET, witness.em.values, set(), leaves=witness.leaves)
+        model, inputs = emit_model(graph, opset, witness.em.values, set(), leaves=witness.leaves)
         first = model.graph.output[0]
         if first.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
             model.graph.node.append(onnx.helper.make_node("Neg", [first.name], ["read"]))

@@ -10,9 +10,10 @@ import pytest
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
 from backends.spec import parse_backend
-from bot.sides.probe import ProbeFailure, SupportMatrix, cache_path, probe_support
+from bot.sides.probe import PROBE_FORMAT, ProbeFailure, SupportMatrix, cache_path, probe_models, probe_support
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
+from generator.ops import registry
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +104,39 @@ def test_lossy_dtypes_are_declared_unsupported_without_a_probe(tmp_path: Path) -
     assert DType.float64 not in again.supported["Add"]
     assert again.unsupported["Add"]["float64"] == "computed in float32"
     assert "float64" not in {d.value for d in again.support()["Relu"]}
+
+
+def test_every_probe_model_asks_about_its_own_type() -> None:
+    """A seed of the `wide_types` share starts from int16 or an unsigned type: a probe drawn
+    with it asked a build about (Add, float32) with a uint16 model, and kept the answer as
+    float32's. Every probe model holds its type at the op's key input."""
+    asked = 0
+    for op in ("Add", "Relu", "Transpose", "Gather"):
+        spec = registry()[op]
+        for dtype in (DType.float32, DType.int8, DType.int16, DType.uint32):
+            if dtype not in spec.dtypes:
+                continue
+            for case in probe_models(op, dtype, 17):
+                node = next(n for n in case.model.graph.node if n.op_type == op)
+                types = {v.name: v.type.tensor_type.elem_type for v in case.model.graph.input}
+                types |= {t.name: t.data_type for t in case.model.graph.initializer}
+                assert types.get(node.input[0]) == dtype.onnx, (op, dtype, case.seed)
+                asked += 1
+    assert asked >= 20
+
+
+def test_a_matrix_of_an_older_probe_format_is_probed_again(tmp_path: Path) -> None:
+    """A cache written before every probe model held its own type is not trusted: the
+    matrix is probed again and saved in the current format."""
+    with WorkerClient(parse_backend("onnxruntime:all")) as client:
+        assert client.info is not None
+        first = probe_support(client, client.info, 17, tmp_path, lambda f: None, ops=["Relu"])
+        path = next((tmp_path / "support").glob("*.json"))
+        assert json.loads(path.read_text())["probe_format"] == PROBE_FORMAT == first.probe_format
+        stale = json.loads(path.read_text())
+        del stale["probe_format"]
+        stale["supported"]["Relu"] = ["int64"]  # an answer the old format could have cached
+        path.write_text(json.dumps(stale))
+        again = probe_support(client, client.info, 17, tmp_path, lambda f: None, ops=["Relu"])
+    assert DType.int64 not in again.supported["Relu"] and DType.float32 in again.supported["Relu"]
+    assert json.loads(path.read_text())["probe_format"] == PROBE_FORMAT

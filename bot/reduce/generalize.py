@@ -8,7 +8,9 @@ Each type then says "fails" (the same bug, and for a regression the other build 
 gets it right), "passes" (the culprit build gets it right), or nothing: a type the ops do
 not allow, a declined model, an undefined input, a value nobody could compute, or a
 different failure is no evidence either way. The name keeps the type only where some
-type passes: then the set of types that fail is part of the bug's identity.
+type passes: then the set of types that fail is part of the bug's identity. A trigger found
+at a wide type (uint32) is tried at the same types and named by them, so that one bug
+met at uint32 and at int32 is one report.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from bot.reduce.candidates import CandidateJudge, SameBug
 from oracles.signature import canonical_ops, fingerprint
 from oracles.verdict import Judgement, Symptom, Verdict, crash_kind, wrong_result_name
 from reducers.candidate import Candidate
-from reducers.retype import GENERALIZE_DTYPES, VALUE_VARIANTS, dtype_name, main_dtype, retype
+from reducers.retype import FOUND_ONLY_DTYPES, GENERALIZE_DTYPES, VALUE_VARIANTS, dtype_name, main_dtype, retype
 
 Outcome = Literal["fails", "passes", "untestable"]
 
@@ -56,7 +58,7 @@ class TriggerOutcome:
 def dtype_evidence(case: Candidate, outcome: Callable[[Candidate], Outcome]) -> DtypeEvidence | None:
     """The trigger at every type of GENERALIZE_DTYPES; None when it has no typed input."""
     old = main_dtype(case.model)
-    if old is None or old not in GENERALIZE_DTYPES:
+    if old is None or old not in (*GENERALIZE_DTYPES, *FOUND_ONLY_DTYPES):
         return None
     evidence = DtypeEvidence(dtype=dtype_name(old), fails=[dtype_name(old)])
     for new in GENERALIZE_DTYPES:
@@ -78,6 +80,16 @@ def _at(case: Candidate, old: int, new: int, outcome: Callable[[Candidate], Outc
         if "fails" in seen:
             return "fails"
     return "passes" if "passes" in seen and new != onnx.TensorProto.BOOL else "untestable"
+
+
+TRIED = frozenset(dtype_name(t) for t in GENERALIZE_DTYPES)
+
+
+def named_fails(ev: DtypeEvidence) -> list[str]:
+    """The failing types a name holds: those of GENERALIZE_DTYPES, which every trigger is
+    tried at whatever type it was found at; a type found-only (uint32) where none of them
+    fails, a bug of its own."""
+    return sorted(t for t in ev.fails if t in TRIED) or sorted(ev.fails)
 
 
 _ONNX_NAMES = {
@@ -102,7 +114,7 @@ def generalized_name(model: onnx.ModelProto, j: Judgement, backend: str, ev: Dty
     text = f"{kind} in {canonical_ops(model)}" if named_by_model else j.signature
     if ev is not None:
         text = _erase_dtype(text, ev.dtype)
-        text += f" (T: {','.join(sorted(ev.fails))})" if ev.needs_dtype else " (T: any)"
+        text += f" (T: {','.join(named_fails(ev))})" if ev.needs_dtype else " (T: any)"
     if j.verdict is Verdict.wrong_result:
         signature, fp = wrong_result_name(backend, j.symptom, text.removeprefix(f"{j.symptom} in "))
         return signature, fp

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import onnx.defs
@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class
-from generator.api import GenConfig, Support, generate, op_specs
+from generator.api import GenConfig, GeneratedCase, Support, generate, op_specs
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.values import NoValidValues
@@ -51,11 +51,18 @@ class ProbeFailure(BaseModel):
     message: str
 
 
+PROBE_FORMAT = 2
+"""How the probe asks: a cached matrix of an older format is probed again. 2: every probe
+model holds its own type (format 1 let a seed of the `wide_types` share ask about another)."""
+
+
 class SupportMatrix(BaseModel):
     backend: str
     version: str
     commit: str | None = None
     opset: int
+    probe_format: int = 1
+    """PROBE_FORMAT when the matrix was probed (a file without it: 1)."""
     supported: dict[str, list[DType]] = Field(default_factory=dict)
     unsupported: dict[str, dict[str, str]] = Field(default_factory=dict)
     """op -> dtype -> the backend's message."""
@@ -110,19 +117,27 @@ def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[
     model is not enough, as arity, rank and attributes change which kernel is needed (a
     one-input Mean is optimized away, a two-input one needs a kernel; TVM declines a 3-D
     Resize and runs a 4-D one)."""
-    cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, feedback=False)
     results: list[RunResult] = []
+    for case in probe_models(op, dtype, opset):
+        client.submit(case.model.SerializeToString(), case.inputs)
+        results.append(client.collect())
+        if len(results) == PROBE_MODELS or results[-1].status is Status.ok:
+            break
+    return results
+
+
+def probe_models(op: str, dtype: DType, opset: int) -> Iterator[GeneratedCase]:
+    """The single-op models that ask a build about (op, dtype), in the order asked."""
+    # wide_types 0: a seed of the wide share would start from int16 or an unsigned type, and
+    # the probe of (Add, float32) would ask the build about another type
+    cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, feedback=False, wide_types=0.0)
     for seed in range(PROBE_SEEDS):
         try:
             case = generate(seed, cfg)
         except (RuntimeError, ValueError, NoValidValues):
             continue
         if any(n.op_type == op for n in case.model.graph.node):
-            client.submit(case.model.SerializeToString(), case.inputs)
-            results.append(client.collect())
-            if len(results) == PROBE_MODELS or results[-1].status is Status.ok:
-                break
-    return results
+            yield case
 
 
 def declared_lossy(spec: BackendSpec) -> dict[str, str]:
@@ -188,10 +203,13 @@ def probe_opsets(
 def _cached(path: Path, info: BackendInfo, opset: int) -> SupportMatrix:
     if path.exists():
         try:
-            return SupportMatrix.model_validate_json(path.read_text())
+            cached = SupportMatrix.model_validate_json(path.read_text())
+            if cached.probe_format >= PROBE_FORMAT:
+                return cached
         except ValueError:
             path.unlink()  # a damaged cache is re-probed, not trusted
-    return SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
+    fresh = SupportMatrix(backend=info.name, version=info.version, commit=info.commit, opset=opset)
+    return fresh.model_copy(update={"probe_format": PROBE_FORMAT})
 
 
 def _todo(matrix: SupportMatrix, ops: list[str] | None, lossy: dict[str, str]) -> list[tuple[str, DType]]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.dtypes import ALL, FLOAT_TYPES, NUMERIC, DType
+from generator.dtypes import ALL, FLOAT_TYPES, NUMERIC, UNSIGNED_WIDE, WIDE, DType
 from generator.ops.base import Attrs, Emitter, Reference, SameShapeOp, register
 from generator.ops.elementwise import BroadcastOp
 from generator.ops.unary import TORCH_DTYPE
@@ -21,7 +21,7 @@ from generator.symbolic import AbsTensor, SymCtx, TType
 class Where(BroadcastOp):
     op_type = "Where"
     arity = 3
-    dtypes = ALL
+    dtypes = (*ALL, *WIDE)
     in_dtypes = {0: (DType.bool,)}
 
     @staticmethod
@@ -63,7 +63,7 @@ class BitShift(SameShapeOp):
     width or more is undefined in C and differs between kernels."""
 
     op_type = "BitShift"
-    dtypes = (DType.uint8,)
+    dtypes = (DType.uint8, *UNSIGNED_WIDE)
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -73,14 +73,23 @@ class BitShift(SameShapeOp):
         x = self.inputs[0]
         shape = [em.ival(d) for d in x.shape]
         shape = [1 if em.values.random() < 0.5 else d for d in shape]
-        amounts = em.values.integers(0, 8, size=shape).astype(np.uint8)
+        amounts = em.values.integers(0, 8 * x.dtype.numpy.itemsize, size=shape).astype(x.dtype.numpy)
         em.node("BitShift", [ins[0], em.const(amounts)], outs, direction=self.direction)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        x, n = inputs[0].to(torch.int32), inputs[1].to(torch.int32)
-        y = x << n if attrs.get("direction") == "LEFT" else x >> n
-        return [(y & 0xFF).to(torch.uint8)]
+        x, n = inputs[0], inputs[1]
+        if x.dtype == torch.uint8:
+            x, n = x.to(torch.int32), n.to(torch.int32)
+            y = x << n if attrs.get("direction") == "LEFT" else x >> n
+            return [(y & 0xFF).to(torch.uint8)]
+        # The wider unsigned types arrive on their signed stand-ins (generator.ops.unsigned):
+        # a left shift wraps as the unsigned one does, a right shift must not carry the sign
+        # bit of uint64's stand-in in.
+        if attrs.get("direction") == "LEFT":
+            return [x << n]
+        low_bits = torch.iinfo(x.dtype).max >> (n - 1).clamp_min(0)
+        return [torch.where(n == 0, x, (x >> n) & low_bits)]
 
 
 @register
@@ -94,7 +103,7 @@ class Clip(SameShapeOp):
         super().__init__(sc, ins, out)
         self.form = self.rng.choice(("both", "both", "min", "max", "none"))
         # Drawn with the op's other choices, from the structure's generator.
-        low = 0 if self.ins[0].dtype is DType.uint8 else -4
+        low = 0 if self.ins[0].dtype.is_unsigned else -4
         self.bounds = sorted(self.rng.randint(low, 4) for _ in range(2))
 
     def value_bounds(self) -> tuple[float, float]:
@@ -144,7 +153,7 @@ def _clip_6(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
 class CastOp(SameShapeOp):
     """Any of fuzzbot's types to any other; the target is drawn (or is the backward target)."""
 
-    dtypes = ALL
+    dtypes = (*ALL, *WIDE)
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)

@@ -42,6 +42,8 @@ from generator.ops.base import (
     registry,
     schema_dtypes,
 )
+from generator.ops.narrow import as_torch
+from generator.ops.unsigned import carried
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 BODY_BINARY = ("Add", "Sub", "Mul", "Max", "Min")
@@ -65,16 +67,16 @@ def run_body(
     never computed as something else."""
     env: dict[str, torch.Tensor] = dict(outer or {})
     env.update({i.name: v for i, v in zip(body.input, values, strict=True)})
-    env.update({t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in body.initializer})
+    env.update({t.name: as_torch(numpy_helper.to_array(t)) for t in body.initializer})
     specs = registry()
     for node in body.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             value = next(a.t for a in node.attribute if a.name == "value")
-            outs = [torch.from_numpy(numpy_helper.to_array(value).copy())]
+            outs = [as_torch(numpy_helper.to_array(value))]
         elif node.domain in ("", "ai.onnx") and node.op_type in specs:
             reads = (*node.input, *captured_names(node))
             args = cast(list[torch.Tensor], [_read(env, x) for x in reads])  # optional inputs: None
-            outs = specs[node.op_type].reference(node_attrs(node), args)
+            outs = carried(node.op_type, specs[node.op_type].reference)(node_attrs(node), args)
         else:
             raise NotImplementedError(f"body op {node.domain or 'ai.onnx'}::{node.op_type} has no reference")
         env.update({name: v for name, v in zip(node.output, outs, strict=False) if name})

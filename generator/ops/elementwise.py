@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, WITH_INT16, DType, classic
+from generator.dtypes import EXACT_WIDE, FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, WIDE, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
@@ -166,37 +166,37 @@ def _mean(*xs: torch.Tensor) -> torch.Tensor:
     return reduce(torch.add, xs) / len(xs)
 
 
-_binary("Add", torch.add, WITH_INT16)
+_binary("Add", torch.add, EXACT_WIDE)
 
 
-_binary("Sub", torch.sub, WITH_INT16)
+_binary("Sub", torch.sub, EXACT_WIDE)
 
 
-_binary("Mul", torch.mul, WITH_INT16)
+_binary("Mul", torch.mul, EXACT_WIDE)
 
 
-_binary("Div", _int_div, WITH_INT16)
+_binary("Div", _int_div, ORDERED_WIDE)
 
 
 _binary("Pow", torch.pow, FLOAT_TYPES)
 
 
-_binary("Max", torch.maximum, WITH_INT16, variadic=True)
+_binary("Max", torch.maximum, ORDERED_WIDE, variadic=True)
 
 
-_binary("Min", torch.minimum, WITH_INT16, variadic=True)
+_binary("Min", torch.minimum, ORDERED_WIDE, variadic=True)
 
 
 _binary("Sum", torch.add, FLOAT_TYPES, variadic=True)
 
 
-_binary("Equal", torch.eq, (*INTS, DType.float32, DType.float64, DType.bool, DType.int16), out_dtype=DType.bool)
+_binary("Equal", torch.eq, (*INTS, DType.float32, DType.float64, DType.bool, *WIDE), out_dtype=DType.bool)
 
 
-_binary("Less", torch.lt, WITH_INT16, out_dtype=DType.bool)
+_binary("Less", torch.lt, ORDERED_WIDE, out_dtype=DType.bool)
 
 
-_binary("Greater", torch.gt, WITH_INT16, out_dtype=DType.bool)
+_binary("Greater", torch.gt, ORDERED_WIDE, out_dtype=DType.bool)
 
 
 _binary("LessOrEqual", torch.le, NUMERIC, out_dtype=DType.bool)
@@ -214,13 +214,13 @@ _binary("Or", torch.logical_or, (DType.bool,))
 _binary("Xor", torch.logical_xor, (DType.bool,))
 
 
-_binary("BitwiseAnd", torch.bitwise_and, (*INTS, DType.int16), since=18)
+_binary("BitwiseAnd", torch.bitwise_and, (*INTS, *WIDE), since=18)
 
 
-_binary("BitwiseOr", torch.bitwise_or, (*INTS, DType.int16), since=18)
+_binary("BitwiseOr", torch.bitwise_or, (*INTS, *WIDE), since=18)
 
 
-_binary("BitwiseXor", torch.bitwise_xor, (*INTS, DType.int16), since=18)
+_binary("BitwiseXor", torch.bitwise_xor, (*INTS, *WIDE), since=18)
 
 
 @register

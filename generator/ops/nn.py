@@ -204,7 +204,7 @@ class Gemm(OpSpec):
 
 def quant_zero_point(em: Emitter, dtype: DType) -> np.ndarray:
     """A scalar zero point inside the small value range the generator draws quantised data from."""
-    low = 0 if dtype is DType.uint8 else -4
+    low = 0 if dtype.is_unsigned else -4
     return np.asarray(em.values.integers(low, 5), dtype=dtype.numpy)
 
 

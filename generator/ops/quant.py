@@ -23,6 +23,7 @@ import torch
 from generator.dtypes import DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
 from generator.ops.conv import ConvInteger
+from generator.ops.narrow import FLOAT8, FOUR_BIT, ONNX_OF, byte_values, quantize_to
 from generator.ops.nn import QUANT, MatMulInteger, quant_zero_point
 from generator.quantization import dynamic_range, per_axis, quantize
 from generator.symbolic import AbsTensor, SymCtx, TType
@@ -71,6 +72,8 @@ class QuantOp(Converting):
     def refusal(cls, version: int, attrs: Attrs) -> str | None:
         if int(attrs.get("block_size", 0)):
             return f"{cls.op_type}-{version} blocked quantization (block_size) is not computed"
+        if not int(attrs.get("saturate", 1)):
+            return f"{cls.op_type}-{version} float8 without saturation is not computed"
         return super().refusal(version, attrs)
 
 
@@ -95,6 +98,13 @@ class QuantizeLinear(QuantOp):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
+        given = inputs[2] if len(inputs) > 2 else None
+        to = int(attrs.get("output_dtype", 0)) or (ONNX_OF.get(given.dtype, 0) if given is not None else 0)
+        if to in FOUR_BIT or to in FLOAT8:  # int4, uint4, float8 (generator.ops.narrow)
+            zero = given if given is not None else torch.zeros(())
+            rank = x.dim()
+            saturate = bool(int(attrs.get("saturate", 1)))
+            return [quantize_to(x, per_axis(scale, attrs, rank), per_axis(zero, attrs, rank), to, saturate)]
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=_output_dtype(attrs))
         return [quantize(x, per_axis(scale, attrs, x.dim()), per_axis(zero, attrs, x.dim()), zero.dtype)]
 
@@ -122,8 +132,13 @@ class DequantizeLinear(QuantOp):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         x, scale = inputs[0], inputs[1]
+        x = byte_values(x)
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=x.dtype)
-        steps = (x.int() - per_axis(zero, attrs, x.dim()).int()).float()
+        zero = byte_values(zero)
+        if x.dtype.is_floating_point:  # float8: its value, the zero point 0
+            steps = x.float() - per_axis(zero, attrs, x.dim()).float()
+        else:
+            steps = (x.int() - per_axis(zero, attrs, x.dim()).int()).float()
         return [steps * per_axis(scale, attrs, x.dim()).float()]
 
 

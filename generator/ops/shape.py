@@ -67,7 +67,7 @@ def scalar_at(u: float, dtype: DType) -> np.ndarray:
         return np.array(u < 0.5)
     if dtype.is_float:
         return np.array(-1.0 + 2.0 * u, dtype=dtype.numpy)
-    lo = 0 if dtype is DType.uint8 else -8
+    lo = 0 if dtype.is_unsigned else -8
     return np.array(lo + min(int(u * (9 - lo)), 8 - lo), dtype=dtype.numpy)
 
 

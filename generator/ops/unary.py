@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, SIGNED, WITH_INT16, DType, classic
+from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, SIGNED, WIDE, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.ops.elementwise import Fn
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType
@@ -116,7 +116,7 @@ def _gelu(x: torch.Tensor, a: Attrs) -> torch.Tensor:
 
 
 # Math.
-_unary("Abs", lambda x, a: torch.abs(x), WITH_INT16)
+_unary("Abs", lambda x, a: torch.abs(x), ORDERED_WIDE)
 
 
 _unary("Neg", lambda x, a: torch.neg(x), (*SIGNED, DType.int16))
@@ -127,7 +127,7 @@ def _sign(x: torch.Tensor, a: Attrs) -> torch.Tensor:
     return torch.where(torch.isnan(x), x, torch.sign(x)) if x.is_floating_point() else torch.sign(x)
 
 
-_unary("Sign", upcast(_sign), WITH_INT16)
+_unary("Sign", upcast(_sign), ORDERED_WIDE)
 
 
 _unary("Ceil", upcast(lambda x, a: torch.ceil(x)))
@@ -201,7 +201,7 @@ _unary("IsInf", _isinf, (DType.float32, DType.float64), out_dtype=DType.bool)
 _unary("Not", lambda x, a: torch.logical_not(x), (DType.bool,))
 
 
-_unary("BitwiseNot", lambda x, a: torch.bitwise_not(x), INTS, since=18)
+_unary("BitwiseNot", lambda x, a: torch.bitwise_not(x), (*INTS, *WIDE), since=18)
 
 
 # Activations (Softmax, LogSoftmax and Hardmax are axis ops in nn.py).

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import ml_dtypes
 import numpy as np
+from onnx import TensorProto
 
 from generator.dtypes import DType
 from generator.ops.base import Emitter
@@ -189,4 +191,63 @@ class QdqGlobalAveragePool(QdqPool):
     out_scale = 2.0**-8
 
 
-TEMPLATES = (QdqAdd, QdqMul, QdqSigmoid, QdqLeakyRelu, QdqSoftmax, QdqAveragePool, QdqGlobalAveragePool)
+QUANT_TYPES: tuple[tuple[int, type, tuple[int, ...], float], ...] = (
+    (TensorProto.UINT8, np.uint8, (0, 128), 2.0**-5),
+    (TensorProto.INT8, np.int8, (-128, 0), 2.0**-5),
+    (TensorProto.UINT4, ml_dtypes.uint4, (0, 8), 2.0**-3),
+    (TensorProto.INT4, ml_dtypes.int4, (-8, 0), 2.0**-3),
+    (TensorProto.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn, (0,), 2.0**-4),
+    (TensorProto.FLOAT8E5M2, ml_dtypes.float8_e5m2, (0,), 2.0**-4),
+)
+"""The types a QdqRelu quantizes to (opset 21 has them all), the zero points drawn (the
+type's least value, where a Relu before the quantization changes nothing, and the middle,
+where it does; float8 has only 0), and a power-of-two scale."""
+
+
+class QdqRelu(QdqOp, SameShapePattern):
+    """x quantized and dequantized, a Relu, its result quantized and dequantized, in one of
+    QUANT_TYPES: the 4-bit and float8 types of opset 21 reach the quantization paths of a
+    compiler that 8-bit models never take. onnxruntime drops the Relu where the zero point
+    is the type's least value, so that the quantization clamps as the Relu would; from
+    1.18.1 (float8) and 1.19.0 (int4, uint4) to 1.32.0 it also drops it at an int4 zero
+    point 0, a uint4 one of 8 and every float8 one, and negative values come through."""
+
+    template = "QdqRelu"
+    source = "onnxruntime ReluQuantFusion (QDQ Relu removal)"
+    fires = ("-ai.onnx::Relu",)
+    uses = ("QuantizeLinear", "Relu")
+    since_opset = 21
+    min_rank = 2
+    node_cost = 5
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        return self.channels(ins)
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        w = Writer(em, outs, DType.float32)
+        _, numpy_type, zeros, scale = QUANT_TYPES[int(em.values.integers(len(QUANT_TYPES)))]
+        zero = zeros[int(em.values.integers(len(zeros)))]
+        x = _typed_qdq(w, ins[0], np.float32(scale), np.array(zero, numpy_type))
+        result = w.op("Relu", [x], self.target(outs))
+        if self.variant == "float_output":
+            return
+        if self.variant == "per_axis_output":
+            channels = self.dims(em)[1]
+            scales = np.array([scale * (1 + i % 3) for i in range(channels)], np.float32)
+            _typed_qdq(w, result, scales, np.full(channels, zero, numpy_type), outs[0], axis=1)
+            return
+        _typed_qdq(w, result, np.float32(scale), np.array(zero, numpy_type), outs[0])
+
+
+def _typed_qdq(
+    w: Writer, x: str, scale: np.ndarray | np.float32, zero: np.ndarray, out: str | None = None, **attrs: int
+) -> str:
+    """Quantize to the zero point's type and dequantize back. No output_dtype: onnxruntime
+    fails to load an int8 QuantizeLinear that writes it at the extended level (its int8 to
+    uint8 rewrite leaves the attribute behind), a bug the QuantizeLinear op reaches already."""
+    s, z = w.em.const(np.asarray(scale, np.float32)), w.em.const(zero)
+    quantized = w.op("QuantizeLinear", [x, s, z], None, **attrs)
+    return w.op("DequantizeLinear", [quantized, s, z], out, **attrs)
+
+
+TEMPLATES = (QdqAdd, QdqMul, QdqSigmoid, QdqLeakyRelu, QdqSoftmax, QdqAveragePool, QdqGlobalAveragePool, QdqRelu)

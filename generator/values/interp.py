@@ -21,6 +21,8 @@ from onnx import numpy_helper
 
 from generator.ops import registry
 from generator.ops.base import CAPTURED, node_attrs
+from generator.ops.narrow import as_torch
+from generator.ops.unsigned import carried, stand_in
 from generator.values.predicate import Attrs, Predicate
 from generator.values.proxies import Reference, Tensors, with_proxy
 from generator.values.unsafe import exact_output, predicates, same_bits
@@ -74,7 +76,7 @@ class Failure:
 
 
 def as_tensor(a: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.array(a, copy=True))
+    return as_torch(a)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def prepare(n: onnx.NodeProto) -> Step:
     if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
         raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
     # Optional inputs left empty arrive as None, as in the backends' reference.
-    ref = with_proxy(n.op_type, cast(Reference, specs[n.op_type].reference))
+    ref = with_proxy(n.op_type, carried(n.op_type, cast(Reference, specs[n.op_type].reference)))
     attrs = node_attrs(n)
     inputs = (*n.input, *attrs.get(CAPTURED, ()))  # an If's branches read outer tensors
     return Step(n.name, n.op_type, attrs, ref, inputs, tuple(n.output), predicates(n.op_type))
@@ -214,13 +216,15 @@ class Program:
         bits = dict(self.given_bits) if bits is None else bits
         for node in self.nodes if nodes is None else nodes:
             ops: Tensors = [env[x] if x else None for x in node.inputs]
+            # The predicates read uint16/32/64 on the stand-ins their op computes on
+            signed: Tensors = [None if t is None else stand_in(t) for t in ops]
             same = [bits.get(x, True) for x in node.inputs]
             unsafe = False
             for p in node.checks:
                 exact = all(node.exact[s] for s in p.slots)
-                if (p.inexact_only and all(same[s] for s in p.slots)) or not p.relevant(ops, node.attrs):
+                if (p.inexact_only and all(same[s] for s in p.slots)) or not p.relevant(signed, node.attrs):
                     continue
-                f = p.f(ops, node.attrs)
+                f = p.f(signed, node.attrs)
                 operand = ops[p.slots[0]]
                 assert operand is not None
                 margin = p.margin(operand.dtype)
@@ -230,7 +234,7 @@ class Program:
                     yield Failure(node, ops, p, f, margin, bad, exact=exact, env=env)
                     if not every:
                         return
-            if unsafe and any(p.integer for p in node.checks if p.relevant(ops, node.attrs)):
+            if unsafe and any(p.integer for p in node.checks if p.relevant(signed, node.attrs)):
                 return  # an integer division by zero raises in torch: nothing after it can run
             try:
                 outs = node.run(node.attrs, ops)
@@ -243,9 +247,11 @@ class Program:
                     env[name] = value
                     # Integer results are exact: overflow and the float-to-int jumps are checked.
                     bits[name] = out_same or not value.is_floating_point()
-            for t in outs:
-                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                    yield Failure(node, ops, bad=~torch.isfinite(t.detach()), env=env)
+            for t in (t for t in outs if t.is_floating_point()):
+                # float8 has no isfinite of its own: its values are float32's
+                finite = torch.isfinite(t.detach().float() if t.element_size() == 1 else t.detach())
+                if not bool(finite.all()):
+                    yield Failure(node, ops, bad=~finite, env=env)
                     if not every:
                         return
                     break

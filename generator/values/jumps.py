@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from generator.ops.narrow import float8_spacing
 from generator.quantization import dynamic_range, per_axis
 from generator.values.predicate import (
     Attrs,
@@ -79,6 +80,8 @@ def quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     x = operand(ops)
     v = x / per_axis(operand(ops, 1), attrs, x.dim()).to(x.dtype)
     zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
+    if zero.dtype.is_floating_point:  # float8: a tie between two neighbours, at any binade
+        return torch.where(v.isfinite(), _half_gap_of(v / float8_spacing(v, zero.dtype)), -torch.ones_like(v))
     info = torch.iinfo(zero.dtype)
     q = v.detach() + per_axis(zero, attrs, x.dim()).to(x.dtype)
     gap = _half_gap_of(v)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from generator.ops.unsigned import signed_view
 from generator.values.interp import as_tensor
 
 PARTIAL = 0.25
@@ -177,7 +178,7 @@ def _refill(
     if mask is None:
         t.copy_(src.view(t.shape))
     else:
-        t[mask] = src
+        signed_view(t)[mask] = signed_view(src)
 
 
 def fold(mask: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:

@@ -152,7 +152,7 @@ def abs_nz(x: torch.Tensor) -> torch.Tensor:
 
 
 def nonzero_ints(dtype: torch.dtype) -> list[int]:
-    lo = 1 if dtype == torch.uint8 else -8
+    lo = 1 if not dtype.is_signed else -8
     return [v for v in range(lo, 9) if v != 0]
 
 
