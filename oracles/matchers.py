@@ -235,6 +235,10 @@ def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
         return None
     axis = _tie_axis(ref, x.ndim)
     keeps = want.ndim == x.ndim
+    others = x.shape[:axis] + x.shape[axis + 1 :]
+    if (np.moveaxis(want, axis, -1).shape[:-1] if keeps else want.shape) != others:
+        return None  # the values read are not this output's input (a campaign met one: ArgMin
+        # of a [62, 24, 1, 2] input with a [13, 1, 2] result), so they decide nothing
     w = (np.moveaxis(want, axis, -1) if keeps else want).reshape(x.size // x.shape[axis], -1)
     g = (np.moveaxis(got, axis, -1) if keeps else got).reshape(w.shape)
     differs = np.argwhere(w != g)

@@ -66,3 +66,14 @@ NEWER_OPSET = 22
 def ort_support_newer(probe_cache: str) -> Support:
     """The same matrix at NEWER_OPSET."""
     return _ort_support(probe_cache, NEWER_OPSET)
+
+
+NEWEST_OPSET = 26
+"""The newest opset fuzzbot writes, where the ops of 23 to 26 exist (Attention, RMSNormalization,
+RotaryEmbedding, TensorScatter, Swish, CumProd, BitCast)."""
+
+
+@pytest.fixture(scope="session")
+def ort_support_newest(probe_cache: str) -> Support:
+    """The same matrix at NEWEST_OPSET."""
+    return _ort_support(probe_cache, NEWEST_OPSET)

@@ -12,10 +12,11 @@ import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from backends.adapters.base import adapter_snippet
 from backends.client import BackendUnavailable, WorkerClient
@@ -293,3 +294,35 @@ def test_run_prints_one_row_per_backend(cli: Callable[..., CliResult], tmp_path:
     table = cli("run", str(tmp_path), "--backend", "onnxruntime:disable", "--backend", f"{PLUGIN}:checked")
     assert table.code == 0, table.err
     assert "OnnxReferenceAdapter:checked" in table.out and "max_abs" in table.out and table.out.count("pass") == 2
+
+
+def test_torch_compile_runs_a_constant_of_shape_and_declines_4_bit_and_float8_weights(pool: Pool) -> None:
+    """Two ways fuzzbot's own torch module builder, not torch, made a torch.compile finding:
+    ConstantOfShape's value converted with numpy inside the traced forward (Dynamo asserts,
+    "Expected np.nditer base": a 4-minute `dynamic` hunt's one finding), and a Q/DQ pair's
+    int4 or float8 zero point, which a buffer cannot hold. The first now runs; the second is
+    declined in the words the adapter reads as unsupported."""
+    value = helper.make_tensor("v", TensorProto.INT64, [1], [7])
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], value=value)
+    shape, out = (
+        helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("y", TensorProto.INT64, None),
+    )
+    graph = helper.make_graph([node], "g", [shape], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    result = pool("torch.compile:default").run(model, {"s": np.array([3], np.int64)})
+    assert result.status is Status.ok, result.message
+    assert result.outputs["y"].tolist() == [7, 7, 7]
+    zero = numpy_helper.from_array(np.array(0, ml_dtypes.int4), "z")
+    scale = numpy_helper.from_array(np.array(0.5, np.float32), "sc")
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sc", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "sc", "z"], ["y"]),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in "xy"]
+    qdq = helper.make_model(
+        helper.make_graph(nodes, "g", [io[0]], [io[1]], [zero, scale]), opset_imports=[helper.make_opsetid("", 21)]
+    )
+    qdq.ir_version = 10
+    declined = pool("torch.compile:default").run(qdq.SerializeToString(), {"x": np.ones(3, np.float32)})
+    assert declined.status is Status.unsupported and "INT4" in declined.message, declined.message

@@ -522,3 +522,24 @@ def test_a_binary_rules_file_is_one_line_error(tmp_path: Path) -> None:
     path.write_bytes(b"rules:\n\xff\xfe\x00binary")
     with pytest.raises(RulesError, match=r"rules\.yml: not a text file \(byte 7 is not UTF-8\)$"):
         read_rules_file(path)
+
+
+def test_a_decided_output_whose_input_values_do_not_fit_it_decides_nothing() -> None:
+    """A campaign met an ArgMin whose traced input was [62, 24, 1, 2] while its result was
+    [13, 1, 2]: reading a winner out of values that are not the output's input raised and
+    ended the whole campaign. Such values decide nothing; fitting ones still do."""
+    from types import SimpleNamespace
+
+    from oracles.matchers import _decided
+    from oracles.patterns import NodeRef
+
+    node = helper.make_node("ArgMin", ["x"], ["y"], axis=0, keepdims=0)
+    ref = NodeRef(0, node)
+    want, got = np.zeros((13, 1, 2), np.int64), np.ones((13, 1, 2), np.int64)
+
+    def facts(x: np.ndarray) -> SimpleNamespace:
+        values = SimpleNamespace(value=lambda name: x if name == "x" else None)
+        return SimpleNamespace(expected={"y": want}, case=SimpleNamespace(outputs={"y": got}), values=values)
+
+    assert _decided(ref, facts(np.zeros((62, 24, 1, 2), np.float32))) is None  # type: ignore[arg-type]
+    assert _decided(ref, facts(np.zeros((5, 13, 1, 2), np.float32))) == (0, 0, 1)  # type: ignore[arg-type]

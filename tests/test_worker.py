@@ -26,7 +26,7 @@ from oracles.margin import is_unstable
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
-from tests.conftest import NEWER_OPSET
+from tests.conftest import NEWER_OPSET, NEWEST_OPSET
 
 HANG_EVERY_7: faults.FaultSpec = {"kind": "hang", "every": 7}
 
@@ -62,15 +62,17 @@ the value search does not yet rule out."""
 
 @pytest.mark.parametrize("op_type", sorted(registry()))
 def test_each_op_agrees_with_onnxruntime(
-    ort: WorkerClient, ort_support: Support, ort_support_newer: Support, op_type: str
+    ort: WorkerClient, ort_support: Support, ort_support_newer: Support, ort_support_newest: Support, op_type: str
 ) -> None:
     """Small models of one op, drawn from what onnxruntime supports, with searched values:
     every run that is not refused as unsupported agrees with the reference. An op added
-    after opset 17 is drawn at NEWER_OPSET."""
-    opset, support = (17, ort_support) if op_type in ort_support else (NEWER_OPSET, ort_support_newer)
+    after opset 17 is drawn at NEWER_OPSET, one added after NEWER_OPSET at NEWEST_OPSET."""
+    tiers = [(17, ort_support), (NEWER_OPSET, ort_support_newer), (NEWEST_OPSET, ort_support_newest)]
+    opset, support = next(((o, s) for o, s in tiers if op_type in s), tiers[-1])
     if op_type not in support:
         pytest.skip(
-            f"{op_type}: not generated at opset 17 or {NEWER_OPSET}, or onnxruntime runs it with no fuzzbot dtype"
+            f"{op_type}: not generated at opset 17, {NEWER_OPSET} or {NEWEST_OPSET}, or onnxruntime runs it"
+            " with no fuzzbot dtype"
         )
     passed = 0
     for seed in range(8):

@@ -13,10 +13,21 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
+from onnx import TensorProto, numpy_helper
 
 from generator.ops import registry
 from generator.ops.base import node_attrs
+
+NARROW = frozenset({"INT4", "UINT4", "FLOAT8E4M3FN", "FLOAT8E5M2"})
+"""Element types a model holds between Q/DQ pairs (generator.ops.narrow) that the module's
+buffers cannot hold: the builder declines them, in the words the adapter reads as unsupported."""
+
+
+def _arrays(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: torch.from_numpy(np.array(numpy_helper.to_array(v), copy=True)) if isinstance(v, TensorProto) else v
+        for k, v in attrs.items()
+    }
 
 
 class OnnxModule(torch.nn.Module):
@@ -27,8 +38,14 @@ class OnnxModule(torch.nn.Module):
         unknown = sorted({n.op_type for n in nodes if n.domain not in ("", "ai.onnx") or n.op_type not in specs})
         if unknown:
             raise NotImplementedError(f"op(s) not supported by the torch module builder: {', '.join(unknown)}")
+        narrow = sorted({TensorProto.DataType.Name(t.data_type) for t in model.graph.initializer} & NARROW)
+        if narrow:
+            raise NotImplementedError(f"element type(s) not supported by the torch module builder: {', '.join(narrow)}")
+        # Tensor attributes (ConstantOfShape's value) as tensors now: Dynamo asserts on a
+        # numpy array it meets in the traced forward ("Expected np.nditer base").
         self.steps = [
-            (specs[n.op_type].reference, node_attrs(n), list(n.input), list(n.output)) for n in model.graph.node
+            (specs[n.op_type].reference, _arrays(node_attrs(n)), list(n.input), list(n.output))
+            for n in model.graph.node
         ]
         self.buffer_of: dict[str, str] = {}
         for i, init in enumerate(model.graph.initializer):

@@ -40,7 +40,7 @@ def nonzero_values(rng: np.random.Generator, count: int, dtype: DType) -> np.nda
         signs: np.ndarray = rng.choice(np.array([-1.0, 1.0]), size=count)
         drawn_floats: np.ndarray = (magnitude * signs).astype(dtype.numpy)
         return drawn_floats
-    low = 1 if dtype is DType.uint8 else -8
+    low = 1 if dtype.is_unsigned else -8
     drawn = rng.integers(low, 9, size=count)
     return np.where(drawn == 0, 1, drawn).astype(dtype.numpy)
 
@@ -277,7 +277,10 @@ class ConstantOfShape(OpSpec):
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         sizes = [int(v) for v in inputs[0].reshape(-1).tolist()]
         value = attrs.get("value")
-        fill = torch.from_numpy(np.array(value_array(value))) if value is not None else torch.zeros(1)
+        if isinstance(value, torch.Tensor):  # the torch module builder's, made before tracing
+            fill = value
+        else:
+            fill = torch.from_numpy(np.array(value_array(value))) if value is not None else torch.zeros(1)
         return [fill.reshape(()).expand(sizes).clone()]
 
 
