@@ -32,9 +32,7 @@ ODD = 3
 
 def _qdq(w: Writer, x: str, scale: float | np.ndarray, out: str | None = None, zero: int = ZERO, **attrs: int) -> str:
     """Quantize to uint8 and dequantize back."""
-    s = w.em.const(np.asarray(scale, np.float32))
-    z = w.em.const(np.full(np.shape(scale), zero, np.uint8))
-    return w.op("DequantizeLinear", [w.op("QuantizeLinear", [x, s, z], None, **attrs), s, z], out, **attrs)
+    return _typed_qdq(w, x, np.asarray(scale, np.float32), np.full(np.shape(scale), zero, np.uint8), out, **attrs)
 
 
 class QdqOp(Pattern):
