@@ -19,6 +19,24 @@ PROTOCOL_VERSION = 2
 """Bumped whenever a frame's meaning changes; the bot refuses a worker that speaks another."""
 
 
+def dtype_text(dtype: np.dtype) -> str:
+    """The dtype's `str` ('<f4'), but an ml_dtypes type's name (bfloat16, int4), whose `str`
+    is raw bytes ('<V2') that would come back as numpy.void."""
+    return dtype.name if dtype.kind == "V" and dtype.names is None else dtype.str
+
+
+def dtype_of(text: str) -> np.dtype:
+    """`dtype_text`'s reverse."""
+    try:
+        return np.dtype(text)
+    except TypeError:  # bfloat16 and kin: numpy knows them once ml_dtypes is imported
+        try:
+            import ml_dtypes  # noqa: F401 - registers the types (not every worker venv has it)
+        except ImportError as e:
+            raise ProtocolError(f"array dtype {text!r} needs ml_dtypes, which this interpreter lacks") from e
+        return np.dtype(text)
+
+
 class ProtocolError(Exception):
     """The peer sent something that is not a frame; the channel cannot be trusted any more."""
 
@@ -32,9 +50,8 @@ def encode(
         if arr.dtype.hasobject:
             raise ProtocolError(f"array {name!r} has object dtype")
         data = arr.tobytes()  # C order whatever the layout; keeps 0-d shapes
-        buffers.append(
-            {"key": name, "kind": "array", "dtype": arr.dtype.str, "shape": list(arr.shape), "nbytes": len(data)}
-        )
+        dtype = dtype_text(arr.dtype)
+        buffers.append({"key": name, "kind": "array", "dtype": dtype, "shape": list(arr.shape), "nbytes": len(data)})
         payload.append(data)
     for name, blob in (blobs or {}).items():
         buffers.append({"key": name, "kind": "bytes", "nbytes": len(blob)})
@@ -54,7 +71,7 @@ def decode_body(head: bytes, read: Any) -> tuple[dict[str, Any], dict[str, np.nd
     for buf in header.pop("buffers", []):
         data = read(int(buf["nbytes"]))
         if buf["kind"] == "array":
-            dtype = np.dtype(buf["dtype"])
+            dtype = dtype_of(buf["dtype"])
             arrays[buf["key"]] = np.frombuffer(data, dtype=dtype).reshape(tuple(buf["shape"])).copy()
         else:
             blobs[buf["key"]] = data
