@@ -60,8 +60,9 @@ class Trace:
     error: ReferenceError | None = None
     failed_node: int | None = None
     """Index into graph.node of the node that raised, when one did."""
-    widened: set[str] = field(default_factory=set)
-    """Tensors that stand for float16 values but were kept in float32 (widen_float16)."""
+    widened: dict[str, torch.dtype] = field(default_factory=dict)
+    """Tensors that stand for float16 or bfloat16 values (which of them) but were kept in
+    float32 (widen_float16)."""
 
     def numpy(self, name: str) -> np.ndarray | None:
         t = self.env.get(name)
@@ -150,12 +151,13 @@ def _step(
         args: list[torch.Tensor | None] = [trace.env[name] if name else None for name in reads]
     except KeyError as e:
         raise ReferenceError(f"node {node.name!r} reads undefined tensor {e}") from e
-    # Widening: an op (not a cast, whose float16 result is a rounding the graph asks for)
-    # with float16 operands computes in float32, and its float32 results stand for float16.
-    halves = (_half(a, n, trace) for a, n in zip(args, reads, strict=True))
-    wide = widen and node.op_type not in ROUNDING_OPS and any(halves)
+    # Widening: an op (not a cast, whose 16-bit float result is a rounding the graph asks
+    # for) with float16 or bfloat16 operands computes in float32, and its float32 results
+    # stand for the narrow type.
+    halves = [h for h in (_half(a, n, trace) for a, n in zip(args, reads, strict=True)) if h is not None]
+    wide = widen and node.op_type not in ROUNDING_OPS and bool(halves)
     if wide:
-        args = [a.float() if a is not None and a.dtype == torch.float16 else a for a in args]
+        args = [a.float() if a is not None and a.dtype in HALF_FLOATS else a for a in args]
     compute = carried(node.op_type, other or cast(Substitute, spec.reference_at(version)))
     try:
         results = compute(attrs, args)
@@ -168,11 +170,17 @@ def _step(
         if name:
             trace.env[name] = value
             if wide and value.dtype == torch.float32:
-                trace.widened.add(name)
+                trace.widened[name] = halves[0]
 
 
-def _half(arg: torch.Tensor | None, name: str, trace: Trace) -> bool:
-    return arg is not None and (arg.dtype == torch.float16 or name in trace.widened)
+HALF_FLOATS = (torch.float16, torch.bfloat16)
+
+
+def _half(arg: torch.Tensor | None, name: str, trace: Trace) -> torch.dtype | None:
+    """The 16-bit float type `arg` holds or stands for, if any."""
+    if arg is None:
+        return None
+    return arg.dtype if arg.dtype in HALF_FLOATS else trace.widened.get(name)
 
 
 def run_reference(
@@ -191,6 +199,6 @@ def run_reference(
     for o in model.graph.output:
         value = trace.env[o.name]
         if o.name in trace.widened:
-            value = value.half()
+            value = value.to(trace.widened[o.name])
         out[o.name] = as_numpy(value)
     return out

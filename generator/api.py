@@ -124,7 +124,7 @@ class GenConfig(BaseModel):
         ge=0.0,
         le=1.0,
         description="share of cases that start from the element types no op draws on its own (int16, uint16,"
-        " uint32, uint64), where a backend's probe says it runs them (generator.dtypes.WIDE)",
+        " uint32, uint64, bfloat16), where a backend's probe says it runs them (generator.dtypes.WIDE)",
     )
     symbolic_dims: float = Field(
         0.25,

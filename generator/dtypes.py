@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 from enum import StrEnum
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
@@ -26,6 +27,7 @@ class DType(StrEnum):
     uint16 = "uint16"
     uint32 = "uint32"
     uint64 = "uint64"
+    bfloat16 = "bfloat16"
 
     @property
     def onnx(self) -> int:
@@ -33,11 +35,11 @@ class DType(StrEnum):
 
     @property
     def numpy(self) -> np.dtype:
-        return np.dtype(self.value)
+        return np.dtype(ml_dtypes.bfloat16) if self is DType.bfloat16 else np.dtype(self.value)
 
     @property
     def is_float(self) -> builtins.bool:  # `bool` here would name the member below
-        return self in (DType.float16, DType.float32, DType.float64)
+        return self in (DType.float16, DType.float32, DType.float64, DType.bfloat16)
 
     @property
     def is_unsigned(self) -> builtins.bool:
@@ -68,6 +70,7 @@ _ONNX: dict[DType, int] = {
     DType.uint16: TensorProto.UINT16,
     DType.uint32: TensorProto.UINT32,
     DType.uint64: TensorProto.UINT64,
+    DType.bfloat16: TensorProto.BFLOAT16,
 }
 
 FLOATS: tuple[DType, ...] = (DType.float32,)
@@ -90,16 +93,20 @@ ALL: tuple[DType, ...] = (*NUMERIC, DType.bool)
 UNSIGNED_WIDE: tuple[DType, ...] = (DType.uint16, DType.uint32, DType.uint64)
 """The unsigned types past uint8. torch stores them but computes almost nothing on them, so
 every op computes them on a signed stand-in (generator.ops.unsigned)."""
-WIDE: tuple[DType, ...] = (DType.int16, *UNSIGNED_WIDE)
+WIDE_INTS: tuple[DType, ...] = (DType.int16, *UNSIGNED_WIDE)
+"""The integer types past the classic ones: the bitwise ops take these, not bfloat16."""
+WIDE: tuple[DType, ...] = (*WIDE_INTS, DType.bfloat16)
 """Element types a case draws only when it starts from them (GenConfig.wide_types): every
 type-choosing draw picks among the others (`classic`), so adding a type to an op's set
 leaves every case that never starts from it as it was. onnxruntime 1.31.1 runs int16 in 24
 CPU kernels (arithmetic, comparisons, data movement) and the unsigned ones in its data
-movement, Max/Min, Div, BitShift and Cast; TVM all of them in all it lowers."""
+movement, Max/Min, Div, BitShift and Cast; TVM all of them in all it lowers. bfloat16 crosses
+no graph boundary (generator.emit.BF16_BOUNDARY): onnxruntime's Python binding takes and
+gives no bfloat16 array, and exported mixed-precision models cast in and out of it."""
 EXACT_WIDE: tuple[DType, ...] = (*NUMERIC, *WIDE)
 """NUMERIC and every WIDE type: the ops that wrap, and compare only for equality (Add, Sub,
 Mul, the bitwise ops, Equal), which uint64's signed stand-in computes bit for bit."""
-ORDERED_WIDE: tuple[DType, ...] = (*NUMERIC, DType.int16, DType.uint16, DType.uint32)
+ORDERED_WIDE: tuple[DType, ...] = (*NUMERIC, DType.int16, DType.uint16, DType.uint32, DType.bfloat16)
 """NUMERIC and the WIDE types but uint64: the ops that order or divide (Max, Less, Div, Abs),
 which uint64's stand-in, int64 read bit for bit, would order wrong past 2**63."""
 

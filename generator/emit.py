@@ -43,6 +43,35 @@ def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fa
     return rng.integers(low, 9, size=tuple(shape)).astype(dtype.numpy)
 
 
+BF16_BOUNDARY = "_float32"
+"""The suffix of the float32 graph input or output that a bfloat16 tensor crosses the
+graph's boundary as, through a Cast: onnxruntime's Python binding takes and gives no
+bfloat16 array, and an exported mixed-precision model casts into and out of it likewise."""
+OFF_GRID = 2.0**-10
+"""How far (relatively) a bfloat16 leaf's float32 input lies off the bfloat16 value it
+stands for: below half of bfloat16's spacing (2**-9 relatively, at least), so the Cast in
+rounds it to that value, never a tie; but off it, so a build that skips or truncates the
+rounding is wrong by a whole bfloat16 step."""
+
+
+OFF_GRID_SHARE = 0.5
+"""The share of bfloat16 cases whose inputs lie off the grid: in the rest the Cast in changes
+no value, so a build that gets that rounding wrong (TVM 0.27 fuses it away) still shows its
+other bfloat16 bugs."""
+
+
+def boundary_name(name: str) -> str:
+    return f"{name}{BF16_BOUNDARY}"
+
+
+def off_grid(values: np.ndarray) -> np.ndarray:
+    """bfloat16 values as float32 inputs that the Cast into bfloat16 rounds back to them,
+    alternately from above and below (see OFF_GRID)."""
+    exact = np.asarray(values).astype(np.float32)
+    sign = np.where(np.arange(exact.size) % 2 == 0, 1.0, -1.0).reshape(exact.shape)
+    return (exact * (1.0 + sign * OFF_GRID)).astype(np.float32)
+
+
 RUNTIME_PREFIX = "r"
 """How a generated model names a graph input that holds a fixed value, `r<n>` (a runtime
 shape or scale, `OnnxEmitter.runtime`): part of the model's validity, so no value search
@@ -50,6 +79,8 @@ and no edge input ever moves it."""
 
 
 def is_runtime_constant(name: str) -> bool:
+    """Whether graph input `name` is a runtime constant (or the float32 twin of a bfloat16 one)."""
+    name = name.removesuffix(BF16_BOUNDARY)
     return name[:1] == RUNTIME_PREFIX and name[1:].isdigit()
 
 
@@ -153,6 +184,8 @@ def emit_model(
     inputs: dict[str, np.ndarray] = {}
     graph_inputs = []
     initializers: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    off = None
     for p in sorted(graph.placeholders):
         t = graph.tensors[p]
         array = leaves.get(tname(p))
@@ -160,20 +193,43 @@ def emit_model(
             array = draw_values(values, [em.ival(d) for d in t.shape], t.dtype)
         if p in as_weight:
             initializers.append(numpy_helper.from_array(array, tname(p)))
+        elif t.dtype is DType.bfloat16:
+            outside = boundary_name(tname(p))
+            off = values.random() < OFF_GRID_SHARE if off is None else off
+            inputs[outside] = off_grid(array) if off else array.astype(np.float32)
+            graph_inputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, array.shape))
+            nodes.append(helper.make_node("Cast", [outside], [tname(p)], name=outside, to=DType.bfloat16.onnx))
         else:
             inputs[tname(p)] = array
             graph_inputs.append(value_info(p))
-    nodes: list[onnx.NodeProto] = []
     for n in graph.topological():
         fragment = n.fragment if n.fragment is not None else em.write(n)
         nodes += fragment.nodes
         initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
         for k, a in fragment.runtime.items():
+            if DType.from_numpy(a.dtype) is DType.bfloat16:  # exact: it is part of the model's validity
+                outside = boundary_name(k)
+                inputs[outside] = a.astype(np.float32)
+                graph_inputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, list(a.shape)))
+                nodes.insert(
+                    len(nodes) - len(fragment.nodes),
+                    helper.make_node("Cast", [outside], [k], name=outside, to=DType.bfloat16.onnx),
+                )
+                continue
             inputs[k] = a
             graph_inputs.append(helper.make_tensor_value_info(k, DType.from_numpy(a.dtype).onnx, list(a.shape)))
         if on_node is not None:
             on_node(n, fragment.nodes)
-    outputs = [value_info(o) for o in graph.sinks()]
+    outputs = []
+    for o in graph.sinks():
+        if graph.tensors[o].dtype is DType.bfloat16:
+            out = value_info(o)
+            out.name = boundary_name(out.name)
+            out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            nodes.append(helper.make_node("Cast", [tname(o)], [out.name], name=out.name, to=onnx.TensorProto.FLOAT))
+            outputs.append(out)
+        else:
+            outputs.append(value_info(o))
     g = helper.make_graph(nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=initializers)
     proto = helper.make_model(
         g,

@@ -1,6 +1,6 @@
-"""Float16 sums accumulated step by step: one more edge of the precision envelope.
+"""Float16 and bfloat16 sums accumulated step by step: one more edge of the precision envelope.
 
-ONNX does not say in which type a float16 sum accumulates. The torch reference sums in
+ONNX does not say in which type a float16 (or bfloat16) sum accumulates. The torch reference sums in
 float32 and rounds once; a backend may as well round every partial sum to float16, and
 then its error grows with the number of terms and the size of the partial sums, not with
 the result. On TVM 0.26 a float16 CumSum equal, element for element, to that step-by-step
@@ -78,8 +78,10 @@ STEPWISE: dict[str, Substitute] = {
     "ReduceSumSquare": _stepwise_sum(lambda x: x * x, _same),
     "ReduceL1": _stepwise_sum(torch.abs, _same),
     "ReduceL2": _stepwise_sum(lambda x: x * x, lambda s, n: torch.sqrt(s)),
+    "ReduceLogSum": _stepwise_sum(lambda x: x, lambda s, n: torch.log(s)),
 }
-"""The float16 accumulations a backend may round step by step, computed so."""
+"""The 16-bit float accumulations a backend may round step by step, computed so. TVM 0.27
+sums a bfloat16 ReduceLogSum so, 0.22 away from the sum rounded once over 60 terms."""
 
 
 def float16_accumulations(model: onnx.ModelProto) -> dict[int, Substitute]:
@@ -99,8 +101,11 @@ def _float16_tensors(model: onnx.ModelProto) -> set[str]:
         inferred = model
     g = inferred.graph
     typed = [*g.input, *g.value_info, *g.output]
-    names = {v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
-    return names | {t.name for t in g.initializer if t.data_type == onnx.TensorProto.FLOAT16}
+    names = {v.name for v in typed if v.type.tensor_type.elem_type in HALF_TYPES}
+    return names | {t.name for t in g.initializer if t.data_type in HALF_TYPES}
+
+
+HALF_TYPES = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
 
 
 def stepwise_reading(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:

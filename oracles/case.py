@@ -28,7 +28,7 @@ from oracles.accumulation import stepwise_reading
 from oracles.compare import Comparison, bad_mask, compare
 from oracles.conditioning import SPREAD_FACTOR, rounding_spread
 from oracles.matchers import CaseView
-from oracles.provenance import rounding_widths
+from oracles.provenance import HALF_WIDTHS, rounding_widths
 from oracles.references import Source, distance, float64_reference, onnx_reference, read_reference
 from oracles.signature import op_signature
 from oracles.tolerances import Tolerance, ToleranceConfig, tolerance_for
@@ -113,7 +113,7 @@ class CaseEvidence:
 
     @cached_property
     def rounds_in_float16(self) -> bool:
-        return 16 in rounding_widths(self.model).values()
+        return not HALF_WIDTHS.isdisjoint(rounding_widths(self.model).values())
 
     @cached_property
     def widened(self) -> dict[str, np.ndarray] | None:

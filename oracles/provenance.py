@@ -23,8 +23,12 @@ from onnx import helper
 
 from generator.values.unsafe import same_bits
 
-_FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
-_BY_BITS = {16: "float16", 32: "float32", 64: "float64"}
+_FLOAT_BITS = {"bfloat16": 8, "float16": 16, "float32": 32, "float64": 64}
+"""A float type's rank by precision, narrowest first: its width, but 8 for bfloat16, whose
+8 significant bits round coarser than float16's 11 though both are 16 bits wide."""
+_BY_BITS = {rank: name for name, rank in _FLOAT_BITS.items()}
+HALF_WIDTHS = frozenset({_FLOAT_BITS["bfloat16"], _FLOAT_BITS["float16"]})
+"""The ranks of the 16-bit floats, whose arithmetic a backend may keep wider (oracles.case)."""
 
 Rounding = int | None
 """The narrowest float width (bits) whose inexact arithmetic reaches a tensor; None: the

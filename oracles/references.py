@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from backends.reference import ReferenceError, RefusedForm, run_reference, trace_reference
+from generator.ops.narrow import as_numpy
 from oracles.provenance import tensor_dtypes
 
 
@@ -56,7 +57,7 @@ def read_reference(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> 
     """The torch reference, else onnx.reference, else nothing."""
     trace = trace_reference(model, inputs)
     if trace.error is None:
-        return Reading({o.name: trace.env[o.name].numpy() for o in model.graph.output}, Source.torch)
+        return Reading({o.name: as_numpy(trace.env[o.name]) for o in model.graph.output}, Source.torch)
     index = trace.failed_node
     op = model.graph.node[index].op_type if index is not None else "graph input"
     if isinstance(trace.error, RefusedForm):  # onnx.reference reads old versions by newer meanings
@@ -234,6 +235,20 @@ def invalid_by_reference(model: onnx.ModelProto, reference: Mapping[str, np.ndar
     return None
 
 
+UNFED_TYPES = frozenset({TensorProto.BFLOAT16})
+"""Element types no build's binding takes or gives as a graph input or output: a generated
+model casts into and out of them inside the graph (generator.emit.BF16_BOUNDARY)."""
+
+
+def unfed_boundary(model: onnx.ModelProto) -> str | None:
+    """Why a reduction candidate cannot be run as it stands (a cut left a bfloat16 tensor as
+    a graph input or output), or None."""
+    for v in (*model.graph.input, *model.graph.output):
+        if v.type.tensor_type.elem_type in UNFED_TYPES:
+            return f"{v.name!r} is a bfloat16 graph {'input' if v in model.graph.input else 'output'}"
+    return None
+
+
 @dataclass(frozen=True)
 class Validity:
     """What a reduction candidate must keep of the original's validity (bot.reduce): when the
@@ -254,6 +269,9 @@ class Validity:
 
     def refuses(self, model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> str | None:
         """Why a candidate is no candidate, or None."""
+        crossing = unfed_boundary(model)
+        if crossing is not None:
+            return crossing
         if not self.computed:
             return None
         why = invalid_by_reference(model, reference)

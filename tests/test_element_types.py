@@ -19,7 +19,7 @@ from backends.results import Status
 from backends.spec import parse_backend
 from bot.sides.probe import ProbeFailure, probe_support
 from generator.api import GenConfig, GeneratedCase, generate
-from generator.dtypes import WIDE, DType
+from generator.dtypes import WIDE, WIDE_INTS, DType
 from generator.ops import registry
 from generator.ops.unsigned import carried
 from generator.start import wide_draw
@@ -80,7 +80,7 @@ def tvm() -> Iterator[WorkerClient]:
         yield client
 
 
-@pytest.mark.parametrize("dtype", WIDE, ids=str)
+@pytest.mark.parametrize("dtype", WIDE_INTS, ids=str)  # bfloat16: tests/test_bfloat16.py
 def test_wide_models_are_valid_and_the_reference_agrees_with_onnxruntime_and_tvm(
     dtype: DType, ort: WorkerClient, tvm: WorkerClient
 ) -> None:
@@ -103,7 +103,7 @@ def test_the_probe_learns_which_ops_a_build_runs_at_the_wide_types(ort: WorkerCl
     failures: list[ProbeFailure] = []
     assert ort.info is not None
     matrix = probe_support(ort, ort.info, 17, tmp_path, failures.append, ops=["Add", "MatMul", "Max", "Neg"])
-    assert set(WIDE) <= set(matrix.supported["Add"]) and DType.int16 in matrix.supported["Neg"]
+    assert set(WIDE_INTS) <= set(matrix.supported["Add"]) and DType.int16 in matrix.supported["Neg"]
     assert {"int16", "uint16"} <= set(matrix.unsupported["Max"])  # its schema takes them, this build does not
     assert DType.uint32 in matrix.supported["Max"]
     assert "uint64" not in matrix.unsupported["Max"]  # its spec never takes uint64 (it orders): never asked

@@ -36,7 +36,7 @@ PYTHON = sys.executable
 TWO_LABELS = """compiler:
   base: {{python: {python}}}
   head: {{python: {python}}}
-generator: {{ops: [Relu], nodes: 1, dtypes: [float32]}}
+generator: {{ops: [Relu], nodes: 1, dtypes: [float32], wide_types: 0}}
 reduce: {{enabled: false}}
 probe: false
 max_tests: {tests}
@@ -154,7 +154,8 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("two")
     config = root / "fuzzbot.yml"
     config.write_text(f"compiler:\n  base: {{python: {PYTHON}}}\n  head: {{python: {PYTHON}}}\n")
-    config.write_text(config.read_text() + "generator: {ops: [Relu, Neg], nodes: 2, dtypes: [float32]}\n")
+    generator = "generator: {ops: [Relu, Neg], nodes: 2, dtypes: [float32], wide_types: 0}\n"
+    config.write_text(config.read_text() + generator)
     config.write_text(config.read_text() + "reduce: {enabled: false}\n")
     return _campaign(root / "out", config, tests=10)
 

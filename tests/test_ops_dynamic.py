@@ -41,6 +41,7 @@ from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
+from tests.op_family import classic_dtypes
 from tests.test_patterns import optimized, place, placed
 from tests.test_reference_parity import Instance, disagreement
 
@@ -65,7 +66,7 @@ def cases(op: str) -> tuple[GeneratedCase, ...]:
     """Single-op models over every declared dtype but the unsigned wide ones, opsets 13 to 26
     (tests/test_element_types.py checks those: none of these ops computes on them)."""
     found = []
-    dtypes = [d for d in registry()[op].dtypes if d not in UNSIGNED_WIDE]
+    dtypes = [d for d in classic_dtypes(registry()[op]) if d not in UNSIGNED_WIDE]
     for seed in range(SEEDS):
         dtype = dtypes[seed % len(dtypes)]
         opset = OPSETS[seed % len(OPSETS)]
@@ -243,7 +244,7 @@ def test_onnxruntime_turns_a_gather_of_a_range_into_a_slice_that_reads_otherwise
 @functools.cache
 def runtime_k_cases() -> tuple[GeneratedCase, ...]:
     """TopK with every shape operand a runtime input: k is read through `shape_operand`."""
-    cfg = GenConfig(nodes=1, ops=["TopK"], runtime_shapes=1.0, feedback=False, dtypes=[DType.float32])
+    cfg = GenConfig(wide_types=0.0, nodes=1, ops=["TopK"], runtime_shapes=1.0, feedback=False, dtypes=[DType.float32])
     return tuple(generate(seed, cfg) for seed in range(12))
 
 
@@ -339,7 +340,7 @@ def unique_cases(block: int) -> tuple[GeneratedCase, ...]:
     """More Unique models than `cases` makes (its forms multiply), in blocks of SEEDS seeds."""
     found = []
     for seed in range(block * SEEDS, (block + 1) * SEEDS):
-        cfg = GenConfig(nodes=1, ops=["Unique"], opset=OPSETS[seed % len(OPSETS)], feedback=False)
+        cfg = GenConfig(wide_types=0.0, nodes=1, ops=["Unique"], opset=OPSETS[seed % len(OPSETS)], feedback=False)
         found.append(generate(seed, cfg))
     return tuple(found)
 
@@ -492,7 +493,12 @@ def test_tvm_runs_them_or_fails_with_a_pinned_bug(level: str) -> None:
 def test_default_generation_holds_data_dependent_shapes() -> None:
     with_dynamic = 0
     for seed in range(60):
-        model = generate(seed, GenConfig()).model
+        model = generate(
+            seed,
+            GenConfig(
+                wide_types=0.0,
+            ),
+        ).model
         ops = {n.op_type for n in model.graph.node}
         runtime = {i.name for i in model.graph.input if is_runtime_constant(i.name)}
         decided = any(n.op_type in SHAPE_DECIDERS.values() and set(n.input) & runtime for n in model.graph.node)

@@ -27,10 +27,20 @@ from generator.dtypes import DType
 from generator.ops import registry
 from generator.ops.base import Attrs
 from generator.ops.regions import roi_align_unsafe, roi_pool_unsafe
-from tests.op_family import Inputs, Known, attr, check_model, evaluate, opset_for, run_ort, tvm_agreement
+from tests.op_family import (
+    Inputs,
+    Known,
+    attr,
+    check_model,
+    classic_dtypes,
+    evaluate,
+    opset_for,
+    run_ort,
+    tvm_agreement,
+)
 
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ == "generator.ops.regions"}
-CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in spec.dtypes]
+CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]
 SEEDS = range(12)
 
 
@@ -69,7 +79,15 @@ ELEMENTS = {"DeformConv": 384}
 
 
 def _generate(op: str, dtype: DType, opset: int, seed: int) -> tuple[onnx.ModelProto, Inputs]:
-    cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=ELEMENTS.get(op, 2048))
+    cfg = GenConfig(
+        wide_types=0.0,
+        nodes=1,
+        ops=[op],
+        dtypes=[dtype],
+        opset=opset,
+        values="none",
+        max_elements=ELEMENTS.get(op, 2048),
+    )
     case = generate(seed, cfg)
     return case.model, case.inputs
 
@@ -115,7 +133,9 @@ def _roi_align_forms(node: onnx.NodeProto, model: onnx.ModelProto) -> set[str]:
 def _seen(op: str, opset: int, seeds: range, forms: Callable[[onnx.NodeProto, onnx.ModelProto], set[str]]) -> set[str]:
     seen: set[str] = set()
     for seed in seeds:
-        cfg = GenConfig(nodes=1, ops=[op], dtypes=[DType.float32], opset=opset, values="none", max_elements=2048)
+        cfg = GenConfig(
+            wide_types=0.0, nodes=1, ops=[op], dtypes=[DType.float32], opset=opset, values="none", max_elements=2048
+        )
         model = generate(seed, cfg).model
         seen |= forms(next(n for n in model.graph.node if n.op_type == op), model)
     return seen

@@ -24,10 +24,20 @@ from backends.spec import parse_backend
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
-from tests.op_family import Inputs, Known, attr, check_model, evaluate, opset_for, run_ort, tvm_agreement
+from tests.op_family import (
+    Inputs,
+    Known,
+    attr,
+    check_model,
+    classic_dtypes,
+    evaluate,
+    opset_for,
+    run_ort,
+    tvm_agreement,
+)
 
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ == "generator.ops.sampling"}
-CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in spec.dtypes]
+CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]
 SEEDS = range(12)
 
 
@@ -84,7 +94,10 @@ ORT_DEFECTS: dict[str, tuple[str, Known]] = {
 
 
 def _generate(op: str, dtype: DType, opset: int, seed: int) -> tuple[onnx.ModelProto, Inputs]:
-    case = generate(seed, GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=2048))
+    case = generate(
+        seed,
+        GenConfig(wide_types=0.0, nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=2048),
+    )
     return case.model, case.inputs
 
 
@@ -116,7 +129,9 @@ def _forms(op: str, node: onnx.NodeProto, model: onnx.ModelProto) -> set[str]:
 def _seen_forms(op: str, opset: int, seeds: range) -> set[str]:
     seen: set[str] = set()
     for seed in seeds:
-        cfg = GenConfig(nodes=1, ops=[op], dtypes=[DType.float32], opset=opset, values="none", max_elements=2048)
+        cfg = GenConfig(
+            wide_types=0.0, nodes=1, ops=[op], dtypes=[DType.float32], opset=opset, values="none", max_elements=2048
+        )
         case = generate(seed, cfg)
         node = next(n for n in case.model.graph.node if n.op_type == op)
         seen |= {f"{op}:{f}" for f in _forms(op, node, case.model)}
@@ -276,7 +291,15 @@ def test_tvm_agrees_with_the_reference() -> None:
 def test_max_unpool_forms_are_emitted() -> None:
     seen: set[str] = set()
     for seed in range(40):
-        cfg = GenConfig(nodes=1, ops=["MaxUnpool"], dtypes=[DType.float32], opset=13, values="none", max_elements=2048)
+        cfg = GenConfig(
+            wide_types=0.0,
+            nodes=1,
+            ops=["MaxUnpool"],
+            dtypes=[DType.float32],
+            opset=13,
+            values="none",
+            max_elements=2048,
+        )
         case = generate(seed, cfg)
         node = next(n for n in case.model.graph.node if n.op_type == "MaxUnpool")
         seen.add(f"rank={len(_out_type(case.model)[1])}")
@@ -335,7 +358,9 @@ def test_max_unpool_indices_count_in_output_shape() -> None:
 def test_col2im_forms_are_emitted() -> None:
     seen: set[str] = set()
     for seed in range(40):
-        cfg = GenConfig(nodes=1, ops=["Col2Im"], dtypes=[DType.float32], opset=18, values="none", max_elements=2048)
+        cfg = GenConfig(
+            wide_types=0.0, nodes=1, ops=["Col2Im"], dtypes=[DType.float32], opset=18, values="none", max_elements=2048
+        )
         model = generate(seed, cfg).model
         node = next(n for n in model.graph.node if n.op_type == "Col2Im")
         seen.add(f"rank={len(_out_type(model)[1])}")

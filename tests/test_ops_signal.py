@@ -30,10 +30,11 @@ from generator.api import GenConfig, GeneratedCase, generate
 from generator.dtypes import DType
 from generator.ops import registry
 from generator.ops.base import OUTPUTS, OpSpec
+from tests.op_family import classic_dtypes
 
 FAMILY = "generator.ops.signal"
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ == FAMILY}
-CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in spec.dtypes]
+CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]
 OPSETS = {"DFT": (17, 19, 20, 21)}
 """DFT-17 (axis attribute) and DFT-20 (axis input); the other ops have one version."""
 SEEDS = 12
@@ -176,7 +177,9 @@ def cases(op: str, dtype: DType, seeds: int = SEEDS) -> tuple[GeneratedCase, ...
     found = []
     for seed in range(seeds):
         opset = opsets(op)[seed % len(opsets(op))]
-        cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=1024)
+        cfg = GenConfig(
+            wide_types=0.0, nodes=1, ops=[op], dtypes=[dtype], opset=opset, values="none", max_elements=1024
+        )
         found.append(generate(seed, cfg))
     return tuple(found)
 
@@ -259,7 +262,7 @@ EXPECTED_FORMS = {
 @pytest.mark.parametrize("op", sorted(SPECS))
 def test_every_drawn_form_is_emitted(op: str) -> None:
     seen: set[str] = set()
-    for dtype in SPECS[op].dtypes:
+    for dtype in classic_dtypes(SPECS[op]):
         for case in cases(op, dtype, FORM_SEEDS):
             seen |= form_of(op, case.model)
     assert EXPECTED_FORMS[op] <= seen, f"{op}: never emitted {sorted(EXPECTED_FORMS[op] - seen)}"
@@ -268,7 +271,7 @@ def test_every_drawn_form_is_emitted(op: str) -> None:
 def test_dft_emits_irfft_and_rfft() -> None:
     """The one-sided forms: RFFT of a real signal, IRFFT (inverse, real [..., 1] result) of a complex one."""
     seen = set()
-    for dtype in SPECS["DFT"].dtypes:
+    for dtype in classic_dtypes(SPECS["DFT"]):
         for case in cases("DFT", dtype, FORM_SEEDS):
             node = next(n for n in case.model.graph.node if n.op_type == "DFT")
             out = case.model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value
@@ -440,7 +443,7 @@ def test_irfft_of_a_spectrum_longer_or_shorter_than_the_length_is_not_generated(
     close(ours, evaluate(model, {"x": spectrum})[0], "IRFFT vs evaluator")
     got = run_ort(model, {"x": spectrum}, optimize=False)
     assert got is not None and not np.allclose(got[0], ours, atol=1e-3)
-    for dtype in SPECS["DFT"].dtypes:
+    for dtype in classic_dtypes(SPECS["DFT"]):
         for case in cases("DFT", dtype, FORM_SEEDS):
             node = next(n for n in case.model.graph.node if n.op_type == "DFT")
             if attr(node, "inverse", 0) and attr(node, "onesided", 0):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import onnx
 import torch
 from onnx import TensorProto, numpy_helper
 
 from generator.ops import registry
 from generator.ops.base import node_attrs
+from generator.ops.narrow import as_torch
 
 NARROW = frozenset({"INT4", "UINT4", "FLOAT8E4M3FN", "FLOAT8E5M2"})
 """Element types a model holds between Q/DQ pairs (generator.ops.narrow) that the module's
@@ -24,10 +24,7 @@ buffers cannot hold: the builder declines them, in the words the adapter reads a
 
 
 def _arrays(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: torch.from_numpy(np.array(numpy_helper.to_array(v), copy=True)) if isinstance(v, TensorProto) else v
-        for k, v in attrs.items()
-    }
+    return {k: as_torch(numpy_helper.to_array(v)) if isinstance(v, TensorProto) else v for k, v in attrs.items()}
 
 
 class OnnxModule(torch.nn.Module):
@@ -50,7 +47,7 @@ class OnnxModule(torch.nn.Module):
         self.buffer_of: dict[str, str] = {}
         for i, init in enumerate(model.graph.initializer):
             self.buffer_of[init.name] = f"w{i}"
-            self.register_buffer(f"w{i}", torch.from_numpy(np.array(numpy_helper.to_array(init), copy=True)))
+            self.register_buffer(f"w{i}", as_torch(numpy_helper.to_array(init)))  # bfloat16 weights too
         self.input_names = [i.name for i in model.graph.input if i.name not in self.buffer_of]
         self.output_names = [o.name for o in model.graph.output]
 

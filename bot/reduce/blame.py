@@ -34,7 +34,9 @@ from backends.reference import trace_reference
 from backends.results import Status
 from bot.findings.bundle import Bundle
 from bot.reduce.candidates import ClientPool
+from generator.ops.narrow import as_numpy
 from oracles.judging import Judging
+from oracles.references import UNFED_TYPES
 from oracles.verdict import MEMORY_FAULT, Verdict, crash_kind, judge
 
 _RUNNING = re.compile(r"while running (\w+) node\. Name:\s*'([^']*)'")
@@ -159,11 +161,13 @@ def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
 
 def _tensor_types(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, int] | None:
     """Every tensor's element type as the reference computes it (what a probe declares its
-    exposed outputs as), or None when the reference cannot compute the model."""
+    exposed outputs as), or None when the reference cannot compute the model. A bfloat16
+    tensor is left out: no build's binding gives it back as an output (UNFED_TYPES)."""
     trace = trace_reference(model, inputs)
     if trace.error is not None:
         return None
-    return {t: int(helper.np_dtype_to_tensor_dtype(v.detach().numpy().dtype)) for t, v in trace.env.items()}
+    types = {t: int(helper.np_dtype_to_tensor_dtype(as_numpy(v).dtype)) for t, v in trace.env.items()}
+    return {t: elem for t, elem in types.items() if elem not in UNFED_TYPES}
 
 
 def _kernel(model: onnx.ModelProto, kernels: Mapping[str, str], tensor: str) -> str:

@@ -176,6 +176,8 @@ class OpSpec(ABC):
         only from opset 14 on, IsInf float16 only from 20): a spec's `dtypes` is the union
         over opsets, this is the check for one."""
         slot = cls.key_slot(ins)
+        if ins[slot].dtype is DType.bfloat16 and not floats_take_bfloat16(cls.op_type, opset):
+            return False
         return ins[slot].dtype in schema_dtypes(cls.op_type, opset, slot)
 
     @classmethod
@@ -253,6 +255,16 @@ def schema_dtypes(op_type: str, opset: int, slot: int) -> frozenset[DType]:
         [formal.type_str],
     )
     return frozenset(_ONNX_TYPES[t] for t in allowed if t in _ONNX_TYPES)
+
+
+@functools.cache
+def floats_take_bfloat16(op_type: str, opset: int) -> bool:
+    """Whether every type parameter of the op's schema at `opset` that admits float32 admits
+    bfloat16 too: a spec writes its other float operands (Dropout's ratio) in x's type, and
+    Dropout-13 takes x but not a ratio in bfloat16 (Dropout-22 takes both)."""
+    schema = onnx.defs.get_schema(op_type, opset)
+    floats = [set(tc.allowed_type_strs) for tc in schema.type_constraints if "tensor(float)" in tc.allowed_type_strs]
+    return all("tensor(bfloat16)" in allowed for allowed in floats)
 
 
 OUTPUTS = "_outputs"
@@ -348,8 +360,40 @@ _REGISTRY: dict[str, type[OpSpec]] = {}
 def register(cls: type[OpSpec]) -> type[OpSpec]:
     if cls.op_type in _REGISTRY:
         raise ValueError(f"op type {cls.op_type} registered twice")
+    if takes_bfloat16(cls):
+        cls.dtypes = (*cls.dtypes, DType.bfloat16)
     _REGISTRY[cls.op_type] = cls
     return cls
+
+
+BFLOAT16_SCHEMA_OPSET = 26
+"""The opset whose schema says which ops take bfloat16 (opset 22 added it to most float ops
+that lacked it); `OpSpec.schema_allows` still checks the opset each case is written at."""
+
+
+NO_BFLOAT16 = {
+    "BitCast": "its targets are the integers of float32's and float64's widths",
+    "QuantizeLinear": "its spec writes a float32 scale, which must share x's type",
+    "MeanVarianceNormalization": "its function body adds a float32 epsilon: onnx's shape inference refuses it",
+    "SoftmaxCrossEntropyLoss": "its function body's NegativeLogLikelihoodLoss takes no bfloat16 before opset 22",
+}
+"""Ops whose schema admits bfloat16 but whose spec or function body puts float32 beside it."""
+
+
+def takes_bfloat16(cls: type[OpSpec]) -> bool:
+    """Whether a spec takes bfloat16: wherever it takes float32 and the op's schema admits
+    bfloat16 at its main input. One rule rather than a type list per spec, so that no float
+    op is left out by oversight; a case reaches bfloat16 only when it starts from it
+    (generator.dtypes.WIDE), and the builds' probes and the reference decide the rest."""
+    if DType.float32 not in cls.dtypes or DType.bfloat16 in cls.dtypes or cls.op_type in NO_BFLOAT16:
+        return False
+    newest = min(cls.until_opset, BFLOAT16_SCHEMA_OPSET)
+    if newest < cls.since_opset or not onnx.defs.has(cls.op_type):
+        return False
+    try:
+        return DType.bfloat16 in schema_dtypes(cls.op_type, newest, 0)
+    except onnx.defs.SchemaError:
+        return False
 
 
 def registry() -> dict[str, type[OpSpec]]:

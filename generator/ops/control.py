@@ -100,8 +100,16 @@ class BodyPlan:
     emits: str
 
     @classmethod
-    def draw(cls, rng: random.Random) -> BodyPlan:
-        return cls(rng.choice(BODY_BINARY), rng.choice(BODY_SQUASH), rng.choice(BODY_UNARY))
+    def draw(cls, rng: random.Random, dtype: DType, opset: int) -> BodyPlan:
+        ops = (BODY_BINARY, BODY_SQUASH, BODY_UNARY)
+        combine, squash, emits = (rng.choice(typed_ops(o, dtype, opset)) for o in ops)
+        return cls(combine, squash, emits)
+
+
+def typed_ops(ops: tuple[str, ...], dtype: DType, opset: int) -> tuple[str, ...]:
+    """The body ops of `ops` whose schema at `opset` takes `dtype` (Sin and Cos take
+    bfloat16 from opset 22 on); every one of them takes the classic float types."""
+    return tuple(op for op in ops if dtype in schema_dtypes(op, opset, 0)) or ops
 
 
 class _Body:
@@ -154,7 +162,7 @@ class Scan(OpSpec):
         self.in_reverse = self.rng.random() < 0.3
         self.out_reverse = self.rng.random() < 0.3
         self.negative_axes = self.rng.random() < 0.25
-        self.plan = BodyPlan.draw(self.rng)
+        self.plan = BodyPlan.draw(self.rng, ins[0].dtype, sc.opset)
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
@@ -248,7 +256,7 @@ class Loop(OpSpec):
         """K: the body's condition is `iteration < K`, so K + 1 iterations run."""
         self.condition = self.rng.choice(("absent", "true", "true"))
         self.emits = self.rng.random() < 0.7
-        self.plan = BodyPlan.draw(self.rng)
+        self.plan = BodyPlan.draw(self.rng, ins[0].dtype, sc.opset)
 
     @classmethod
     def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:
@@ -337,8 +345,9 @@ class BranchPlan:
     unary: str
 
     @classmethod
-    def draw(cls, rng: random.Random) -> BranchPlan:
-        return cls(rng.choice(BRANCH_BINARY) if rng.random() < 0.6 else None, rng.choice(BRANCH_UNARY))
+    def draw(cls, rng: random.Random, dtype: DType, opset: int) -> BranchPlan:
+        binary = rng.choice(typed_ops(BRANCH_BINARY, dtype, opset)) if rng.random() < 0.6 else None
+        return cls(binary, rng.choice(typed_ops(BRANCH_UNARY, dtype, opset)))
 
 
 @register
@@ -363,7 +372,10 @@ class If(OpSpec):
         self.taken = self.rng.random() < 0.5
         self.folded = self.rng.random() < 0.4
         """The condition is a constant (else a graph input holding `taken`)."""
-        self.branches = (BranchPlan.draw(self.rng), BranchPlan.draw(self.rng))
+        self.branches = (
+            BranchPlan.draw(self.rng, ins[0].dtype, sc.opset),
+            BranchPlan.draw(self.rng, ins[0].dtype, sc.opset),
+        )
 
     @classmethod
     def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from generator.dtypes import EXACT_WIDE, FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, WIDE, DType, classic
+from generator.dtypes import EXACT_WIDE, FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, WIDE, WIDE_INTS, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
@@ -214,13 +214,13 @@ _binary("Or", torch.logical_or, (DType.bool,))
 _binary("Xor", torch.logical_xor, (DType.bool,))
 
 
-_binary("BitwiseAnd", torch.bitwise_and, (*INTS, *WIDE), since=18)
+_binary("BitwiseAnd", torch.bitwise_and, (*INTS, *WIDE_INTS), since=18)
 
 
-_binary("BitwiseOr", torch.bitwise_or, (*INTS, *WIDE), since=18)
+_binary("BitwiseOr", torch.bitwise_or, (*INTS, *WIDE_INTS), since=18)
 
 
-_binary("BitwiseXor", torch.bitwise_xor, (*INTS, *WIDE), since=18)
+_binary("BitwiseXor", torch.bitwise_xor, (*INTS, *WIDE_INTS), since=18)
 
 
 @register

@@ -39,8 +39,12 @@ _NUMPY: dict[torch.dtype, tuple[np.dtype, np.dtype]] = {
     UINT4: (np.dtype(np.uint8), np.dtype(ml_dtypes.uint4)),
     torch.float8_e4m3fn: (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e4m3fn)),
     torch.float8_e5m2: (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e5m2)),
+    torch.bfloat16: (np.dtype(np.uint16), np.dtype(ml_dtypes.bfloat16)),
 }
-"""torch type -> the numpy bytes it is held in, and the ml_dtypes type numpy names it by."""
+"""torch type -> the numpy bytes it is held in, and the ml_dtypes type numpy names it by.
+bfloat16 is here too: numpy knows it only through ml_dtypes, and torch's `.numpy()` refuses
+it, so a bfloat16 weight or traced value crosses between them as its 16 bits."""
+_TORCH_BYTES = {np.dtype(np.int8): torch.int8, np.dtype(np.uint8): torch.uint8, np.dtype(np.uint16): torch.uint16}
 _TORCH = {numpy: (byte, dtype) for dtype, (byte, numpy) in _NUMPY.items()}
 
 
@@ -60,7 +64,7 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     if found is None:
         return t.detach().numpy()
     byte, numpy = found
-    held = t.contiguous().view(torch.int8 if byte == np.int8 else torch.uint8).numpy()
+    held = t.contiguous().view(_TORCH_BYTES[byte]).numpy()
     return held.astype(numpy) if t.dtype in (INT4, UINT4) else held.view(numpy)
 
 

@@ -20,6 +20,7 @@ import torch
 
 from generator.dtypes import FLOATS_32_FIRST, DType
 from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.narrow import as_torch
 from generator.ops.nn import widen
 from generator.ops.shape import int_list
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv, numel
@@ -228,7 +229,7 @@ def _unsafe(grid: np.ndarray, sizes: Sequence[int], attrs: Attrs) -> np.ndarray:
     """Per position: whether nearest mode would read it next to a rounding tie."""
     if attrs.get("mode") != "nearest":
         return np.zeros(grid.shape[:-1], dtype=bool)
-    return (tie_gaps(torch.from_numpy(grid), sizes, bool(attrs.get("align_corners", 0))) < JUMP_GAP).any(dim=-1).numpy()
+    return (tie_gaps(as_torch(grid), sizes, bool(attrs.get("align_corners", 0))) < JUMP_GAP).any(dim=-1).numpy()
 
 
 def _safe_grid(

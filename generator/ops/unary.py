@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, SIGNED, WIDE, DType, classic
+from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, SIGNED, WIDE_INTS, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.ops.elementwise import Fn
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType
@@ -201,7 +201,7 @@ _unary("IsInf", _isinf, (DType.float32, DType.float64), out_dtype=DType.bool)
 _unary("Not", lambda x, a: torch.logical_not(x), (DType.bool,))
 
 
-_unary("BitwiseNot", lambda x, a: torch.bitwise_not(x), (*INTS, *WIDE), since=18)
+_unary("BitwiseNot", lambda x, a: torch.bitwise_not(x), (*INTS, *WIDE_INTS), since=18)
 
 
 # Activations (Softmax, LogSoftmax and Hardmax are axis ops in nn.py).

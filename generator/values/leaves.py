@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from generator.ops.narrow import as_numpy
 from generator.ops.unsigned import signed_view
 from generator.values.interp import as_tensor
 
@@ -148,9 +149,9 @@ class Leaves:
 
     def export(self) -> dict[str, np.ndarray]:
         theta = self.theta.detach()
-        out = {n: t.numpy().copy() for n, t in {**self.fixed, **self.ints}.items()}
+        out = {n: as_numpy(t).copy() for n, t in {**self.fixed, **self.ints}.items()}
         for s in self.spans.values():
-            out[s.name] = theta[s.start : s.stop].view(s.shape).to(s.dtype).numpy().copy()
+            out[s.name] = as_numpy(theta[s.start : s.stop].view(s.shape).to(s.dtype)).copy()
         return out
 
 
