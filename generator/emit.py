@@ -176,68 +176,82 @@ def emit_model(
     """
     em = OnnxEmitter(opset, values)
     leaves = leaves or {}
-
-    def value_info(i: int) -> onnx.ValueInfoProto:
-        t = graph.tensors[i]
-        return helper.make_tensor_value_info(tname(i), t.dtype.onnx, [em.ival(d) for d in t.shape])
-
-    inputs: dict[str, np.ndarray] = {}
-    graph_inputs = []
-    initializers: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-    off = None
+    io = _GraphIO(values)
     for p in sorted(graph.placeholders):
         t = graph.tensors[p]
         array = leaves.get(tname(p))
         if array is None:
             array = draw_values(values, [em.ival(d) for d in t.shape], t.dtype)
         if p in as_weight:
-            initializers.append(numpy_helper.from_array(array, tname(p)))
-        elif t.dtype is DType.bfloat16:
-            outside = boundary_name(tname(p))
-            off = values.random() < OFF_GRID_SHARE if off is None else off
-            inputs[outside] = off_grid(array) if off else array.astype(np.float32)
-            graph_inputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, array.shape))
-            nodes.append(helper.make_node("Cast", [outside], [tname(p)], name=outside, to=DType.bfloat16.onnx))
+            io.initializers.append(numpy_helper.from_array(array, tname(p)))
         else:
-            inputs[tname(p)] = array
-            graph_inputs.append(value_info(p))
+            io.data_input(tname(p), array, t.dtype, [em.ival(d) for d in t.shape])
     for n in graph.topological():
         fragment = n.fragment if n.fragment is not None else em.write(n)
-        nodes += fragment.nodes
-        initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
+        io.nodes += fragment.nodes
+        io.initializers += [numpy_helper.from_array(leaves.get(k, a), k) for k, a in fragment.arrays.items()]
         for k, a in fragment.runtime.items():
-            if DType.from_numpy(a.dtype) is DType.bfloat16:  # exact: it is part of the model's validity
-                outside = boundary_name(k)
-                inputs[outside] = a.astype(np.float32)
-                graph_inputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, list(a.shape)))
-                nodes.insert(
-                    len(nodes) - len(fragment.nodes),
-                    helper.make_node("Cast", [outside], [k], name=outside, to=DType.bfloat16.onnx),
-                )
-                continue
-            inputs[k] = a
-            graph_inputs.append(helper.make_tensor_value_info(k, DType.from_numpy(a.dtype).onnx, list(a.shape)))
+            io.runtime_input(k, a, before=len(fragment.nodes))
         if on_node is not None:
             on_node(n, fragment.nodes)
-    outputs = []
     for o in graph.sinks():
-        if graph.tensors[o].dtype is DType.bfloat16:
-            out = value_info(o)
-            out.name = boundary_name(out.name)
-            out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-            nodes.append(helper.make_node("Cast", [tname(o)], [out.name], name=out.name, to=onnx.TensorProto.FLOAT))
-            outputs.append(out)
-        else:
-            outputs.append(value_info(o))
-    g = helper.make_graph(nodes, "fuzzbot_graph", graph_inputs, outputs, initializer=initializers)
+        io.output(tname(o), graph.tensors[o].dtype, [em.ival(d) for d in graph.tensors[o].shape])
+    g = helper.make_graph(io.nodes, "fuzzbot_graph", io.graph_inputs, io.outputs, initializer=io.initializers)
     proto = helper.make_model(
         g,
         opset_imports=[helper.make_opsetid("", opset)],
         producer_name=PRODUCER,
         ir_version=IR_VERSION.get(opset, 8),
     )
-    return proto, inputs
+    return proto, io.inputs
+
+
+class _GraphIO:
+    """The graph's inputs, outputs, nodes and initializers as `emit_model` collects them; a
+    bfloat16 tensor crosses the boundary as a float32 twin through a Cast (BF16_BOUNDARY)."""
+
+    def __init__(self, values: np.random.Generator) -> None:
+        self.values = values
+        self.inputs: dict[str, np.ndarray] = {}
+        self.graph_inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.nodes: list[onnx.NodeProto] = []
+        self.off: bool | None = None
+        """Whether this case's bfloat16 inputs lie off the grid (drawn at the first one)."""
+
+    def data_input(self, name: str, array: np.ndarray, dtype: DType, shape: list[int]) -> None:
+        if dtype is not DType.bfloat16:
+            self.inputs[name] = array
+            self.graph_inputs.append(helper.make_tensor_value_info(name, dtype.onnx, shape))
+            return
+        self.off = self.values.random() < OFF_GRID_SHARE if self.off is None else self.off
+        self._cast_in(name, off_grid(array) if self.off else array.astype(np.float32), len(self.nodes))
+
+    def runtime_input(self, name: str, array: np.ndarray, before: int) -> None:
+        """A runtime constant, read by the last `before` nodes; a bfloat16 one crosses exactly
+        (it is part of the model's validity)."""
+        if DType.from_numpy(array.dtype) is DType.bfloat16:
+            self._cast_in(name, array.astype(np.float32), len(self.nodes) - before)
+            return
+        self.inputs[name] = array
+        self.graph_inputs.append(
+            helper.make_tensor_value_info(name, DType.from_numpy(array.dtype).onnx, list(array.shape))
+        )
+
+    def _cast_in(self, name: str, twin: np.ndarray, at: int) -> None:
+        outside = boundary_name(name)
+        self.inputs[outside] = twin
+        self.graph_inputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, list(twin.shape)))
+        self.nodes.insert(at, helper.make_node("Cast", [outside], [name], name=outside, to=DType.bfloat16.onnx))
+
+    def output(self, name: str, dtype: DType, shape: list[int]) -> None:
+        if dtype is not DType.bfloat16:
+            self.outputs.append(helper.make_tensor_value_info(name, dtype.onnx, shape))
+            return
+        outside = boundary_name(name)
+        self.outputs.append(helper.make_tensor_value_info(outside, onnx.TensorProto.FLOAT, shape))
+        self.nodes.append(helper.make_node("Cast", [name], [outside], name=outside, to=onnx.TensorProto.FLOAT))
 
 
 SYMBOLIC_SALT = 0x5D1A
