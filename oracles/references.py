@@ -243,9 +243,10 @@ model casts into and out of them inside the graph (generator.emit.BF16_BOUNDARY)
 def unfed_boundary(model: onnx.ModelProto) -> str | None:
     """Why a reduction candidate cannot be run as it stands (a cut left a bfloat16 tensor as
     a graph input or output), or None."""
-    for v in (*model.graph.input, *model.graph.output):
-        if v.type.tensor_type.elem_type in UNFED_TYPES:
-            return f"{v.name!r} is a bfloat16 graph {'input' if v in model.graph.input else 'output'}"
+    for side, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for v in values:
+            if v.type.tensor_type.elem_type in UNFED_TYPES:
+                return f"{v.name!r} is a bfloat16 graph {side}"
     return None
 
 
