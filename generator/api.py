@@ -32,7 +32,7 @@ from generator.graph import Graph
 from generator.grow import Allowed, Grower, Template, step_name
 from generator.mutate import Genome
 from generator.ops import registry
-from generator.ops.base import OpSpec
+from generator.ops.base import OpSpec, bfloat16_crosses
 from generator.patterns import all_variants
 from generator.patterns.base import Pattern
 from generator.patterns.choose import PatternChooser
@@ -48,6 +48,14 @@ from generator.z3_contexts import ContextSupply
 DEFAULT_OPSET = 17
 """Accepted by onnxruntime 1.15-1.31 and the TVM 0.25-0.27 Relax frontend alike: what a model
 is written at unless a campaign draws its opset (GenConfig.opset_min, opset_max)."""
+
+
+class NoOpAllowed(ValueError):
+    """The op list, the opset and the support matrix leave no op to grow a model from: a
+    config's mistake when given by a user, a seed to drop in a campaign whose build declines
+    every op at that opset."""
+
+
 OLDEST_GENERATED = min(IR_VERSION)
 
 
@@ -191,11 +199,14 @@ def op_specs(only: list[str] | None = None, opset: int | None = None) -> list[ty
 
 def _allowed(cfg: GenConfig, support: Support | None) -> Allowed:
     dtypes = set(cfg.dtypes) | (set(WIDE) if cfg.wide_types > 0 else set())
+    crosses = bfloat16_crosses(cfg.written_opset)
 
     def allowed(spec: type[OpSpec], sig: Sequence[TType]) -> bool:
         key = spec.key_dtype(sig)
         if key not in dtypes or not spec.schema_allows(cfg.written_opset, sig):
             return False
+        if not crosses and any(t.dtype is DType.bfloat16 for t in sig):
+            return False  # before Cast-13, no bfloat16 tensor can enter or leave the graph
         return support is None or all(dt in support.get(op, ()) for op, dt in spec.support_keys(key))
 
     return allowed
@@ -266,7 +277,7 @@ def grow_case(
     if support is not None:
         specs = [s for s in specs if support.get(s.op_type)]
     if not specs:
-        raise ValueError("no operator is allowed by the op list, opset and support matrix")
+        raise NoOpAllowed("no operator is allowed by the op list, opset and support matrix")
     draws = _focus_draws(focus, coverage, cfg, specs, rng)
     feedback = Feedback(coverage, specs, rng, draws) if coverage is not None and cfg.feedback else None
     allowed = _allowed(cfg, support)

@@ -8,11 +8,17 @@ most of the time, and the grower picks another op, as it does when the witness r
 unsafe values. Some completions are still let through (`strength` below 1), so a bug that
 is fixed, or that hides a second bug behind it, is still met now and then.
 
-A trigger is matched as a subgraph: its nodes by op type and first input's dtype, its
-edges as producer-to-consumer links between them. A rewrite template counts as the ONNX
-nodes it wrote: its insertion is checked once they are written (generator.grow), so a
-trigger inside it, or one it completes with the graph around it, is refused like any
-other. Every draw comes from the graph's own
+A trigger is matched as a subgraph: its nodes by op type, first input's dtype and the
+attributes the failure needs, its edges as producer-to-consumer links between them. A
+bug is avoided only as narrowly as its evidence: a persistent defect of Pad's "wrap"
+mode, learned as "Pad, any attributes", once kept every Pad out of a campaign, and with
+it a regression that needed a constant Pad in front of another op. The reducer drops
+every optional attribute the failure does not need (reducers.passes.default_attributes),
+so the attributes a reduced trigger still writes are its evidence; other forms of the op
+stay as likely as ever, and the matching form is only made rarer (`strength`), never
+removed. A rewrite template counts as the ONNX nodes it wrote: its insertion is checked
+once they are written (generator.grow), so a trigger inside it, or one it completes with
+the graph around it, is refused like any other. Every draw comes from the graph's own
 seeded rng, and only when a trigger matches, so a campaign that knows no bug grows the
 same graphs as before, and the same seed and known triggers give the same model.
 """
@@ -24,8 +30,38 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import onnx
+from onnx import helper
+
 from generator.emit import tname
 from generator.graph import Graph
+
+Attrs = tuple[tuple[str, str], ...]
+"""A node's attributes as (name, canonical text) pairs, sorted by name."""
+
+
+def attribute_text(attribute: onnx.AttributeProto) -> str | None:
+    """One attribute's value as text that a generated node and its reduced copy share (floats
+    at float32, as ONNX stores them); None for a subgraph, which no trigger is matched on."""
+    if attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        return None
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, float):
+        return repr(float(np.float32(value)))
+    if isinstance(value, list):
+        items = [v.decode(errors="replace") if isinstance(v, bytes) else v for v in value]
+        return repr([float(np.float32(v)) if isinstance(v, float) else v for v in items])
+    if isinstance(value, onnx.TensorProto):
+        return repr(onnx.numpy_helper.to_array(value).tolist())
+    return repr(value)
+
+
+def node_attributes(node: onnx.NodeProto) -> Attrs:
+    texts = ((a.name, attribute_text(a)) for a in node.attribute)
+    return tuple(sorted((name, text) for name, text in texts if text is not None))
 
 
 @dataclass(frozen=True)
@@ -41,6 +77,8 @@ class Unit:
     outputs: tuple[str, ...]
     node: int
     """Index of the graph node it belongs to."""
+    attrs: Attrs | None = None
+    """Its attributes as written; None where the node is not written yet (no witness)."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +86,15 @@ class PatternNode:
     op_type: str
     dtypes: frozenset[str] | None = None
     """The first input's dtypes the failure shows at; None: any."""
+    attrs: frozenset[tuple[str, str]] | None = None
+    """Attribute values the failure needs (name, canonical text); None or empty: any."""
 
     def admits(self, unit: Unit) -> bool:
         if unit.op_type != self.op_type:
             return False
-        return self.dtypes is None or unit.dtype is None or unit.dtype in self.dtypes
+        if not (self.dtypes is None or unit.dtype is None or unit.dtype in self.dtypes):
+            return False
+        return not self.attrs or unit.attrs is None or self.attrs <= set(unit.attrs)
 
 
 @dataclass(frozen=True)
@@ -71,11 +113,13 @@ def units(graph: Graph) -> list[Unit]:
     out: list[Unit] = []
     for i, n in enumerate(graph.nodes):
         dtype = str(n.op.ins[0].dtype) if n.op.ins else None
-        written = n.fragment.nodes if n.fragment is not None and n.op.node_cost > 1 else None
-        if written is None:
-            out.append(Unit(n.op.op_type, dtype, tuple(map(tname, n.inputs)), tuple(map(tname, n.outputs)), i))
+        written = n.fragment.nodes if n.fragment is not None else None
+        if written is None or n.op.node_cost <= 1:
+            main = next((w for w in written or () if w.op_type == n.op.op_type), None)
+            attrs = node_attributes(main) if main is not None else None
+            out.append(Unit(n.op.op_type, dtype, tuple(map(tname, n.inputs)), tuple(map(tname, n.outputs)), i, attrs))
             continue
-        out += [Unit(w.op_type, dtype, tuple(w.input), tuple(w.output), i) for w in written]
+        out += [Unit(w.op_type, dtype, tuple(w.input), tuple(w.output), i, node_attributes(w)) for w in written]
     return out
 
 
@@ -139,6 +183,12 @@ class Avoid:
         self.triggers = [t for t in triggers if t.nodes]
         self.strength = strength
         self.steered: Counter[str] = Counter()
+
+    @property
+    def needs_written(self) -> bool:
+        """Whether some trigger needs attribute values: then a node is matched once written
+        (generator.grow), not before, when its attributes are not known yet."""
+        return any(p.attrs for t in self.triggers for p in t.nodes)
 
     def add(self, trigger: Trigger) -> None:
         if trigger.nodes and trigger not in self.triggers:

@@ -22,8 +22,13 @@ ZERO_BIN_P = 1 / 3
 MIN_GROUP = 3
 """Groups this small are dropped rather than split further: each split costs two checks."""
 
-BinWeight = Callable[[str, int], float]
-"""Extra weight of bin `i` for the variable key `op.prefix`; coverage feedback plugs in here."""
+BinWeight = Callable[[str, int | str], float]
+"""Extra weight of bin `i` for the variable key `op.prefix`; coverage feedback plugs in here.
+An attribute's presence has two named bins of its own (ABSENT, AT_DEFAULT)."""
+ABSENT = "absent"
+"""The bin of a defaulted attribute a node leaves out (generator.emit.ExplicitDefaults)."""
+AT_DEFAULT = "default"
+"""The bin of a defaulted attribute a node writes out at its default value."""
 
 
 def var_key(op_type: str, var: z3.ArithRef) -> str:

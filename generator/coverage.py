@@ -6,7 +6,8 @@ the compiler (it is another build in another process), so it measures those thre
 kinds of coverage on its own models and biases the next model toward what is missing:
 
 - op inputs: (op, slot, dtype, rank, shape bucket)
-- attribute values: (op, attribute, bin), from emitted attributes and solved variables
+- attribute values: (op, attribute, bin), from emitted attributes and solved variables;
+  a defaulted attribute also as `absent` or written at its `default` (generator.emit)
 - directed op pairs: which op type feeds which
 
 Op choice follows COMET's Metropolis-Hastings scheme: ops are ranked by how much they
@@ -26,8 +27,9 @@ import onnx
 from onnx import helper
 from pydantic import BaseModel, Field, PrivateAttr
 
-from generator.binning import bin_of
+from generator.binning import ABSENT, AT_DEFAULT, bin_of
 from generator.dtypes import DType
+from generator.emit import at_default, pads_implied, schema_defaults
 from generator.focus import FocusDraws
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
@@ -146,10 +148,24 @@ class Coverage(BaseModel):
             self.dtypes[tensor.dtype.value] += 1
         for n in emitted:
             if n.op_type == op:
-                for a in n.attribute:
-                    self.attrs[f"{op}.{a.name}={value_bucket(helper.get_attribute_value(a))}"] += 1
+                self._record_attrs(op, n, node.op.sc.opset)
         for key, value in node.binned:
             self.attrs[f"{key}={bin_of(value)}"] += 1
+
+    def _record_attrs(self, op: str, n: onnx.NodeProto, opset: int) -> None:
+        """Each attribute's value bin, and for each defaulted one whether it was left out
+        (`absent`) or written at its default (`default`): a kernel may take another path
+        for either, so the two are counted apart and feedback steers toward the unseen one."""
+        written = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        for name, value in written.items():
+            self.attrs[f"{op}.{name}={value_bucket(value)}"] += 1
+        for name, default in schema_defaults(op, opset).items():
+            if name == "pads" and pads_implied(written):
+                continue  # set by auto_pad or output_shape: neither absent nor at a default
+            if name not in written:
+                self.attrs[f"{op}.{name}={ABSENT}"] += 1
+            elif at_default(op, name, written[name], default):
+                self.attrs[f"{op}.{name}={AT_DEFAULT}"] += 1
 
 
 Proposal = tuple[str, type[OpSpec], int]
@@ -289,6 +305,9 @@ class Feedback:
             weights.append(w)
         return self.rng.choices(cands, weights)[0]
 
-    def bin_weight(self, key: str, i: int) -> float:
+    def bin_weight(self, key: str, i: int | str) -> float:
+        """2 for a bin no model has had yet (a presence bin, ABSENT or AT_DEFAULT, too), plus
+        the focus's bonus for a numeric bin two builds diverged on."""
         fresh = 0.0 if f"{key}={i}" in self.cov.attrs else 2.0
-        return fresh + (self.focus.bin_bonus(key, i) if self.focus is not None else 0.0)
+        bonus = self.focus.bin_bonus(key, i) if self.focus is not None and isinstance(i, int) else 0.0
+        return fresh + bonus

@@ -8,8 +8,10 @@ their kernels special-case unit and broadcast dimensions. An edge case is one of
 - `unit_dims` (defined): the model's free tensors get dims of 1 half the time, so
   broadcasting and size-1 special cases run. Compared as usual.
 - `zero_divisor`, `int_overflow`, `cast_out_of_range` (undefined): after the model is
-  grown, the graph input feeding an integer Div or Mod divisor, an integer sum or
-  product, or a float-to-integer Cast is set to values ONNX leaves unspecified. Their
+  grown, the graph input feeding an integer divisor (a member of the family
+  generator.ops.families.ZERO_DIVISOR, drawn evenly: Div, Mod under fmod 0 and 1), an
+  integer sum or product, or a float-to-integer Cast is set to values ONNX leaves
+  unspecified. Their
   values are never compared (generator.values.undefined tells the triage, and tells
   `aim` that the edge it set is one); a crash on them is
   still judged, as a robustness regression.
@@ -28,6 +30,7 @@ import numpy as np
 import onnx
 
 from generator.emit import is_runtime_constant
+from generator.ops.families import ZERO_DIVISOR
 from generator.values.undefined import undefined_inputs
 
 EDGE_SALT = 0xED6E
@@ -77,14 +80,31 @@ def _feeding(
     return found
 
 
+DIVISORS: dict[str, tuple[int, ...]] = {op: (slot,) for op, (slot, _) in ZERO_DIVISOR.items()}
+"""The zero-divisor family (generator.ops.families.ZERO_DIVISOR): op -> its divisor slot."""
+
+
+def divisor_form(node: onnx.NodeProto) -> str:
+    """The member of the zero-divisor family a node is: its op, and Mod's fmod, whose two
+    forms kernels compute apart."""
+    fmod = next((a.i for a in node.attribute if a.name == "fmod"), 0)
+    return f"Mod(fmod={fmod})" if node.op_type == "Mod" else node.op_type
+
+
 def _zero_divisor(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Generator) -> Inputs | None:
-    for _, name in _feeding(model, inputs, {"Div": (1,), "Mod": (1,)}):
-        divisor = inputs[name]
-        if divisor.dtype.kind in "iu" and divisor.size:
-            zeroed = divisor.copy()
-            zeroed.flat[rng.integers(0, divisor.size, size=max(1, divisor.size // 3))] = 0
-            return {**inputs, name: zeroed}
-    return None
+    """A zero set in the integer divisor of one member of the family, drawn evenly over the
+    members the model has (Div, Mod under either fmod), so that no sibling waits on another."""
+    found = [(n, name) for n, name in _feeding(model, inputs, DIVISORS) if inputs[name].dtype.kind in "iu"]
+    found = [(n, name) for n, name in found if inputs[name].size]
+    if not found:
+        return None
+    forms = sorted({divisor_form(n) for n, _ in found})
+    form = forms[int(rng.integers(len(forms)))]
+    name = next(name for n, name in found if divisor_form(n) == form)
+    divisor = inputs[name]
+    zeroed = divisor.copy()
+    zeroed.flat[rng.integers(0, divisor.size, size=max(1, divisor.size // 3))] = 0
+    return {**inputs, name: zeroed}
 
 
 def _int_overflow(model: onnx.ModelProto, inputs: Inputs, rng: np.random.Generator) -> Inputs | None:

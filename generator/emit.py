@@ -7,22 +7,43 @@ with its values), so one seed yields identical bytes.
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
+import onnx.defs
 from onnx import helper, numpy_helper
 
-from generator.binning import Solution
+from generator.binning import ABSENT, AT_DEFAULT, BinWeight, Solution
 from generator.dtypes import DType
 from generator.graph import Fragment, GNode, Graph
+from generator.ops.base import current_attrs
 from generator.symbolic import Dim
 
 NodeHook = Callable[[GNode, list[onnx.NodeProto]], None]
 
 PRODUCER = "fuzzbot"
-IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 13, 26: 13}
+IR_VERSION = {
+    11: 6,
+    12: 7,
+    13: 7,
+    14: 7,
+    15: 8,
+    16: 8,
+    17: 8,
+    18: 8,
+    19: 9,
+    20: 9,
+    21: 10,
+    22: 10,
+    23: 11,
+    24: 12,
+    25: 13,
+    26: 13,
+}
 """Lowest IR version per opset (onnx.helper.VERSION_TABLE), so that older runtimes load the
 model: a runtime refuses an IR version newer than it knows even where it knows the opset."""
 NEWEST_OPSET = max(IR_VERSION)
@@ -89,6 +110,128 @@ def tname(i: int) -> str:
     return f"t{i}"
 
 
+WINDOW_WEIGHT = {"Conv": 1, "ConvInteger": 1, "ConvTranspose": 1, "DeformConv": 1, "QLinearConv": 3}
+"""Where each windowed op's weight sits: its spatial rank (the weight's rank less two) tells
+how long a list default is when the node writes no kernel_shape."""
+LIST_DEFAULTS: dict[str, dict[str, int]] = {
+    **{op: {"strides": 1, "dilations": 1, "pads": 0} for op in (*WINDOW_WEIGHT, "MaxPool", "AveragePool", "LpPool")},
+    "ConvTranspose": {"strides": 1, "dilations": 1, "pads": 0, "output_padding": 0},
+    "MaxUnpool": {"strides": 1, "pads": 0},
+}
+"""Defaults the schema cannot carry, being one value per spatial axis (two for pads): the
+spec's words "default is 1 along each spatial axis" and "default is 0 along start and end"."""
+NEVER_EXPLICIT = {
+    ("RNN", "activations"): "the schema's default lists two, one per direction of a bidirectional RNN,"
+    " where the spec has a one-way RNN take one: written on a forward RNN it is a form the spec does not"
+    " describe",
+}
+"""Defaulted attributes never written out at their default, with why."""
+EXPLICIT_SHARE = 1 / 3
+"""The share of a node's absent defaulted attributes written out at their default value
+(before coverage feedback weighs the two forms): a kernel may take another path when the
+attribute is present, even at its default (explicit dilations of ones, pads of zeros)."""
+
+
+@functools.cache
+def schema_defaults(op_type: str, opset: int) -> dict[str, Any]:
+    """Attribute -> its default, for the attributes of the op's schema at `opset` that have
+    one and that the reference reads (an attribute added after CURRENT_OPSET would be
+    refused). List defaults (LIST_DEFAULTS) map to their per-axis value."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return {}
+    read = current_attrs(op_type)
+    found: dict[str, Any] = {}
+    for name, a in schema.attributes.items():
+        if name not in read or (op_type, name) in NEVER_EXPLICIT:
+            continue
+        if name in LIST_DEFAULTS.get(op_type, {}):
+            found[name] = LIST_DEFAULTS[op_type][name]
+        elif a.default_value.type != onnx.AttributeProto.UNDEFINED:
+            value = helper.get_attribute_value(a.default_value)
+            if isinstance(value, list):
+                value = [v.decode() if isinstance(v, bytes) else v for v in value]
+            found[name] = value.decode() if isinstance(value, bytes) else value
+    return found
+
+
+def at_default(op_type: str, name: str, value: Any, default: Any) -> bool:
+    """Whether a written attribute holds its default (a list default: every entry of it)."""
+    if name in LIST_DEFAULTS.get(op_type, {}):
+        return isinstance(value, list | tuple) and all(v == default for v in value)
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, list | tuple):
+        value = [v.decode() if isinstance(v, bytes) else v for v in value]
+        return list(value) == list(default)
+    if isinstance(value, float) or isinstance(default, float):
+        return bool(np.float32(value) == np.float32(default))
+    return bool(value == default)
+
+
+class ExplicitDefaults:
+    """Writes a seeded share of each node's absent defaulted attributes out at their default
+    value, and leaves out a share of those a spec wrote at their default, so that "absent"
+    and "present at default" are both drawn for every attribute of every op the generator
+    writes, in one place, whichever a spec would have written. Coverage counts the two apart
+    (generator.coverage: `Op.attr=absent`, `Op.attr=default`); `weight` (the coverage
+    feedback's bin weight) tips the draw toward the one not seen yet."""
+
+    def __init__(self, rng: random.Random, weight: BinWeight | None = None) -> None:
+        self.rng = rng
+        self.weight = weight
+
+    def share(self, key: str) -> float:
+        if self.weight is None:
+            return EXPLICIT_SHARE
+        explicit = EXPLICIT_SHARE * (1 + self.weight(key, AT_DEFAULT))
+        absent = (1 - EXPLICIT_SHARE) * (1 + self.weight(key, ABSENT))
+        return explicit / (explicit + absent)
+
+    def fill(self, op_type: str, opset: int, attrs: dict[str, Any], spatial: int | None) -> dict[str, Any]:
+        """`attrs` with some absent defaulted attributes added at their default (a list
+        default only where the spatial rank is known and the node pads explicitly), and
+        some written at their default left out (half as often as an absent one is added)."""
+        defaults = schema_defaults(op_type, opset)
+        if not defaults:
+            return attrs
+        out = dict(attrs)
+        lists = LIST_DEFAULTS.get(op_type, {})
+        for name, default in defaults.items():
+            share = self.share(f"{op_type}.{name}")
+            if name in attrs:
+                if at_default(op_type, name, attrs[name], default) and self.rng.random() < (1 - share) / 2:
+                    del out[name]
+            elif self.rng.random() >= share:
+                continue
+            elif name not in lists:
+                out[name] = default
+            elif spatial is not None and not (name == "pads" and pads_implied(attrs)):
+                out[name] = [default] * (2 * spatial if name == "pads" else spatial)
+        return out
+
+
+def pads_implied(attrs: Mapping[str, Any]) -> bool:
+    """Pads may not be written beside an auto_pad other than NOTSET, nor beside
+    ConvTranspose's output_shape (which sets them)."""
+    auto = attrs.get("auto_pad", "NOTSET")
+    return (auto.decode() if isinstance(auto, bytes) else auto) != "NOTSET" or "output_shape" in attrs
+
+
+def spatial_rank(op_type: str, inputs: Sequence[str], attrs: Mapping[str, Any], ranks: Mapping[str, int]) -> int | None:
+    """A windowed op's spatial rank: its kernel_shape's length, else its weight's rank less
+    two, else its data's; None where none is known."""
+    if op_type not in LIST_DEFAULTS:
+        return None
+    if "kernel_shape" in attrs:
+        return len(attrs["kernel_shape"])
+    for slot in (WINDOW_WEIGHT.get(op_type, 0), 0):
+        if slot < len(inputs) and inputs[slot] in ranks:
+            return ranks[inputs[slot]] - 2
+    return None
+
+
 class OnnxEmitter:
     """The Emitter an op writes itself through, one graph node at a time (`write`), so that
     a node can be written as soon as it is inserted (generator.witness runs it at once).
@@ -107,11 +250,16 @@ class OnnxEmitter:
         self.made_arrays = 0
         self.fan_in: dict[str, int] = {}
         """The fan-in each weight was drawn for (`draw_values`), so it can be drawn anew."""
+        self.explicit: ExplicitDefaults | None = None
+        """Writes absent defaulted attributes out at their default (None: never)."""
+        self.ranks: dict[str, int] = {}
+        """The ranks of the tensors the node being written reads and owns, as far as known."""
 
     def write(self, n: GNode) -> Fragment:
         """Emit one graph node; its tensors are named `tname(id)`."""
         self.solution = n.solution
         self.fragment = Fragment()
+        self.ranks = {tname(i): t.rank for i, t in zip(n.inputs, n.op.inputs, strict=False)}
         n.op.emit(self, [tname(i) for i in n.inputs], [tname(o) for o in n.outputs])
         return self.fragment
 
@@ -119,6 +267,9 @@ class OnnxEmitter:
         return self.solution.eval(term)
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
+        if self.explicit is not None:
+            spatial = spatial_rank(op_type, inputs, attrs, self.ranks)
+            attrs = self.explicit.fill(op_type, self.opset, attrs, spatial)
         name = f"n{self.made_nodes}_{op_type}"
         self.made_nodes += 1
         self.fragment.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
@@ -144,6 +295,7 @@ class OnnxEmitter:
         name = f"{RUNTIME_PREFIX}{self.made_arrays}"
         self.made_arrays += 1
         self.fragment.runtime[name] = np.asarray(array)
+        self.ranks[name] = self.fragment.runtime[name].ndim
         return name
 
     def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str:
@@ -155,6 +307,7 @@ class OnnxEmitter:
         name = f"{prefix}{self.made_arrays}"
         self.made_arrays += 1
         self.fragment.arrays[name] = array
+        self.ranks[name] = array.ndim
         return name
 
 

@@ -61,6 +61,9 @@ FIELDS = ("ops", "pairs", "patterns", "bins", "dtypes", "rewrites")
 DECAY = 0.99
 """What a learned weight keeps per model grown: a divergence steers the next hundred or so
 models, then fades unless it is seen again (a half-life of about 69 models)."""
+KNOWN_QUIET = 0.5
+"""What the pull toward a known bug's ops keeps each time a bug of theirs becomes known: its
+cases are that bug again, while another bug of the same ops must stay reachable."""
 HINT_STRENGTH = 0.5
 """What a diff hint alone makes of the share: a prior that never fades, and never takes
 more than half of what a fresh divergence takes."""
@@ -123,6 +126,19 @@ class Focus:
         for name in FIELDS[:-1]:
             self.learned.add(name, getattr(features, name), weight)
         self.learned.add("rewrites", rewrites, weight)
+
+    def quiet(self, ops: Iterable[str]) -> None:
+        """A bug of `ops` became known: both layers pull toward them, and their pairs, by
+        KNOWN_QUIET as hard. A diff that names Clip keeps steering toward Clip for the whole
+        campaign; once its Clip regression is found, that pull only finds it again."""
+        named = set(ops)
+        for layer in (self.learned, self.hinted):
+            for op in named & set(layer.ops):
+                layer.ops[op] *= KNOWN_QUIET
+            for pair in layer.pairs:
+                producer, _, consumer = pair.partition(">")
+                if producer in named or consumer in named:
+                    layer.pairs[pair] *= KNOWN_QUIET
 
     def tick(self) -> None:
         """One model grown: what was learned fades a little."""

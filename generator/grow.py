@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import z3
 
 from generator.binning import BinChooser, Solution, solve_local, var_key
+from generator.emit import ExplicitDefaults
 from generator.graph import GNode, Graph
 from generator.ops.base import MAX_WORK, OpSpec
 from generator.solver import MeteredSolver
@@ -113,6 +114,9 @@ class Grower:
             first = AbsTensor(t.dtype, list(self.bins.free_shape(t.rank, self.sc.max_elements)))
         self.graph.placeholders.append(self.graph.add_tensor(first))
         if witness is not None:
+            # The nodes are written as they are inserted: their defaulted attributes are
+            # drawn absent or explicit from the model's stream, steered by the bins' weight.
+            witness.em.explicit = ExplicitDefaults(self.rng, bins.weight)
             witness.placeholder(self.graph, self.graph.placeholders[0])
 
     @property
@@ -328,8 +332,10 @@ class Grower:
 
     def _known_checks(self, node: GNode) -> tuple[Callable[[], bool], Callable[[], bool] | None]:
         """When to ask whether `node` completes a known trigger: before it is written, or,
-        for a template (whose trigger may lie among the nodes it writes), once written."""
-        if self.witness is not None and node.op.node_cost > 1:
+        for a template (whose trigger may lie among the nodes it writes), and wherever a
+        trigger needs attribute values (generator.avoid), once written."""
+        written = node.op.node_cost > 1 or (self.avoid is not None and self.avoid.needs_written)
+        if self.witness is not None and written:
             return (lambda: False), self._known
         return self._known, None
 

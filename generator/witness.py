@@ -115,7 +115,7 @@ class Witness:
         if refuse is not None and refuse():
             self._disown(fragment, counted=False)
             return False
-        new = [prepare(n) for n in fragment.nodes]
+        new = [prepare(n, self.em.opset) for n in fragment.nodes]
         if self.method is None:
             self.steps += new
             return True
@@ -150,7 +150,7 @@ class Witness:
         if refuse is not None and refuse():
             self._unplace(node, target, old, fragment, counted=False)
             return False
-        steps = [*(prepare(n) for n in fragment.nodes), *self.steps]
+        steps = [*(prepare(n, self.em.opset) for n in fragment.nodes), *self.steps]
         if self.method is None:
             self.steps = steps
             return True

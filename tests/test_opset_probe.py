@@ -18,6 +18,7 @@ from backends.reference import model_opset
 from backends.spec import parse_backend
 from bot.sides.opset_probe import FLOOR, answer_path, ceiling_for, probe_opset
 from bot.sides.probe import ProbeFailure, cache_path, probe_opsets
+from generator.api import OLDEST_GENERATED
 from generator.dtypes import DType
 from generator.emit import NEWEST_OPSET
 from tests import release_cases as rc
@@ -82,7 +83,7 @@ def test_a_two_release_campaign_draws_opsets_up_to_the_lower_sides_highest(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["base"]["highest_opset"] == 20 and summary["backend"]["highest_opset"] == NEWEST_OPSET
     drawn = {int(o): n for o, n in summary["coverage"]["opsets"].items()}
-    assert set(drawn) <= set(range(17, 21)) and len(drawn) >= 3, drawn
+    assert set(drawn) <= set(range(OLDEST_GENERATED, 21)) and len(drawn) >= 3, drawn
     assert drawn.get(20, 0) >= 0.35 * sum(drawn.values()), "half the cases at the top of the range"
     assert summary["counts"].get("unsupported", 0) <= 2, summary["counts"]
     bundles = [p.parent for p in out.rglob("finding.json")]
@@ -90,7 +91,7 @@ def test_a_two_release_campaign_draws_opsets_up_to_the_lower_sides_highest(
         opset = model_opset(onnx.load(str(bundle / "model.onnx")))
         assert opset <= 20 and json.loads((bundle / "finding.json").read_text())["generator"]["opset"] == opset
     matrices = [re.search(r"-opset(\d+)\.json$", p.name) for p in (tmp_path / "cache" / "support").iterdir()]
-    assert {int(m[1]) for m in matrices if m} == set(range(17, 21)), "support is never asked beyond the range"
+    assert {int(m[1]) for m in matrices if m} == set(range(OLDEST_GENERATED, 21)), "never asked beyond the range"
     assert bundles, "1.17.3 and 1.31.1 differ on some of 80 cases"
     _repro_loads_on_both(bundles[0])
 

@@ -1,7 +1,8 @@
-"""Generation at every opset after 17, up to the newest the generator writes (the newest
-onnxruntime 1.31.1 loads): every model passes the full checker and strict shape inference,
-the torch reference computes it, and the real onnxruntime runs it; and each opset's new
-forms appear from the opset that brought them, never before it."""
+"""Generation at opsets 11 and 12 (the oldest the generator writes) and at every opset after
+17, up to the newest it writes (the newest onnxruntime 1.31.1 loads): every model passes the
+full checker and strict shape inference, the torch reference computes it, and the real
+onnxruntime runs it; each opset's new forms appear from the opset that brought them, never
+before it, and the forms of 11 and 12 that 13 replaced never after."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from generator.dtypes import DType
 from generator.emit import IR_VERSION, NEWEST_OPSET
 from generator.values import NoValidValues
 
-OPSETS = range(18, NEWEST_OPSET + 1)
+OPSETS = (11, 12, *range(18, NEWEST_OPSET + 1))
 MODELS = 300
 """Small models per opset: four seconds each, enough to reach most of the 137 op types."""
 NODES = 4
@@ -37,7 +38,8 @@ def supports(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Support]:
     with WorkerClient(parse_backend("onnxruntime:disable")) as client:
         assert client.info is not None
         cache = tmp_path_factory.mktemp("cache")
-        found = probe_opsets(client, client.info, list(range(17, NEWEST_OPSET + 1)), cache, lambda f: None)
+        probed = [11, 12, *range(17, NEWEST_OPSET + 1)]
+        found = probe_opsets(client, client.info, probed, cache, lambda f: None)
     return {opset: matrix.support() for opset, matrix in found.items()}
 
 
@@ -129,6 +131,20 @@ def _inputs(node: onnx.NodeProto) -> int:
 Form = tuple[int, str, str, Callable[[onnx.NodeProto], bool], tuple[DType, ...]]
 
 FORMS: list[Form] = [
+    (12, "ArgMax", "select_last_index", lambda n: _attr(n, "select_last_index") is not None, (DType.float32,)),
+    (12, "GatherND", "batch_dims", lambda n: _attr(n, "batch_dims") is not None, (DType.float32,)),
+    (12, "Dropout", "ratio as an input", lambda n: _inputs(n) >= 2, (DType.float32,)),
+    (12, "Dropout", "seed", lambda n: _attr(n, "seed") is not None, (DType.float32,)),
+    (12, "Einsum", "the op", lambda n: True, (DType.float32,)),
+    (12, "Celu", "the op", lambda n: True, (DType.float32,)),
+    (12, "GreaterOrEqual", "the op", lambda n: True, (DType.float32,)),
+    (12, "NegativeLogLikelihoodLoss", "the op", lambda n: True, (DType.float32,)),
+    (13, "Squeeze", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
+    (13, "Unsqueeze", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
+    (13, "Split", "sizes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
+    (13, "ReduceSum", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
+    (13, "QuantizeLinear", "per-axis scales", lambda n: _attr(n, "axis") is not None, (DType.float32,)),
+    (13, "Resize", "roi left out", lambda n: n.input[1] == "", (DType.float32,)),
     (18, "ReduceMean", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
     (18, "ReduceL2", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
     (18, "Split", "num_outputs", lambda n: _attr(n, "num_outputs") is not None, (DType.float32,)),
@@ -175,6 +191,34 @@ def test_each_opsets_new_forms_appear_from_that_opset_and_never_before(form: For
     assert _has_form(opset, op, has, dtypes)
     assert _has_form(NEWEST_OPSET, op, has, dtypes)
     assert not _has_form(opset - 1, op, has, dtypes)
+
+
+OLD_FORMS: list[Form] = [
+    (12, "Squeeze", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
+    (12, "Unsqueeze", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
+    (12, "Split", "sizes as an attribute", lambda n: _attr(n, "split") is not None, (DType.float32,)),
+    (12, "ReduceSum", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
+    (12, "Resize", "roi as an empty tensor", lambda n: n.input[1] != "", (DType.float32,)),
+    (
+        12,
+        "Resize",
+        "tf_half_pixel_for_nn",
+        lambda n: _attr(n, "coordinate_transformation_mode") == b"tf_half_pixel_for_nn",
+        (DType.float32,),
+    ),
+    (11, "Dropout", "ratio as an attribute", lambda n: _attr(n, "ratio") is not None, (DType.float32,)),
+    (17, "ReduceMean", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
+]
+"""(last opset, op, form, whether a node has it, dtypes): the forms an op's later version
+replaced, written from the oldest opset the generator writes up to the last one they exist at."""
+
+
+@pytest.mark.parametrize("form", OLD_FORMS, ids=[f"{f[1]}-{f[2]}" for f in OLD_FORMS])
+def test_each_old_form_appears_until_its_last_opset_and_never_after(form: Form) -> None:
+    last, op, _, has, dtypes = form
+    assert _has_form(min(IR_VERSION), op, has, dtypes)
+    assert _has_form(last, op, has, dtypes)
+    assert not _has_form(last + 1, op, has, dtypes)
 
 
 def test_each_opset_is_written_at_the_lowest_ir_version_onnx_allows() -> None:

@@ -44,7 +44,7 @@ from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.emit import IR_VERSION
 from generator.ops import registry
-from generator.ops.base import OpSpec
+from generator.ops.base import OLDEST_WRITTEN, OpSpec, op_version
 from generator.symbolic import TType
 from generator.values import NoValidValues
 from tests.op_family import classic_dtypes
@@ -284,6 +284,51 @@ def _not_rank_4(i: Instance) -> bool:
     return x is not None and x.ndim != 4
 
 
+def _version(i: Instance) -> int:
+    return int(onnx.defs.get_schema(i.op, i.opset).since_version)
+
+
+def _before_13(i: Instance) -> bool:
+    return _version(i) < 13
+
+
+def _before_14(i: Instance) -> bool:
+    return _version(i) < 14
+
+
+def _before_16(i: Instance) -> bool:
+    return _version(i) < 16
+
+
+def _axes_taken_one_by_one_elsewhere(i: Instance) -> bool:
+    """Squeeze-11's or Unsqueeze-11's axes attribute names other axes when taken one at a time
+    as the evaluator takes them: in the order written (Squeeze's reversed), each counted in the
+    rank reached so far."""
+    axes, x = i.attr("axes"), i.value(0)
+    if axes is None or x is None:
+        return False
+    rank = x.ndim + (len(axes) if i.op == "Unsqueeze" else 0)
+    meant = sorted(a % rank for a in axes)
+    if i.op == "Unsqueeze":
+        places: list[int | None] = list(range(x.ndim))  # None marks an inserted axis
+        for a in axes:
+            if not -len(places) - 1 <= a <= len(places):
+                return True  # out of the rank reached: numpy raises
+            places.insert(a if a >= 0 else len(places) + 1 + a, None)
+        return [k for k, p in enumerate(places) if p is None] != meant
+    left = list(range(x.ndim))
+    taken = [left.pop(a) for a in reversed(axes) if -len(left) <= a < len(left)]
+    return sorted(taken) != meant
+
+
+def _resizes(i: Instance) -> bool:
+    """Some axis changes length: an identity Resize returns before reading the mapping."""
+    scales, sizes, x = i.value(2), i.value(3), i.value(0)
+    if scales is not None and scales.size:
+        return bool((scales != 1).any())
+    return sizes is not None and x is not None and list(sizes) != list(x.shape)[-len(sizes) :]
+
+
 def _rank_1_depth(i: Instance) -> bool:
     depth = i.value(1)
     return depth is not None and depth.ndim == 1
@@ -396,6 +441,35 @@ def _one_cell_spatial_axis(i: Instance) -> bool:
 
 
 EVALUATOR_DEFECTS: dict[Pattern, str] = {
+    **{
+        Pattern(op, where=_before_13): (
+            "reads the opset-13 meaning (along one axis) at every version, where before 13 the op"
+            " normalizes the input flattened to 2-D at its axis; onnxruntime computes the flattened"
+            " form, as torch does (tests/test_reference_opsets.py)"
+        )
+        for op in ("Softmax", "LogSoftmax", "Hardmax")
+    },
+    **{
+        Pattern(op, where=_axes_taken_one_by_one_elsewhere): (
+            "takes the axes attribute of version 11 one axis at a time in the order written (Squeeze"
+            " in reverse), each counted in the rank reached so far, so a negative or unsorted list"
+            " lands on other axes or fails; the spec reads them as a set, as onnxruntime and torch do"
+        )
+        for op in ("Squeeze", "Unsqueeze")
+    },
+    Pattern("BatchNormalization", where=_before_14): (
+        "mixes the batch's own statistics into BatchNormalization-9's running ones (it reads the"
+        " momentum attribute, always filled with its default, as training); -9 is inference only,"
+        " onnxruntime normalizes with the given mean and variance, as torch does"
+    ),
+    Pattern("RoiAlign", where=_before_16): (
+        "reads RoiAlign-10's boxes as 16's default half_pixel (shifted by half a cell); -10 has no"
+        " shift, as onnxruntime and torch read it (tests/test_reference_opsets.py)"
+    ),
+    Pattern("Resize", attrs=(("coordinate_transformation_mode", "tf_half_pixel_for_nn"),), where=_resizes): (
+        "has no tf_half_pixel_for_nn, Resize-11's nearest mapping (RuntimeError); onnxruntime"
+        " computes it, as torch does, and so does the hand-built form's worked-out answer"
+    ),
     Pattern("OneHot", where=_fractional_float_indices): (
         "compares float indices with the classes uncast, so 0.8 matches none, where the spec casts"
         " indices to int64 first (0.8 is class 0); onnxruntime 1.32.0 casts, earlier releases do as"
@@ -594,13 +668,32 @@ gets right) siding with torch there."""
 def _opsets(spec: type[OpSpec], dtype: DType) -> list[int]:
     """The first opset from 17 whose schema takes `dtype` (the one the other tests use) and the
     newest: the generator's opset-dependent forms (axes as inputs, scatter max/min, Pad's wrap)
-    all appear by then."""
+    all appear by then. And at 11 and 12, the oldest opsets written, the first opset of each
+    version whose attributes, inputs or outputs differ from the version at the first
+    (Squeeze-11's axes attribute, Softmax-11's default axis, ArgMax-11 without
+    select_last_index)."""
     ok = [
         o
-        for o in range(max(17, spec.since_opset), TOP_OPSET + 1)
+        for o in range(max(OLDEST_WRITTEN, spec.since_opset), TOP_OPSET + 1)
         if spec.exists_at(o) and spec.schema_allows(o, [TType(dtype, 1)] * max(spec.arity, 1))
     ]
-    return sorted({ok[0], ok[-1]}) if ok else []
+    late = [o for o in ok if o >= 17]
+    if not late:
+        return sorted({ok[0], ok[-1]}) if ok else []
+    old: dict[int, int] = {}
+    for o in (o for o in ok if o < min(late[0], 13)):
+        old.setdefault(op_version(spec.op_type, o), o)
+    changed = [o for o in old.values() if _signature(spec.op_type, o) != _signature(spec.op_type, late[0])]
+    return sorted({*changed, late[0], late[-1]})
+
+
+@functools.cache
+def _signature(op: str, opset: int) -> tuple[object, ...]:
+    """What a version's schema says a node may hold: attributes with their defaults, and the
+    inputs and outputs with whether each is optional."""
+    schema = onnx.defs.get_schema(op, opset, "")
+    attrs = sorted((n, a.type, a.default_value.SerializeToString()) for n, a in schema.attributes.items())
+    return (attrs, [[(f.name, f.option) for f in fs] for fs in (schema.inputs, schema.outputs)])
 
 
 @dataclass
@@ -625,7 +718,8 @@ def catalogue(op: str) -> Catalogue:
         opsets = _opsets(spec, dtype)
         seen: set[Form] = set()
         last_new = 0
-        for seed in range(SEED_CAP_FOR.get(op, SEED_CAP) if opsets else 0):
+        # Seeds cycle through the opsets: more than two (old versions too) get more seeds.
+        for seed in range(SEED_CAP_FOR.get(op, SEED_CAP) * max(len(opsets), 2) // 2 if opsets else 0):
             report.seeds += 1
             opset = opsets[seed % len(opsets)]
             cfg = GenConfig(
@@ -685,8 +779,9 @@ def disagreement(what: str, ours: np.ndarray, theirs: np.ndarray, rtol: float | 
 
 ONLY_LATER = re.compile(r"No implementation for operator '(\w+)' domain '' and version \d+, found (\d+)")
 """onnx.reference implements QuantizeLinear and DequantizeLinear only from opset 19; the forms
-the generator writes (float32 <-> uint8/int8, per-tensor or per-axis) mean the same from 13."""
-SAME_SINCE = {"QuantizeLinear": 13, "DequantizeLinear": 13}
+the generator writes (float32 <-> uint8/int8, per-tensor from 10, per-axis from 13, where -10
+has no axis) mean the same since."""
+SAME_SINCE = {"QuantizeLinear": 10, "DequantizeLinear": 10}
 
 
 def _evaluate(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -1208,6 +1303,25 @@ def _hand_resize() -> list[Instance]:
             ["x", "c0", "c1"],
             ["y"],
             mode="linear",
+        ),
+        _hand(
+            "Resize-11 tf_half_pixel_for_nn, nearest, upscaled",
+            "Resize",
+            DType.float32,
+            {"x": np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)},
+            {"c0": np.zeros([0], np.float32), "c1": np.asarray([1, 1, 2, 2], np.float32)},
+            ["x", "c0", "c1"],
+            ["y"],
+            opset=11,
+            # Output position y reads (y + 0.5) / 2, rounded half down: rows 0 1 1 2 2 2, columns
+            # 0 1 1 2 2 3 3 3 (the last ones clamped).
+            expected={
+                "y": np.arange(12, dtype=np.float32).reshape(3, 4)[[0, 1, 1, 2, 2, 2]][:, [0, 1, 1, 2, 2, 3, 3, 3]][
+                    None, None
+                ]
+            },
+            mode="nearest",
+            coordinate_transformation_mode="tf_half_pixel_for_nn",
         ),
         _hand(
             "Resize tf_crop_and_resize, linear, by sizes, extrapolated",

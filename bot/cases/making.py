@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from bot.cases.mutation import MutationPlan
-from generator.api import GenConfig, Support, generate
+from generator.api import GenConfig, NoOpAllowed, Support, generate
 from generator.avoid import Avoid
 from generator.coverage import Coverage
 from generator.focus import CaseFeatures, Focus
@@ -108,6 +108,8 @@ def make_case(
         )
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
+    except NoOpAllowed:  # the builds share no op at this seed's opset: a head that declines them all
+        return Made(seed, None, "no_op_allowed", time.perf_counter() - t0)
     except RuntimeError:
         return Made(seed, None, "generation_failed", time.perf_counter() - t0)
     made = Made(seed, None, generation_s=time.perf_counter() - t0, solver_backstops=case.solver_backstops)

@@ -37,6 +37,11 @@ def campaign_range(cfg: GenConfig, loaded: Sequence[int | None] | None) -> tuple
     """The lowest and highest opset a campaign draws from. `loaded`: each side's highest opset
     from its probe (None for a side that ran no probe model), or None without probing.
 
+    The range starts at the oldest opset the generator writes unless the config names an
+    `opset_min`: a converter registered for an op's version 11 or 12 (onnx2torch's Squeeze
+    with `axes` as an attribute, its Softmax's 2-D coercion) runs only for models of those
+    opsets; 148 of onnx2torch's 263 registrations were out of reach of opsets 17 to 21.
+
     A pinned `opset` is the whole range. Without the probe nothing says what the sides load,
     so the range ends at `opset_max` where the config names it, else it is `opset_min` alone
     (what campaigns did before opsets were drawn), as it is where a side loaded none of the
@@ -50,7 +55,8 @@ def campaign_range(cfg: GenConfig, loaded: Sequence[int | None] | None) -> tuple
     if len(known) < len(loaded):
         return cfg.opset_min, cfg.opset_min
     high = min([cfg.opset_max if cfg.opset_max is not None else NEWEST_OPSET, *known])
-    return min(cfg.opset_min, high), high
+    low = cfg.opset_min if "opset_min" in cfg.model_fields_set else OLDEST_GENERATED
+    return min(low, high), high
 
 
 def draw_opset(seed: int, low: int, high: int) -> int:

@@ -4,7 +4,9 @@ A bug is known once it has a reduced trigger: in this campaign as soon as its fi
 finding is reduced, and in later runs from `known-bugs.json`, which every campaign writes
 beside summary.json and `known_bugs:` in fuzzbot.yml reads back (a file, or an earlier
 output folder). The trigger is the reduced model's nodes, with the dtypes its failure
-showed at (bot.reduce.generalize), so a bug that fails at every type is avoided at every type.
+showed at (bot.reduce.generalize), so a bug that fails at every type is avoided at every type,
+and with the attributes its reduced model still writes, which the failure needs (the reducer
+dropped the rest), so a bug of one Pad mode leaves the other modes alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bot.errors import UserError
 from bot.findings.bundle import DtypeEvidence, Finding
-from generator.avoid import PatternNode, Trigger, Unit, embeds_at
+from generator.avoid import PatternNode, Trigger, Unit, embeds_at, node_attributes
 from generator.dtypes import DType
 from generator.ops import registry
 from oracles.provenance import tensor_dtypes
@@ -33,6 +35,9 @@ almost nothing and cost a subgraph match per insertion."""
 class KnownNode(BaseModel):
     op_type: str
     dtypes: list[str] | None = None
+    attrs: dict[str, str] | None = None
+    """The attribute values the failure needs (generator.avoid.attribute_text): those its
+    reduced trigger still writes; None (a file from before they were kept): any."""
 
 
 class KnownBug(BaseModel):
@@ -44,7 +49,14 @@ class KnownBug(BaseModel):
     edges: list[tuple[int, int]] = Field(default_factory=list)
 
     def trigger(self) -> Trigger:
-        nodes = tuple(PatternNode(n.op_type, frozenset(n.dtypes) if n.dtypes is not None else None) for n in self.nodes)
+        nodes = tuple(
+            PatternNode(
+                n.op_type,
+                frozenset(n.dtypes) if n.dtypes is not None else None,
+                frozenset(n.attrs.items()) if n.attrs else None,
+            )
+            for n in self.nodes
+        )
         return Trigger(nodes, tuple(self.edges), self.fingerprint)
 
 
@@ -65,8 +77,9 @@ def holds(model: onnx.ModelProto, triggers: Iterable[Trigger]) -> bool:
         return False
     types = tensor_dtypes(model)
     flat = [
-        Unit(n.op_type, types.get(n.input[0]) if n.input else None, tuple(n.input), tuple(n.output), i)
+        Unit(n.op_type, types.get(n.input[0]) if n.input else None, tuple(n.input), tuple(n.output), i, attrs)
         for i, n in enumerate(model.graph.node)
+        for attrs in [node_attributes(n)]
     ]
     return any(embeds_at(t, flat, at) for t in wanted for at in range(len(flat)))
 
@@ -84,7 +97,8 @@ def known_bug(model: onnx.ModelProto, finding: Finding) -> KnownBug | None:
     for n in kept:
         name = types.get(n.input[0]) if n.input else None
         dtype = name if name in GENERATED else None  # not a type the generator makes (bfloat16, a string)
-        nodes.append(KnownNode(op_type=n.op_type, dtypes=_node_dtypes(dtype, finding.dtypes)))
+        attrs = dict(node_attributes(n)) or None
+        nodes.append(KnownNode(op_type=n.op_type, dtypes=_node_dtypes(dtype, finding.dtypes), attrs=attrs))
     edges = sorted({(producer[i], j) for j, n in enumerate(kept) for i in n.input if i in producer})
     return KnownBug(fingerprint=finding.fingerprint, signature=finding.signature, nodes=nodes, edges=edges)
 

@@ -31,6 +31,10 @@ Reference: TypeAlias = Callable[[Attrs, list[torch.Tensor]], list[torch.Tensor]]
 OLDEST_OPSET = 7
 """The oldest default-domain opset the reference computes: older nodes carried legacy forms
 (consumed_inputs, is_test) and defaults (Concat-1's axis) that no spec reads."""
+OLDEST_WRITTEN = 11
+"""The oldest default-domain opset the generator writes (generator.emit.IR_VERSION starts
+there): exporters still write 11 and 12, and converters keep code for those versions alone
+(Squeeze's axes attribute, Softmax's 2-D coercion), which no newer model reaches."""
 CURRENT_OPSET = 21
 """The opset whose attributes every `reference` reads. An attribute a node's version has and
 this one lacks was either removed since (an old form: a spec lists those it reads in
@@ -78,8 +82,11 @@ class OpSpec(ABC):
     min_rank: ClassVar[int] = 1
     max_rank: ClassVar[int] = 4
     dtypes: ClassVar[tuple[DType, ...]] = FLOATS
-    since_opset: ClassVar[int] = 13
-    """The first opset with the semantics this spec emits."""
+    since_opset: ClassVar[int] = OLDEST_WRITTEN
+    """The first opset the spec writes its op at: OLDEST_WRITTEN, or the opset the op arrived
+    in (tests/test_old_opsets.py holds every spec to its op's schema history). The forms an
+    op's versions differ in are the spec's to write by the opset (`takes_input`,
+    `has_attribute`, `schema_allows`)."""
     until_opset: ClassVar[int] = 99
     """The last opset with them (an op whose meaning changed gets a second spec or a version branch)."""
 
@@ -258,6 +265,74 @@ def schema_dtypes(op_type: str, opset: int, slot: int) -> frozenset[DType]:
 
 
 @functools.cache
+def schema_at(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
+    """The default-domain schema in force at `opset`; None where the op does not exist yet."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+@functools.cache
+def takes_input(op_type: str, name: str, opset: int) -> bool:
+    """Whether the op at `opset` takes `name` as an input: before the version that moved it
+    there (Squeeze, Unsqueeze, Split and ReduceSum at 13, the other Reduce* at 18) it is an
+    attribute of that name, which a node of an older opset must spell instead."""
+    schema = schema_at(op_type, opset)
+    return schema is not None and any(f.name == name for f in schema.inputs)
+
+
+def list_operand(
+    em: Emitter, op_type: str, name: str, values: Sequence[int], *, constant: bool = False
+) -> tuple[list[str], Attrs]:
+    """`values` as the op at the emitter's opset takes them: an int64 operand (a shape
+    operand, which may be a runtime input; a plain initializer with `constant`) where `name`
+    is an input, else the attribute `name`. Returns (the extra inputs, the attributes)."""
+    if takes_input(op_type, name, em.opset):
+        return [em.const_i64(values) if constant else em.shape_operand(values)], {}
+    return [], {name: [int(v) for v in values]}
+
+
+@functools.cache
+def attribute_default(op_type: str, name: str, opset: int) -> Any:
+    """The default of attribute `name` in the op's schema at `opset`, None where it has none:
+    a default may change with the version (Softmax's axis is 1 before 13, -1 from 13), and a
+    spec that leaves an attribute out must mean the default of the version it writes."""
+    schema = schema_at(op_type, opset)
+    attr = schema.attributes.get(name) if schema is not None else None
+    if attr is None or attr.default_value.type == onnx.AttributeProto.UNDEFINED:
+        return None
+    return onnx.helper.get_attribute_value(attr.default_value)
+
+
+@functools.cache
+def may_omit(op_type: str, slot: int, opset: int) -> bool:
+    """Whether input `slot` of the op at `opset` is optional (an empty name stands for it):
+    Resize takes roi and scales as required inputs before 13, an empty tensor where unused."""
+    schema = schema_at(op_type, opset)
+    if schema is None or slot >= len(schema.inputs):
+        return False
+    return schema.inputs[slot].option == onnx.defs.OpSchema.FormalParameterOption.Optional
+
+
+@functools.cache
+def has_attribute(op_type: str, name: str, opset: int) -> bool:
+    """Whether the op's schema at `opset` has attribute `name` (ArgMax's select_last_index
+    from 12, GatherND's batch_dims from 12, Dropout's seed from 12): one it lacks would fail
+    the checker, and one a spec draws must not be written before it exists."""
+    schema = schema_at(op_type, opset)
+    return schema is not None and name in schema.attributes
+
+
+@functools.cache
+def bfloat16_crosses(opset: int) -> bool:
+    """Whether a bfloat16 tensor can cross the graph's boundary at `opset`: it does through a
+    Cast from and to float32 (generator.emit.BF16_BOUNDARY), and Cast takes bfloat16 from
+    Cast-13 on. Before it, an op whose schema takes every type (Unique-11) would take it too."""
+    return DType.bfloat16 in schema_dtypes("Cast", opset, 0)
+
+
+@functools.cache
 def floats_take_bfloat16(op_type: str, opset: int) -> bool:
     """Whether every type parameter of the op's schema at `opset` that admits float32 admits
     bfloat16 too: a spec writes its other float operands (Dropout's ratio) in x's type, and
@@ -342,11 +417,22 @@ def float_defaults(op_type: str, version: int | None = None) -> dict[str, float]
 
 
 @functools.cache
+def _default_domain_schemas() -> dict[str, list[onnx.defs.OpSchema]]:
+    """Every version of every default-domain schema, by op type: read once, since a walk over
+    all schemas costs milliseconds and emission asks about every op it writes."""
+    found: dict[str, list[onnx.defs.OpSchema]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain == "":
+            found.setdefault(s.name, []).append(s)
+    return found
+
+
+@functools.cache
 def current_attrs(op_type: str) -> frozenset[str]:
     """The attribute names of the op at CURRENT_OPSET, or at its first version for an op that
     arrived later (RMSNormalization at 23): the newest schema would admit what later versions
     added before the reference reads it."""
-    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type and s.domain == ""]
+    schemas = _default_domain_schemas().get(op_type, [])
     at_current = [s for s in schemas if s.since_version <= CURRENT_OPSET]
     chosen = (
         max(at_current, key=lambda s: s.since_version) if at_current else min(schemas, key=lambda s: s.since_version)

@@ -13,6 +13,7 @@ import torch
 from generator.dtypes import ALL, FLOAT_TYPES, NUMERIC, UNSIGNED_WIDE, WIDE, DType
 from generator.ops.base import Attrs, Emitter, Reference, SameShapeOp, register
 from generator.ops.elementwise import BroadcastOp
+from generator.ops.matched import draw_matched
 from generator.ops.unary import TORCH_DTYPE
 from generator.symbolic import AbsTensor, SymCtx, TType
 
@@ -35,7 +36,6 @@ class PRelu(BroadcastOp):
 
     op_type = "PRelu"
     dtypes = (*FLOAT_TYPES, DType.int32, DType.int64)
-    since_opset = 16
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
@@ -94,7 +94,8 @@ class BitShift(SameShapeOp):
 
 @register
 class Clip(SameShapeOp):
-    """min and max are optional op-owned scalar inputs, min <= max."""
+    """min and max are optional op-owned scalar inputs, min <= max; now and then the bounds
+    converters match (ReLU6's 0 and 6) or bounds just off them (generator.ops.matched)."""
 
     op_type = "Clip"
     dtypes = NUMERIC
@@ -103,11 +104,20 @@ class Clip(SameShapeOp):
         super().__init__(sc, ins, out)
         self.form = self.rng.choice(("both", "both", "min", "max", "none"))
         # Drawn with the op's other choices, from the structure's generator.
-        low = 0 if self.ins[0].dtype.is_unsigned else -4
+        dtype = self.ins[0].dtype
+        low = 0 if dtype.is_unsigned else -4
         self.bounds = sorted(self.rng.randint(low, 4) for _ in range(2))
+        self.matched = draw_matched("Clip", self.rng, lambda v: dtype.is_float or (v == int(v) and (v >= low)))
+        if self.matched is not None:
+            given = [k for k in ("min", "max") if self.matched.get(k) is not None]
+            self.form = "both" if len(given) == 2 else given[0]
 
     def value_bounds(self) -> tuple[float, float]:
-        """min and max as the emitted constants hold them."""
+        """min and max as the emitted constants hold them (one of them unused by a form
+        that passes only the other)."""
+        if self.matched is not None:
+            lo, hi = self.matched.get("min"), self.matched.get("max")
+            return (float(lo if lo is not None else 0.0), float(hi if hi is not None else 0.0))
         lo, hi = self.bounds
         return (lo / 4, hi / 4) if self.ins[0].dtype.is_float else (float(lo), float(hi))
 

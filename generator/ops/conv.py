@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from generator.dtypes import FLOATS_32_FIRST, DType, classic
 from generator.ops.base import Attrs, Emitter, OpSpec, register
 from generator.ops.nn import CONV, CONV_T, QUANT, quant_zero_point, torch_pads, widen
-from generator.ops.windows import WindowOp, window_params
+from generator.ops.windows import UNPADDED_SHARE, WindowOp, window_params
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv, numel
 
 
@@ -154,7 +154,8 @@ class ConvTranspose(OpSpec):
         self.kernel = [sc.var("kernel", lo=1) for _ in range(n)]
         self.strides = [sc.var("stride", lo=1, hi=3) for _ in range(n)]
         self.dilations = [sc.var("dilation", lo=1, hi=2) for _ in range(n)]
-        self.pads = [sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * n)]
+        unpadded = self.rng.random() < UNPADDED_SHARE
+        self.pads: list[Dim] = [0 if unpadded else sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * n)]
         self.output_padding = [sc.var("output_padding", zero_ok=True, lo=0, hi=2) for _ in range(n)]
         self.group = self.rng.choice((1, 1, 1, 2, 3))
         self.out_channels = sc.var("out_channels", lo=1)

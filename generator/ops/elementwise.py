@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from generator.dtypes import EXACT_WIDE, FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, WIDE, WIDE_INTS, DType, classic
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import OLDEST_WRITTEN, Attrs, Emitter, OpSpec, register
+from generator.ops.matched import draw_matched
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 Fn = Callable[[torch.Tensor, Attrs], torch.Tensor]
@@ -122,9 +123,66 @@ class BroadcastOp(OpSpec):
 
 Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+CONSTANT_SHARE = 0.15
+"""The share of two-input insertions of a binary op drawn instead with a size-1 constant of
+its own as one operand (Add(x, c), Mul(c, x)): x * 1 or x + 0 with c of more dims than x
+changes the output's rank, which a fusion that folds c away drops."""
+
 
 class BinaryOp(BroadcastOp):
+    """A broadcasting op of two operands (or, `arities`, several). One graph input and an
+    owned size-1 constant is a form of its own (CONSTANT_SHARE): the constant takes any rank
+    from 0 to x's rank plus one, either operand slot, and the output x's shape under as
+    many leading ones as the constant has extra dims."""
+
     fn: Binary
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.constant_rank: int | None = None
+        """The rank of the owned size-1 operand (None: every operand is a graph tensor)."""
+        self.constant_first = False
+        self.constant_value: float | None = None
+        """A value the owned operand is written with (a constant the value search leaves
+        alone) rather than drawn: Pow's exponent of 2 (generator.ops.matched)."""
+        if len(ins) == 1 and (not self.arities or self.rng.random() < 0.5):
+            top = ins[0].rank if out is not None else ins[0].rank + 1
+            self.constant_rank = self.rng.randint(0, min(top, self.max_rank))
+            self.constant_first = self.rng.random() < 0.5
+            matched = None if self.constant_first else draw_matched(self.op_type, self.rng)
+            self.constant_value = next(iter(matched.values())) if matched else None
+
+    @classmethod
+    def draw_arity(cls, rng: random.Random) -> int:
+        if cls.arities:
+            return super().draw_arity(rng)
+        return 1 if rng.random() < CONSTANT_SHARE else cls.arity
+
+    @classmethod
+    def takes(cls, count: int) -> bool:
+        return super().takes(count) or (not cls.arities and count == 1)
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        out = super().transfer(ins)
+        extra = (self.constant_rank or 0) - ins[0].rank
+        if extra > 0:
+            out[0].shape = [1] * extra + list(out[0].shape)
+        return out
+
+    def operands(self, em: Emitter, ins: list[str]) -> list[str]:
+        """The node's inputs: the graph's, and the owned constant where the form has one (a
+        weight, so that the value search may move it off an unsafe value)."""
+        if self.constant_rank is None:
+            return ins
+        shape, dtype = [1] * self.constant_rank, self.inputs[0].dtype
+        if self.constant_value is not None:
+            constant = em.const(np.full(shape, self.constant_value, dtype.numpy))
+        else:
+            constant = em.weight(shape, dtype)
+        return [constant, *ins] if self.constant_first else [*ins, constant]
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        em.node(self.op_type, self.operands(em, ins), outs)
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -140,7 +198,7 @@ def _binary(
     dtypes: tuple[DType, ...] = NUMERIC,
     *,
     out_dtype: DType | None = None,
-    since: int = 13,
+    since: int = OLDEST_WRITTEN,
     variadic: bool = False,
 ) -> type[OpSpec]:
     body: dict[str, object] = {
@@ -199,10 +257,10 @@ _binary("Less", torch.lt, ORDERED_WIDE, out_dtype=DType.bool)
 _binary("Greater", torch.gt, ORDERED_WIDE, out_dtype=DType.bool)
 
 
-_binary("LessOrEqual", torch.le, NUMERIC, out_dtype=DType.bool)
+_binary("LessOrEqual", torch.le, NUMERIC, out_dtype=DType.bool, since=12)
 
 
-_binary("GreaterOrEqual", torch.ge, NUMERIC, out_dtype=DType.bool)
+_binary("GreaterOrEqual", torch.ge, NUMERIC, out_dtype=DType.bool, since=12)
 
 
 _binary("And", torch.logical_and, (DType.bool,))
@@ -250,7 +308,7 @@ class Mod(BinaryOp):
         self.fmod = 1 if ins[0].dtype.is_float else self.rng.choice((0, 1))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Mod", ins, outs, fmod=self.fmod)
+        em.node("Mod", self.operands(em, ins), outs, fmod=self.fmod)
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

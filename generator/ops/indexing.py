@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, register
+from generator.ops.base import Attrs, Emitter, OpSpec, axis_of, has_attribute, register
+from generator.ops.families import negative_share
 from generator.ops.shape import ANY, INDEX_TYPES, spell_axis_by_chance
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
@@ -34,9 +35,10 @@ def _nonneg(idx: torch.Tensor, dims: torch.Tensor | int) -> torch.Tensor:
     return torch.where(i < 0, i + dims, i)
 
 
-def _some_negative(em: Emitter, idx: np.ndarray, dims: np.ndarray | int) -> np.ndarray:
-    """Write about a third of the indices in their from-the-end form."""
-    return np.where(em.values.random(idx.shape) < 0.3, idx - dims, idx)
+def _some_negative(em: Emitter, idx: np.ndarray, dims: np.ndarray | int, op_type: str) -> np.ndarray:
+    """Write a share of the indices in their from-the-end form, where the op's spec defines it
+    (generator.ops.families.NEGATIVE_INDEX)."""
+    return np.where(em.values.random(idx.shape) < negative_share(op_type), idx - dims, idx)
 
 
 def _reductions(sc: SymCtx, dtype: DType) -> list[str]:
@@ -164,9 +166,14 @@ class GatherND(OpSpec):
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        layouts = _gathernd_layouts(ins[0].rank, out.rank if out else None, self.max_rank)
+        batched = has_attribute("GatherND", "batch_dims", sc.opset)  # from GatherND-12
+        layouts = [
+            lay
+            for lay in _gathernd_layouts(ins[0].rank, out.rank if out else None, self.max_rank)
+            if batched or not lay[0]
+        ]
         self.layout = self.rng.choice(layouts) if layouts else None
-        self.write_batch_dims = self.rng.random() < 0.3
+        self.write_batch_dims = self.rng.random() < 0.3 and batched
         self.mid: list[Dim] = []
 
     @classmethod
@@ -197,7 +204,7 @@ class GatherND(OpSpec):
         lead = data[:b] + [em.ival(d) for d in self.mid]
         dims = np.asarray(data[b : b + m])
         idx = np.floor(em.values.random([*lead, m]) * dims).astype(np.int64)
-        idx = _some_negative(em, idx, dims)
+        idx = _some_negative(em, idx, dims, self.op_type)
         attrs = {"batch_dims": b} if b or self.write_batch_dims else {}
         em.node("GatherND", [ins[0], em.const(idx.astype(np.int64))], outs, **attrs)
 
@@ -253,7 +260,7 @@ class ScatterElements(OpSpec):
             idx = np.argsort(keys, axis=self.axis).take(range(shape[self.axis]), axis=self.axis)
         else:
             idx = em.values.integers(0, d, size=shape)
-        idx = _some_negative(em, idx, d).astype(self.index_type)
+        idx = _some_negative(em, idx, d, self.op_type).astype(self.index_type)
         attrs = _reduction_attrs(self.reduction, em.opset, self.write_none)
         em.node("ScatterElements", [ins[0], em.const(idx), ins[1]], outs, axis=self.written_axis, **attrs)
 
@@ -326,7 +333,7 @@ class ScatterND(OpSpec):
         else:
             flat = em.values.integers(0, int(np.prod(dims)), size=count)
         idx = np.stack(np.unravel_index(flat, dims), axis=-1).reshape([*lead, m])
-        idx = _some_negative(em, idx, np.asarray(dims)).astype(np.int64)
+        idx = _some_negative(em, idx, np.asarray(dims), self.op_type).astype(np.int64)
         attrs = _reduction_attrs(self.reduction, em.opset, self.write_none)
         em.node("ScatterND", [ins[0], em.const(idx), ins[1]], outs, **attrs)
 

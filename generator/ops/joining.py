@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, Reference, register
+from generator.ops.base import OUTPUTS, Attrs, Emitter, OpSpec, Reference, list_operand, register
 from generator.ops.shape import ANY, INDEX_TYPES, index_max, int_list, optional_input, spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, ceildiv
 
@@ -279,8 +279,8 @@ class Split(OpSpec):
     """Two or three outputs (one when inserted backward: a legal, rarely seen form), of
     solved sizes or in equal chunks (the last one smaller when the axis does not divide).
     Equal chunks are written with num_outputs from opset 18 and as explicit sizes before
-    it: the older implicit form takes its count from the node's outputs, which the
-    reference cannot see."""
+    it (an input from 13, the attribute `split` before): the older implicit form takes its
+    count from the node's outputs, which the reference cannot see."""
 
     op_type = "Split"
     dtypes = ANY
@@ -321,7 +321,8 @@ class Split(OpSpec):
         if self.equal and em.opset >= 18:
             em.node("Split", ins, outs, axis=axis, num_outputs=self.count)
         else:
-            em.node("Split", [ins[0], em.const_i64([em.ival(s) for s in self.sizes])], outs, axis=axis)
+            sizes, attrs = list_operand(em, "Split", "split", [em.ival(s) for s in self.sizes], constant=True)
+            em.node("Split", [ins[0], *sizes], outs, axis=axis, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -120,6 +120,7 @@ class NegativeLogLikelihoodLoss(LossOp):
     """The scores stand for log-probabilities (any float is a valid input)."""
 
     op_type = "NegativeLogLikelihoodLoss"
+    since_opset = 12
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         return [AbsTensor(ins[0].dtype, self.loss_shape(ins))]
@@ -140,6 +141,7 @@ class SoftmaxCrossEntropyLoss(LossOp):
     at times (only in forward insertion, which places nodes of several outputs)."""
 
     op_type = "SoftmaxCrossEntropyLoss"
+    since_opset = 12
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)

@@ -26,9 +26,12 @@ from generator.ops.base import (
     OpSpec,
     Reference,
     SameShapeOp,
+    attribute_default,
     axis_of,
     full_and_lower_rank,
+    has_attribute,
     register,
+    takes_input,
 )
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
@@ -209,7 +212,8 @@ def quant_zero_point(em: Emitter, dtype: DType) -> np.ndarray:
 
 
 class AxisOp(SameShapeOp):
-    """Shape-preserving ops along one drawn axis (negative half the time)."""
+    """Shape-preserving ops along one drawn axis (negative half the time); the axis is left
+    out now and then where it is the version's default (-1, and 1 before opset 13)."""
 
     dtypes = FLOATS_32_FIRST
     max_rank = 5
@@ -218,7 +222,7 @@ class AxisOp(SameShapeOp):
         super().__init__(sc, ins, out)
         rank = ins[0].rank
         self.axis = self.rng.randint(-rank, rank - 1)
-        self.explicit = self.axis != -1 or self.rng.random() < 0.5
+        self.explicit = self.axis != attribute_default(self.op_type, "axis", sc.opset) or self.rng.random() < 0.5
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         em.node(self.op_type, ins, outs, **({"axis": self.axis} if self.explicit else {}))
@@ -285,13 +289,18 @@ class Dropout(SameShapeOp):
         self.seed = self.rng.random() < 0.3
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        operands = list(ins)
+        operands, attrs = list(ins), {}
         if self.form != "bare":
             ratio = np.asarray(round(float(em.values.uniform(0.05, 0.9)), 3), dtype=self.inputs[0].dtype.numpy)
-            operands.append(em.const(ratio))
-        if self.form == "training_off":
+            if takes_input("Dropout", "ratio", em.opset):
+                operands.append(em.const(ratio))
+            else:  # Dropout-10 (opset 11): the ratio is an attribute, and there is no training_mode
+                attrs["ratio"] = float(ratio)
+        if self.form == "training_off" and takes_input("Dropout", "training_mode", em.opset):
             operands.append(em.const(np.asarray(False)))
-        em.node("Dropout", operands, outs, **({"seed": 7} if self.seed else {}))
+        if self.seed and has_attribute("Dropout", "seed", em.opset):
+            attrs["seed"] = 7
+        em.node("Dropout", operands, outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -372,6 +381,7 @@ class Einsum(OpSpec):
     make an outer product. The implicit form (no `->`) is used now and then."""
 
     op_type = "Einsum"
+    since_opset = 12
     arity = 2
     dtypes = ORDERED
 

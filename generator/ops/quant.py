@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType, classic
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, register
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, has_attribute, register
 from generator.ops.conv import ConvInteger
 from generator.ops.narrow import FLOAT8, FOUR_BIT, ONNX_OF, byte_values, quantize_to
 from generator.ops.nn import QUANT, MatMulInteger, quant_zero_point
@@ -52,7 +52,9 @@ class QuantOp(Converting):
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        self.per_axis = ins[0].rank >= 2 and self.rng.random() < self.per_axis_share
+        # Per-axis scales from opset 13 (QuantizeLinear-10 has no axis).
+        per_axis = ins[0].rank >= 2 and self.rng.random() < self.per_axis_share
+        self.per_axis = per_axis and has_attribute(self.op_type, "axis", sc.opset)
         self.axis = self.rng.randrange(ins[0].rank) if self.per_axis else 1
 
     def scale_operands(self, em: Emitter, dtype: DType) -> list[str]:

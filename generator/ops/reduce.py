@@ -14,7 +14,18 @@ from typing import Any, ClassVar
 import torch
 
 from generator.dtypes import FLOATS_32_FIRST, ORDERED, WIDE_NUMERIC, DType, classic
-from generator.ops.base import Attrs, Emitter, OpSpec, Reference, axis_of, register
+from generator.ops.base import (
+    Attrs,
+    Emitter,
+    OpSpec,
+    Reference,
+    axis_of,
+    has_attribute,
+    list_operand,
+    register,
+    takes_input,
+)
+from generator.ops.families import EMPTY_AXES
 from generator.ops.nn import exact, widen
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
@@ -35,8 +46,6 @@ class ReduceOp(OpSpec):
     fn: ClassVar[Reducer]
     dtypes = WIDE_NUMERIC
     max_rank = 5
-    axes_input_since: ClassVar[int] = 18
-    """First opset in which `axes` moved from an attribute to an input."""
     bool_since: ClassVar[int] = 99
     """First opset whose schema takes bool (ReduceMax/ReduceMin from 20)."""
     old_attrs = frozenset({"axes"})
@@ -57,12 +66,18 @@ class ReduceOp(OpSpec):
             mode = self.rng.random()
             # noop_with_empty_axes needs the axes-as-input form; reducing everything without
             # kept dims would make a rank-0 tensor, which the generator never does.
-            self.noop = mode < 0.08 and sc.opset >= self.axes_input_since
+            self.noop = mode < 0.08 and takes_input(self.op_type, "axes", sc.opset)
             self.omit_axes = 0.08 <= mode < 0.2
             self.keepdims = self.noop or self.omit_axes or self.rng.random() < 0.5 or rank == 1
             count = rank if self.omit_axes else self.rng.randint(1, rank if self.keepdims else rank - 1)
         self.axes = [] if self.noop else sorted(self.rng.sample(range(rank), count))
         self.negative = self.rng.random() < 0.3
+        # An empty axes list, spelled as an empty input rather than none (EMPTY_AXES: the spec
+        # makes the two one), where the opset takes axes as an input.
+        empty = (
+            (self.noop or self.omit_axes) and takes_input(self.op_type, "axes", sc.opset) and self.op_type in EMPTY_AXES
+        )
+        self.empty_input = empty and self.rng.random() < 0.5
         self.keep_attr = not self.keepdims or self.rng.random() < 0.5
 
     @classmethod
@@ -91,14 +106,14 @@ class ReduceOp(OpSpec):
         rank = self.inputs[0].rank
         attrs: dict[str, Any] = {"keepdims": int(self.keepdims)} if self.keep_attr else {}
         axes = [a - rank for a in self.axes] if self.negative else self.axes
+        written = [ins[0], em.shape_operand([])] if self.empty_input else ins
         if self.noop:
-            em.node(self.op_type, ins, outs, noop_with_empty_axes=1, **attrs)
+            em.node(self.op_type, written, outs, noop_with_empty_axes=1, **attrs)
         elif self.omit_axes:
-            em.node(self.op_type, ins, outs, **attrs)
-        elif em.opset >= self.axes_input_since:
-            em.node(self.op_type, [ins[0], em.shape_operand(axes)], outs, **attrs)
+            em.node(self.op_type, written, outs, **attrs)
         else:
-            em.node(self.op_type, ins, outs, axes=axes, **attrs)
+            operand, spelled = list_operand(em, self.op_type, "axes", axes)
+            em.node(self.op_type, [ins[0], *operand], outs, **spelled, **attrs)
 
     @classmethod
     def reference(cls, attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -170,7 +185,7 @@ def _prod(x: torch.Tensor, axes: list[int], keep: bool) -> torch.Tensor:
     return x
 
 
-_reduce("ReduceSum", lambda x, axes, keep: _sum_like(x).sum(dim=axes, keepdim=keep), axes_input_since=13)
+_reduce("ReduceSum", lambda x, axes, keep: _sum_like(x).sum(dim=axes, keepdim=keep))
 _reduce("ReduceMean", _mean)
 _reduce("ReduceMax", _extreme(torch.amax), dtypes=(*ORDERED, DType.bool), bool_since=20)
 _reduce("ReduceMin", _extreme(torch.amin), dtypes=(*ORDERED, DType.bool), bool_since=20)
@@ -191,7 +206,7 @@ _reduce("ReduceLogSumExp", _log_sum_exp, dtypes=FLOATS_32_FIRST)
 
 class ArgOp(OpSpec):
     """ArgMax/ArgMin: int64 indices of the first extreme along an axis, or the last one with
-    select_last_index."""
+    select_last_index (from opset 12: ArgMax-11 has no such attribute)."""
 
     dtypes = ORDERED
     max_rank = 5
@@ -202,7 +217,7 @@ class ArgOp(OpSpec):
         rank = ins[0].rank
         self.axis = self.rng.randint(-rank, rank - 1)
         self.keepdims = out.rank == rank if out is not None else rank == 1 or self.rng.random() < 0.5
-        self.last = self.rng.random() < 0.3
+        self.last = self.rng.random() < 0.3 and has_attribute(self.op_type, "select_last_index", sc.opset)
         self.explicit = self.rng.random() < 0.5
 
     @classmethod
@@ -229,7 +244,7 @@ class ArgOp(OpSpec):
             attrs["axis"] = self.axis
         if not self.keepdims or self.explicit:
             attrs["keepdims"] = int(self.keepdims)
-        if self.last or self.explicit:
+        if (self.last or self.explicit) and has_attribute(self.op_type, "select_last_index", em.opset):
             attrs["select_last_index"] = int(self.last)
         em.node(self.op_type, ins, outs, **attrs)
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from generator.ops.base import Attrs, Emitter, OpSpec, Reference, register
+from generator.ops.base import Attrs, Emitter, OpSpec, Reference, may_omit, op_version, register
 from generator.ops.shape import ANY, SCALES, int_list, optional_input, spell_axis
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv
 
@@ -36,6 +36,22 @@ def _resize_axes(rank: int, mode: str, rng: random.Random) -> tuple[list[int], b
     return sorted(rng.sample(pool, rng.randint(1, len(pool)))), grow_only
 
 
+def _coords(opset: int, mode: str) -> tuple[str, ...]:
+    """The coordinate mappings drawn at `opset`: half_pixel_symmetric from Resize-19, and
+    for nearest, Resize-11's tf_half_pixel_for_nn (removed at 13)."""
+    if opset >= 19:
+        return (*RESIZE_COORDS, "half_pixel_symmetric")
+    if op_version("Resize", opset) == 11 and mode == "nearest":
+        return (*RESIZE_COORDS, "tf_half_pixel_for_nn")
+    return RESIZE_COORDS
+
+
+def _unused(em: Emitter, slot: int) -> str:
+    """An input the node leaves unused (roi, or scales beside sizes): an empty name where the
+    schema lets it be omitted (from 13), else an empty float32 tensor, as Resize-11 requires."""
+    return "" if may_omit("Resize", slot, em.opset) else em.const(np.zeros([0], np.float32))
+
+
 @register
 class Resize(OpSpec):
     """Nearest (every type, every rank) or, for floats, linear and cubic, in the forms
@@ -55,8 +71,7 @@ class Resize(OpSpec):
         choices = [s for s in SCALES if s[0] >= s[1]] if grow_only else list(SCALES)
         self.ratio = {a: self.rng.choice(choices) for a in self.axes}
         self.by_sizes = self.rng.random() < 0.4
-        coords = RESIZE_COORDS + (("half_pixel_symmetric",) if sc.opset >= 19 else ())
-        self.coord = self.rng.choice(coords)
+        self.coord = self.rng.choice(_coords(sc.opset, self.mode))
         self.attrs: dict[str, str | float | int | list[int]] = {"mode": self.mode}
         if self.coord != "half_pixel" or self.rng.random() < 0.5:
             self.attrs["coordinate_transformation_mode"] = self.coord
@@ -122,13 +137,14 @@ class Resize(OpSpec):
         axes = self.axes if self.axes_attr else list(range(rank))
         if self.axes_attr:
             attrs["axes"] = [spell_axis(a, rank, em.values.random() < 0.3) for a in axes]
+        roi = _unused(em, 1)
         if self.by_sizes:
             sizes = [em.ival(self.sizes[a]) for a in axes]
-            em.node("Resize", [ins[0], "", "", em.const_i64(sizes)], outs, **attrs)
+            em.node("Resize", [ins[0], roi, _unused(em, 2), em.const_i64(sizes)], outs, **attrs)
             return
         p_q = [self.ratio.get(a, (1, 1)) for a in axes]
         scales = np.asarray([p / q for p, q in p_q], dtype=np.float32)
-        em.node("Resize", [ins[0], "", em.const(scales)], outs, **attrs)
+        em.node("Resize", [ins[0], roi, em.const(scales)], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

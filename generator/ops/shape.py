@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType, classic
-from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, norm_axes, register
+from generator.ops.base import Attrs, Emitter, OpSpec, SameShapeOp, list_operand, norm_axes, register
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 ANY: tuple[DType, ...] = tuple(DType)
@@ -248,7 +248,8 @@ class Unsqueeze(OpSpec):
         return [[d for i, d in enumerate(out_shape) if i not in self.axes]]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("Unsqueeze", [ins[0], em.shape_operand(self.written)], outs)
+        axes, attrs = list_operand(em, "Unsqueeze", "axes", self.written)
+        em.node("Unsqueeze", [ins[0], *axes], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -259,7 +260,7 @@ class Unsqueeze(OpSpec):
         return [x]
 
     old_attrs = frozenset({"axes"})
-    """Before opset 13 the axes are an attribute."""
+    """Before opset 13 the axes are an attribute (`list_operand` writes them so)."""
 
 
 @register
@@ -309,7 +310,8 @@ class Squeeze(OpSpec):
         else:
             rank = self.ins[0].rank
             written = [spell_axis(a, rank, self.negative[a]) for a in sorted(self.axes, key=lambda a: self.order[a])]
-            em.node("Squeeze", [ins[0], em.shape_operand(written)], outs)
+            axes, attrs = list_operand(em, "Squeeze", "axes", written)
+            em.node("Squeeze", [ins[0], *axes], outs, **attrs)
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -323,7 +325,7 @@ class Squeeze(OpSpec):
         return [x.reshape(keep)]
 
     old_attrs = frozenset({"axes"})
-    """Before opset 13 the axes are an attribute."""
+    """Before opset 13 the axes are an attribute (`list_operand` writes them so)."""
 
 
 @register

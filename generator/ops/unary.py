@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from generator.dtypes import FLOAT_TYPES, INTS, NUMERIC, ORDERED_WIDE, SIGNED, WIDE_INTS, DType, classic
-from generator.ops.base import Attrs, Emitter, OpSpec, register
+from generator.ops.base import OLDEST_WRITTEN, Attrs, Emitter, OpSpec, register
 from generator.ops.elementwise import Fn
+from generator.ops.matched import draw_matched
 from generator.symbolic import AbsTensor, Cond, SymCtx, TType
 
 TORCH_DTYPE = {d: getattr(torch, d.value) for d in DType}
@@ -34,7 +35,8 @@ def upcast(fn: Fn) -> Fn:
 
 
 class UnaryOp(OpSpec):
-    """Shape-preserving one-input op; float attributes are drawn, not solved."""
+    """Shape-preserving one-input op; float attributes are drawn, not solved, and now and
+    then take the values converters match (generator.ops.matched)."""
 
     fn: Fn
     float_attrs: ClassVar[dict[str, tuple[float, float]]] = {}
@@ -44,6 +46,9 @@ class UnaryOp(OpSpec):
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
         self.attrs = {k: round(self.rng.uniform(lo, hi), 3) for k, (lo, hi) in self.float_attrs.items()}
+        matched = draw_matched(self.op_type, self.rng)
+        if matched is not None:
+            self.attrs.update({k: v for k, v in matched.items() if v is not None})
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
@@ -76,7 +81,7 @@ def _unary(
     dtypes: tuple[DType, ...] = FLOAT_TYPES,
     float_attrs: dict[str, tuple[float, float]] | None = None,
     *,
-    since: int = 13,
+    since: int = OLDEST_WRITTEN,
     out_dtype: DType | None = None,
 ) -> type[OpSpec]:
     body = {
@@ -205,7 +210,7 @@ _unary("BitwiseNot", lambda x, a: torch.bitwise_not(x), (*INTS, *WIDE_INTS), sin
 
 
 # Activations (Softmax, LogSoftmax and Hardmax are axis ops in nn.py).
-_unary("Relu", lambda x, a: torch.relu(x), (*FLOAT_TYPES, DType.int8, DType.int32, DType.int64), since=14)
+_unary("Relu", lambda x, a: torch.relu(x), (*FLOAT_TYPES, DType.int8, DType.int32, DType.int64))
 
 
 _unary("Sigmoid", upcast(lambda x, a: torch.sigmoid(x)))
@@ -229,7 +234,7 @@ _unary("Elu", upcast(lambda x, a: F.elu(x, a.get("alpha", 1.0))), float_attrs={"
 _unary("Selu", upcast(_selu), float_attrs={"alpha": (0.5, 2.0), "gamma": (0.5, 1.5)})
 
 
-_unary("Celu", lambda x, a: F.celu(x, a.get("alpha", 1.0)), (DType.float32,), {"alpha": (0.2, 2.0)})
+_unary("Celu", lambda x, a: F.celu(x, a.get("alpha", 1.0)), (DType.float32,), {"alpha": (0.2, 2.0)}, since=12)
 
 
 _unary(

@@ -176,6 +176,10 @@ def window_argmax(
     return [picked[i] for i in range(n)]
 
 
+UNPADDED_SHARE = 0.2
+"""The share of explicitly padded windows (auto_pad NOTSET) drawn with no padding at all."""
+
+
 class WindowOp(OpSpec):
     """Shared window arithmetic of Conv, ConvInteger and the pools: kernel, stride, dilation,
     pads or auto_pad, ceil_mode. Which of them an op has, and from which opset, are class vars."""
@@ -208,7 +212,10 @@ class WindowOp(OpSpec):
         ]
         self.pads: list[Dim] = []
         if self.auto_pad == "NOTSET":
-            self.pads = [sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * self.n)]
+            # No padding at all is a form of its own (pads absent, or explicit zeros), which
+            # independent draws per side would seldom make.
+            unpadded = self.rng.random() < UNPADDED_SHARE
+            self.pads = [0 if unpadded else sc.var("pad", zero_ok=True, lo=0) for _ in range(2 * self.n)]
         can_ceil = self.ceil_since is not None and sc.opset >= self.ceil_since
         self.ceil_mode = can_ceil and self.auto_pad == "NOTSET" and self.rng.random() < 0.35
 

@@ -26,6 +26,7 @@ class Gelu(SameShapePattern):
     uses = ("Div", "Erf", "Add", "Mul")
     dtypes = FLOAT_TYPES
     node_cost = 5
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "constant": "x is divided by 1.5, not sqrt(2)",
         "runtime_constant": "sqrt(2) is a graph input, not a constant",
@@ -33,16 +34,14 @@ class Gelu(SameShapePattern):
     }
 
     def gelu(self, w: Writer, x: str, outs: list[str]) -> None:
-        if self.variant == "runtime_constant":
-            divisor = w.runtime(w.array(SQRT2))
-        else:
-            divisor = w.const(1.5 if self.variant == "constant" else SQRT2)
+        runtime = self.variant == "runtime_constant"
+        divisor = w.scalar(1.5 if self.variant == "constant" else SQRT2, runtime=runtime)
         erf = w.op("Erf", [w.op("Div", [x, divisor])], self.exposed(outs))
-        half = w.op("Mul", [x, w.op("Add", [erf, w.const(1.0)])])
-        w.op("Mul", [half, w.const(0.5)], outs[0])
+        half = w.op("Mul", [x, w.op("Add", [erf, w.scalar(1.0)])])
+        w.op("Mul", [half, w.scalar(0.5, lift=True)], outs[0])
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        self.gelu(Writer(em, outs, self.inputs[0].dtype), ins[0], outs)
+        self.gelu(self.writer(em, outs), ins[0], outs)
 
 
 class BiasGelu(Gelu):
@@ -65,7 +64,7 @@ class BiasGelu(Gelu):
         return super().accepts(ins) and (cls.variant != "bias_rank" or ins[0].rank >= 2)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = self.dims(em)
         shape = {"bias_rank": [1, dims[-1]], "bias_axis": [dims[0]] + [1] * (len(dims) - 1)}
         bias = em.weight(shape.get(self.variant, dims[-1:]), w.dtype)
@@ -81,6 +80,7 @@ class FastGelu(SameShapePattern):
     uses = ("Pow", "Mul", "Add", "Tanh")
     dtypes = FLOAT_TYPES
     node_cost = 8
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "coefficient": "the cubic's coefficient is 0.05",
         "exponent": "x is squared, not cubed",
@@ -88,13 +88,13 @@ class FastGelu(SameShapePattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         x = ins[0]
-        power = w.op("Pow", [x, w.const(2.0 if self.variant == "exponent" else 3.0)])
+        power = w.op("Pow", [x, w.scalar(2.0 if self.variant == "exponent" else 3.0)])
         coefficient = 0.05 if self.variant == "coefficient" else FAST_GELU_COEFFICIENT
-        inner = w.op("Add", [x, w.op("Mul", [power, w.const(coefficient)])])
-        tanh = w.op("Tanh", [w.op("Mul", [inner, w.const(SQRT_2_OVER_PI)])], self.exposed(outs))
-        w.op("Mul", [w.op("Mul", [x, w.const(0.5)]), w.op("Add", [tanh, w.const(1.0)])], outs[0])
+        inner = w.op("Add", [x, w.op("Mul", [power, w.scalar(coefficient)])])
+        tanh = w.op("Tanh", [w.op("Mul", [inner, w.scalar(SQRT_2_OVER_PI)])], self.exposed(outs))
+        w.op("Mul", [w.op("Mul", [x, w.scalar(0.5, lift=True)]), w.op("Add", [tanh, w.scalar(1.0)])], outs[0])
 
 
 class QuickGelu(SameShapePattern):
@@ -112,12 +112,12 @@ class QuickGelu(SameShapePattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         x = ins[0]
         if self.variant == "scale_outside":
-            w.op("Mul", [w.op("Mul", [x, w.op("Sigmoid", [x])]), w.const(QUICK_GELU_ALPHA)], outs[0])
+            w.op("Mul", [w.op("Mul", [x, w.op("Sigmoid", [x])]), w.scalar(QUICK_GELU_ALPHA)], outs[0])
             return
-        gate = w.op("Sigmoid", [w.op("Mul", [x, w.const(QUICK_GELU_ALPHA)])], self.exposed(outs))
+        gate = w.op("Sigmoid", [w.op("Mul", [x, w.scalar(QUICK_GELU_ALPHA)])], self.exposed(outs))
         w.op("Mul", [x, gate], outs[0])
 
 

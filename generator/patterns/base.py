@@ -18,6 +18,7 @@ them apart.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,15 +26,31 @@ import numpy as np
 import torch
 
 from generator.dtypes import DType
-from generator.ops.base import Attrs, Emitter, OpSpec, schema_dtypes
-from generator.symbolic import AbsTensor, Cond, TType
+from generator.ops import registry
+from generator.ops.base import Attrs, Emitter, OpSpec, has_attribute, list_operand, schema_dtypes
+from generator.ops.families import negative_share
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 PREFIX = "pattern:"
 """How a template's op type starts (`pattern:LayerNorm~axis`): never an ONNX op type."""
 EXACT = ""
 """The variant that meets every precondition: the rewrite should fire."""
-AXES_INPUT_SINCE = 18
-"""The opset from which ReduceMean and ReduceSum take `axes` as an input."""
+COMMUTATIVE = frozenset(
+    {"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+)
+"""Ops whose operands commute: a template writes them in a drawn order (Writer.op), since a
+fusion that matches Mul(a, b) may miss, or mishandle, Mul(b, a)."""
+LIFTED = "lifted_constant"
+"""The near miss every lifting template (`Pattern.lifts`) comes in: its exact form with the
+designated size-1 constant at one dim more than the data."""
+LIFTED_DOC = (
+    "a size-1 constant has one dim more than the data: the output gains a leading 1, which a"
+    " rewrite that folds the constant away drops"
+)
+SCALAR_RANK_ZERO = 0.5
+"""The share of a template's size-1 constants written as rank-0 scalars, as exporters mostly
+write them; the rest take a rank from 1 up to the data's in a near miss, and rank 1 in an
+exact form (whose rewrite should fire: onnxruntime folds no constant of rank 2 or more)."""
 
 
 class Pattern(OpSpec):
@@ -58,6 +75,62 @@ class Pattern(OpSpec):
     second_output: ClassVar[bool] = False
     """The variant exposes the fused intermediate as a second output (a graph output, or a
     tensor later insertions read): the rewrite must keep it."""
+    consumers: ClassVar[tuple[str, ...]] = ()
+    """The family the op the rewrite fuses with ranges over (every pool, every conv-like op),
+    first the one the template was written for: a rewrite that handles one member may start
+    taking a sibling, and be wrong only where the sibling has attributes of its own. Each
+    variant comes once per member it `admits`, written as the member's registered spec with
+    its own attribute bins (`consumer_op`)."""
+    consumer: ClassVar[str] = ""
+    """This class's member of `consumers` ("" for a template without a family)."""
+    tag: ClassVar[str] = ""
+    """`@Member` in the name, for every member but the first a variant admits."""
+    siblings: ClassVar[int] = 1
+    """How many members its variant comes in: they share the variant's weight."""
+    lifts: ClassVar[bool] = False
+    """The template scales or shifts by a designated size-1 constant (`Writer.scalar(...,
+    lift=True)`) downstream of any exposed intermediate, through broadcasting ops only: its
+    LIFTED near miss gives that constant a dim more than the data, so that only the output
+    gains the leading 1."""
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.lift = 0
+        """Leading ones the output has over what the template computes without them."""
+        if self.variant == LIFTED:
+            self.lift = max(0, out.rank - ins[0].rank) if out is not None else 1
+
+    variant_needs: ClassVar[dict[str, tuple[str, str]]] = {}
+    """Variant -> the (op type, attribute) its form writes where an older version of the op
+    lacks it: the variant exists from the version that brought it (per-axis Q/DQ writes
+    QuantizeLinear's axis, from opset 13)."""
+
+    @classmethod
+    def exists_at(cls, opset: int) -> bool:
+        if not cls.since_opset <= opset <= cls.until_opset:
+            return False
+        need = cls.variant_needs.get(cls.variant) if cls.variant_needs else None
+        return need is None or has_attribute(*need, opset)
+
+    @classmethod
+    def admits(cls, variant: str, consumer: str) -> bool:
+        """Whether `variant` comes with `consumer` (every member, unless a template says)."""
+        return True
+
+    def consumer_op(self, ins: Sequence[TType]) -> OpSpec:
+        """The consumer as its registered spec over a tensor of `ins[0]`'s type: its
+        attributes drawn as a lone insertion of it draws them (strides, dilations, pads or
+        auto_pad, ceil_mode, count_include_pad, p, group...), its variables binned with the
+        template's."""
+        return registry()[self.consumer](self.sc, [TType(ins[0].dtype, ins[0].rank)])
+
+    def lifted(self, shape: Sequence[Dim]) -> list[Dim]:
+        return [1] * self.lift + list(shape)
+
+    def writer(self, em: Emitter, outs: list[str], dtype: DType | None = None) -> Writer:
+        """The template's Writer, drawing operand orders and constant ranks from its rng."""
+        rank = self.inputs[0].rank if self.variant != EXACT else min(1, self.inputs[0].rank)
+        return Writer(em, outs, dtype or self.inputs[0].dtype, self.rng, rank, self.lift)
 
     @classmethod
     def schema_allows(cls, opset: int, ins: Sequence[TType]) -> bool:
@@ -76,8 +149,9 @@ class Pattern(OpSpec):
 
     @classmethod
     def name(cls) -> str:
-        """`Template` or `Template~near_miss`, as coverage counts it."""
-        return _name(cls.template, cls.variant)
+        """`Template` or `Template~near_miss`, then `@Consumer` for a sibling consumer, as
+        coverage counts it."""
+        return _name(cls.template, cls.variant) + cls.tag
 
     def outputs(self, out: AbsTensor, middle: AbsTensor) -> list[AbsTensor]:
         """The output, and for a second-consumer variant the exposed intermediate."""
@@ -99,21 +173,55 @@ class Pattern(OpSpec):
 class Writer:
     """Writes a template's nodes: fresh intermediate names derived from the node's first
     output (unique in the model), constants in the template's dtype, and the opset's
-    spelling of axes."""
+    spelling of axes. With the template's rng it draws what every template must range over
+    without each saying so: the operand order of every commutative op, and the rank of
+    every size-1 constant."""
 
-    def __init__(self, em: Emitter, outs: list[str], dtype: DType) -> None:
+    def __init__(
+        self, em: Emitter, outs: list[str], dtype: DType, rng: random.Random | None = None, rank: int = 0, lift: int = 0
+    ) -> None:
+        """`rank`: the highest rank a size-1 constant takes (at most the data's); `lift`: the
+        dims the designated constant takes over the data's rank (Pattern.lift)."""
         self.em = em
         self.outs = outs
         self.dtype = dtype
+        self.rng = rng
+        self.rank = rank
+        self.lift = lift
         self.made = 0
 
     def op(self, op_type: str, ins: Sequence[str], out: str | None = None, **attrs: Any) -> str:
-        """Write one node; its output is `out`, or a fresh intermediate name."""
+        """Write one node; its output is `out`, or a fresh intermediate name. A commutative
+        op's operands come in a drawn order."""
+        operands = list(ins)
+        if op_type in COMMUTATIVE and len(operands) > 1 and self.rng is not None:
+            self.rng.shuffle(operands)
+        return self.in_order(op_type, operands, out, **attrs)
+
+    def in_order(self, op_type: str, ins: Sequence[str], out: str | None = None, **attrs: Any) -> str:
+        """`op` with the operands in the order given: for a near miss about the order."""
+        out = self.fresh(out)
+        self.em.node(op_type, list(ins), [out], **attrs)
+        return out
+
+    def fresh(self, out: str | None = None) -> str:
+        """`out`, or a fresh intermediate name (for a node another spec writes)."""
         if out is None:
             out = f"{self.outs[0]}_{self.made}"
             self.made += 1
-        self.em.node(op_type, list(ins), [out], **attrs)
         return out
+
+    def scalar(self, value: float, lift: bool = False, runtime: bool = False) -> str:
+        """A size-1 constant (a graph input with `runtime`) at a drawn rank from 0 up to the
+        data's; the designated one (`lift`) of a lifted template takes one dim more."""
+        if lift and self.lift:
+            rank = self.rank + self.lift
+        elif self.rng is None or self.rng.random() < SCALAR_RANK_ZERO:
+            rank = 0
+        else:
+            rank = self.rng.randint(1, max(self.rank, 1))
+        array = np.full([1] * rank, value, dtype=self.dtype.numpy)
+        return self.runtime(array) if runtime else self.em.const(array)
 
     def array(self, values: object) -> np.ndarray:
         """Values in the template's dtype."""
@@ -123,20 +231,28 @@ class Writer:
         return self.em.const(self.array(values))
 
     def reduce(self, op_type: str, x: str, axes: list[int], keepdims: int = 1, out: str | None = None) -> str:
-        if self.em.opset >= AXES_INPUT_SINCE:
-            return self.op(op_type, [x, self.em.const_i64(axes)], out, keepdims=keepdims)
-        return self.op(op_type, [x], out, axes=axes, keepdims=keepdims)
+        operand, spelled = list_operand(self.em, op_type, "axes", axes, constant=True)
+        return self.op(op_type, [x, *operand], out, keepdims=keepdims, **spelled)
 
     def runtime(self, values: np.ndarray) -> str:
         """A value the template needs as a graph input rather than a constant (a near miss
         whose constant became a runtime input)."""
         return self.em.runtime(np.asarray(values))
 
+    def index(self, op_type: str, i: int, size: int) -> int:
+        """Index `i` into a dim of `size`, written from the end as often as the op's family
+        draws it (generator.ops.families.NEGATIVE_INDEX)."""
+        share = negative_share(op_type)
+        return i - size if share and self.rng is not None and self.rng.random() < share else i
+
 
 def variants(cls: type[Pattern]) -> list[type[Pattern]]:
-    """The template's exact form and one class per near miss."""
-    out = [_variant(cls, EXACT)]
-    out += [_variant(cls, v) for v in cls.near_misses]
+    """The template's exact form and one class per near miss, each once per consumer it
+    admits."""
+    out: list[type[Pattern]] = []
+    for variant in (EXACT, *cls.near_misses, *((LIFTED,) if cls.lifts else ())):
+        members = [c for c in cls.consumers if cls.admits(variant, c)] or [""]
+        out += [_variant(cls, variant, c, i, len(members)) for i, c in enumerate(members)]
     return out
 
 
@@ -144,14 +260,19 @@ def _name(template: str, variant: str) -> str:
     return template + (f"~{variant}" if variant else "")
 
 
-def _variant(cls: type[Pattern], variant: str) -> type[Pattern]:
+def _variant(cls: type[Pattern], variant: str, consumer: str = "", index: int = 0, siblings: int = 1) -> type[Pattern]:
+    tag = f"@{consumer}" if index else ""
     attrs = {
         "variant": variant,
-        "op_type": PREFIX + _name(cls.template, variant),
+        "consumer": consumer,
+        "tag": tag,
+        "siblings": siblings,
+        "uses": cls.uses if not consumer or consumer in cls.uses else (*cls.uses, consumer),
+        "op_type": PREFIX + _name(cls.template, variant) + tag,
         "second_output": variant == "second_consumer",
-        "__doc__": cls.near_misses.get(variant, cls.__doc__),
+        "__doc__": cls.near_misses.get(variant, LIFTED_DOC if variant == LIFTED else cls.__doc__),
     }
-    return type(f"{cls.__name__}_{variant or 'exact'}", (cls,), attrs)
+    return type(f"{cls.__name__}_{variant or 'exact'}{'_' + consumer if consumer else ''}", (cls,), attrs)
 
 
 class SameShapePattern(Pattern):
@@ -161,11 +282,22 @@ class SameShapePattern(Pattern):
     min_rank: ClassVar[int] = 1
     max_rank: ClassVar[int] = 4
 
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        """The output's type, or for the LIFTED near miss one rank less."""
+        same = super().backward_inputs(out, rng)
+        if same is None or cls.variant != LIFTED:
+            return same
+        return [TType(out.dtype, out.rank - 1)] if out.rank - 1 >= cls.min_rank else None
+
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
         return []
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        return self.outputs(AbsTensor(ins[0].dtype, list(ins[0].shape)), AbsTensor(ins[0].dtype, list(ins[0].shape)))
+        shape = list(ins[0].shape)
+        return self.outputs(AbsTensor(ins[0].dtype, self.lifted(shape)), AbsTensor(ins[0].dtype, shape))
 
     def concrete_inputs(self, out_shape: list[int]) -> list[list[int]] | None:
-        return [list(out_shape)]
+        if any(d != 1 for d in out_shape[: self.lift]):
+            return None
+        return [list(out_shape[self.lift :])]

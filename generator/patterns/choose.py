@@ -10,6 +10,7 @@ one keeps coming up. All draws come from the model's seeded rng.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence, Set
@@ -35,8 +36,15 @@ FUSION = 2.0
 only removes nodes: random growth already makes many removable nodes, never a fusion."""
 
 
+@functools.cache
+def _base(variant: type[Pattern]) -> float:
+    """A variant's weight before coverage: fusions weigh more, and the members of a family
+    share their variant's."""
+    return (FUSION if any(k.startswith("+") for k in variant.fires) else 1.0) / variant.siblings
+
+
 def weight(variant: type[Pattern], coverage: Coverage | None) -> float:
-    base = FUSION if any(k.startswith("+") for k in variant.fires) else 1.0
+    base = _base(variant)
     if coverage is None:
         return base
     exact = variant.variant == EXACT
@@ -69,10 +77,11 @@ class PatternChooser:
         """The types a model's first tensor may take. Most rewrites are of float32 graphs
         (what exporters write), and a template can only enter a graph that has a tensor
         it reads; so, as often as templates are drawn, the model starts from a float32
-        tensor of rank 2 to 4 where that type is allowed."""
+        tensor of rank 1 to 4 where that type is allowed. Rank 1 included: a fusion may
+        fail on rank-1 inputs alone, and the templates whose ops allow it must meet them."""
         if not self.variants or self.rng.random() >= self.share:
             return types
-        floats = [t for t in types if t.dtype is DType.float32 and 2 <= t.rank <= 4]
+        floats = [t for t in types if t.dtype is DType.float32 and 1 <= t.rank <= 4]
         return floats or types
 
     def draw(self, left: int, types: Set[TType]) -> type[Pattern] | None:

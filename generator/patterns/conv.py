@@ -1,16 +1,21 @@
-"""Convolution and pooling templates: what a compiler folds into a Conv (a batch norm, a
-per-channel affine, an activation, a residual sum, a zero Pad) or into a pool's pads."""
+"""Convolution and pooling templates: what a compiler folds into a Conv or a ConvTranspose
+(a batch norm, a per-channel affine, an activation, a residual sum) or into any window op's
+pads (a zero Pad in front of a pool or a conv-like op)."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from generator.dtypes import FLOAT_TYPES
+import numpy as np
+
+from generator.dtypes import FLOAT_TYPES, DType
+from generator.emit import draw_values
 from generator.ops.base import Emitter
-from generator.patterns.base import Pattern, Writer
+from generator.ops.pool import AveragePool
+from generator.patterns.base import EXACT, Pattern, Writer
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 
 CONV_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Clip")
@@ -20,62 +25,86 @@ UNFUSED_ACTIVATION = "Elu"
 a table shared by two fusions would let it through."""
 
 
+class RuntimeWeights:
+    """An Emitter that writes every weight a spec draws as a graph input instead (a near
+    miss whose weight is no constant), and the rest as the emitter it wraps."""
+
+    def __init__(self, em: Emitter) -> None:
+        self.em = em
+        self.opset = em.opset
+        self.values = em.values
+
+    def ival(self, term: Dim) -> int:
+        return self.em.ival(term)
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
+        self.em.node(op_type, inputs, outputs, **attrs)
+
+    def const_i64(self, values: Sequence[int]) -> str:
+        return self.em.const_i64(values)
+
+    def const(self, array: np.ndarray) -> str:
+        return self.em.const(array)
+
+    def weight(self, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> str:
+        return self.em.runtime(draw_values(self.em.values, shape, dtype, fan_in))
+
+    def runtime(self, array: np.ndarray) -> str:
+        return self.em.runtime(array)
+
+    def shape_operand(self, values: Sequence[int] | np.ndarray, dtype: type = np.int64) -> str:
+        return self.em.shape_operand(values, dtype)
+
+
 class WindowPattern(Pattern):
-    """A 1-D or 2-D window (kernel 1-3, stride 1) over [N, C, *spatial], with `pads`
-    written on the window op itself and `pre` pads put in front of it by the template."""
+    """A window op over [N, C, *spatial] (1-D or 2-D spatial): the template's consumer, a
+    member of its family written as that op's registered spec with its own attributes
+    (strides, dilations, pads or auto_pad, groups...), after `pre` pads the template may
+    put in front of it."""
 
     dtypes = FLOAT_TYPES
     min_rank = 3
     max_rank = 4
-    pads_on_window: ClassVar[bool] = True
+    consumers: ClassVar[tuple[str, ...]] = ("Conv", "ConvTranspose")
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        n = ins[0].rank - 2
-        self.kernel = [self.rng.choice((1, 2, 3)) for _ in range(n)]
-        self.pads = [self.rng.choice((0, 0, 1)) if self.pads_on_window else 0 for _ in range(2 * n)]
-        self.pre = [0] * (2 * n)
-        self.channels: Dim = sc.var("out_channels", lo=1, hi=16)
+        self.pre = [0] * (2 * (ins[0].rank - 2))
+        self.channel_pad = 0
+        self.window = self.consumer_op(ins)
+        self.made: list[AbsTensor] = []
+        """The window op's outputs, once bound."""
 
     @classmethod
     def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
         return None
 
-    def padded(self, ins: list[AbsTensor]) -> list[Dim]:
-        n = len(self.kernel)
-        return [x + self.pre[i] + self.pre[i + n] for i, x in enumerate(ins[0].shape[2:])]
-
-    def spatial_out(self, ins: list[AbsTensor]) -> list[Dim]:
-        n = len(self.kernel)
-        return [x + self.pads[i] + self.pads[i + n] - self.kernel[i] + 1 for i, x in enumerate(self.padded(ins))]
-
-    def in_channels(self, ins: list[AbsTensor]) -> Dim:
-        return ins[0].shape[1]
+    def inner(self, ins: list[AbsTensor]) -> AbsTensor:
+        """What the window op reads: the input with the template's pads in front."""
+        x, n = ins[0].shape, ins[0].rank - 2
+        spatial = [d + self.pre[i] + self.pre[n + i] for i, d in enumerate(x[2:])]
+        return AbsTensor(ins[0].dtype, [x[0], x[1] + 2 * self.channel_pad, *spatial])
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        weight = self.channels * self.in_channels(ins) * math.prod(self.kernel)
-        return [*(o >= 1 for o in self.spatial_out(ins)), weight <= self.sc.max_elements]
-
-    def out_channels(self, ins: list[AbsTensor]) -> Dim:
-        return self.channels
+        cons, self.made = self.window.bind([self.inner(ins)])
+        return cons
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        shape = [ins[0].shape[0], self.out_channels(ins), *self.spatial_out(ins)]
+        shape = list(self.made[0].shape)
         return self.outputs(AbsTensor(ins[0].dtype, shape), AbsTensor(ins[0].dtype, list(shape)))
 
     def work(self, val: Callable[[Dim], int]) -> int:
-        cells = math.prod(val(d) for d in self.spatial_out(self.inputs)) * val(self.inputs[0].shape[0])
-        return cells * val(self.channels) * val(self.in_channels(self.inputs)) * math.prod(self.kernel)
+        return self.window.work(val)
 
-    def conv(self, w: Writer, em: Emitter, x: str, out: str | None = None, runtime_weight: bool = False) -> str:
-        c, f = em.ival(self.in_channels(self.inputs)), em.ival(self.channels)
-        shape = [f, c, *self.kernel]
-        fan_in = math.prod(shape[1:])
-        if runtime_weight:
-            weight = w.runtime(em.values.uniform(-1, 1, size=shape).astype(w.dtype.numpy) / math.sqrt(fan_in))
-        else:
-            weight = em.weight(shape, w.dtype, fan_in=fan_in)
-        return w.op("Conv", [x, weight, em.weight([f], w.dtype)], out, kernel_shape=self.kernel, pads=self.pads)
+    def made_dims(self, em: Emitter) -> list[int]:
+        """The window op's output dims, as emitted."""
+        return [em.ival(d) for d in self.made[0].shape]
+
+    def write_window(self, w: Writer, em: Emitter, x: str, out: str | None = None, runtime_weight: bool = False) -> str:
+        """The window op over `x`, written by its spec; its weights graph inputs if asked."""
+        name = w.fresh(out)
+        self.window.emit(RuntimeWeights(em) if runtime_weight else em, [x], [name])
+        return name
 
 
 def activation(w: Writer, op_type: str, x: str, out: str, runtime_bounds: bool = False) -> None:
@@ -89,12 +118,12 @@ def activation(w: Writer, op_type: str, x: str, out: str, runtime_bounds: bool =
 
 
 class ConvActivation(WindowPattern):
-    """Conv followed by an activation the fused Conv kernel applies."""
+    """A Conv (or a ConvTranspose) followed by an activation the fused kernel applies."""
 
     template = "ConvActivation"
     source = "onnxruntime ConvActivationFusion; TVM FuseOps"
     fires = ("+com.microsoft::FusedConv",)
-    uses = ("Conv", *CONV_ACTIVATIONS, UNFUSED_ACTIVATION)
+    uses = (*CONV_ACTIVATIONS, UNFUSED_ACTIVATION)
     node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "activation": f"the activation is {UNFUSED_ACTIVATION}, which the fused kernel does not take",
@@ -109,18 +138,19 @@ class ConvActivation(WindowPattern):
         )
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        product = self.conv(w, em, ins[0], self.exposed(outs))
+        w = self.writer(em, outs)
+        product = self.write_window(w, em, ins[0], self.exposed(outs))
         activation(w, self.activation, product, outs[0], runtime_bounds=self.variant == "runtime_clip")
 
 
 class ConvBatchNorm(WindowPattern):
-    """Conv then an inference BatchNormalization over its output channels."""
+    """A Conv (or a ConvTranspose) then an inference BatchNormalization over its output
+    channels."""
 
     template = "ConvBatchNorm"
     source = "onnxruntime ConvBNFusion; TVM FoldScaleAxis"
     fires = ("-ai.onnx::BatchNormalization",)
-    uses = ("Conv", "BatchNormalization")
+    uses = ("BatchNormalization",)
     node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "runtime_weight": "the convolution's weight is a graph input, not a constant",
@@ -128,20 +158,21 @@ class ConvBatchNorm(WindowPattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        product = self.conv(w, em, ins[0], self.exposed(outs), runtime_weight=self.variant == "runtime_weight")
-        f = em.ival(self.channels)
+        w = self.writer(em, outs)
+        product = self.write_window(w, em, ins[0], self.exposed(outs), runtime_weight=self.variant == "runtime_weight")
+        f = self.made_dims(em)[1]
         stats = [em.weight([f], w.dtype) for _ in range(3)]
         w.op("BatchNormalization", [product, *stats, w.const(em.values.uniform(0.5, 2.0, size=[f]))], outs[0])
 
 
 class ConvAffine(WindowPattern):
-    """Conv then a per-channel Mul and Add, both foldable into its weight and bias."""
+    """A Conv (or a ConvTranspose) then a per-channel Mul and Add, both foldable into its
+    weight and bias."""
 
     template = "ConvAffine"
     source = "onnxruntime ConvMulFusion and ConvAddFusion"
     fires = ("-ai.onnx::Mul", "-ai.onnx::Add")
-    uses = ("Conv", "Mul", "Add")
+    uses = ("Mul", "Add")
     node_cost = 3
     near_misses: ClassVar[dict[str, str]] = {
         "per_column": "the factors vary along the last spatial axis, not per channel",
@@ -149,52 +180,78 @@ class ConvAffine(WindowPattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        product = self.conv(w, em, ins[0], self.exposed(outs))
-        spatial = len(self.kernel)
-        if self.variant == "per_column":
-            shape = [1] * spatial + [em.ival(self.spatial_out(self.inputs)[-1])]
-        else:
-            shape = [em.ival(self.channels)] + [1] * spatial
+        w = self.writer(em, outs)
+        product = self.write_window(w, em, ins[0], self.exposed(outs))
+        made = self.made_dims(em)
+        spatial = len(made) - 2
+        shape = [1] * spatial + made[-1:] if self.variant == "per_column" else [made[1]] + [1] * spatial
         scaled = w.op("Mul", [product, w.const(em.values.uniform(0.5, 1.5, size=shape))])
         w.op("Add", [scaled, em.weight(shape, w.dtype)], outs[0])
 
 
-class ConvResidual(WindowPattern):
-    """Relu(Conv(x) + x): a residual block, fused into a Conv that adds its Z input."""
+class ConvResidual(Pattern):
+    """Relu(Conv(x) + x): a residual block, fused into a Conv that adds its Z input. The
+    Conv keeps x's shape (a kernel of 1 or 3, "same" pads, stride 1), so it stays a Conv
+    of its own rather than a drawn member of the family."""
 
     template = "ConvResidual"
     source = "onnxruntime ConvAddActivationFusion"
     fires = ("+com.microsoft::FusedConv",)
     uses = ("Conv", "Add", "Relu")
+    dtypes = FLOAT_TYPES
+    min_rank = 3
+    max_rank = 4
     node_cost = 3
-    pads_on_window = False
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the residual sum is also an output"}
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        self.kernel = [self.rng.choice((1, 3)) for _ in self.kernel]
+        self.kernel = [self.rng.choice((1, 3)) for _ in range(ins[0].rank - 2)]
         self.pads = [(k - 1) // 2 for k in self.kernel] * 2
 
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        return None
+
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        self.channels = ins[0].shape[1]
-        return super().requires(ins)
+        c = ins[0].shape[1]
+        return [c * c * math.prod(self.kernel) <= self.sc.max_elements]
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        return self.outputs(AbsTensor(ins[0].dtype, list(ins[0].shape)), AbsTensor(ins[0].dtype, list(ins[0].shape)))
+
+    def work(self, val: Callable[[Dim], int]) -> int:
+        c = val(self.inputs[0].shape[1])
+        return math.prod(val(d) for d in self.inputs[0].shape) * c * math.prod(self.kernel)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        total = w.op("Add", [self.conv(w, em, ins[0]), ins[0]], self.exposed(outs))
+        w = self.writer(em, outs)
+        c = self.dims(em)[1]
+        fan_in = c * math.prod(self.kernel)
+        operands = [ins[0], em.weight([c, c, *self.kernel], w.dtype, fan_in=fan_in), em.weight([c], w.dtype)]
+        product = w.op("Conv", operands, kernel_shape=self.kernel, pads=self.pads)
+        total = w.op("Add", [product, ins[0]], self.exposed(outs))
         w.op("Relu", [total], outs[0])
 
 
+FOLDABLE = ("Conv", "AveragePool", "LpPool")
+"""Window ops whose own zero padding a zero Pad in front can merge into (an AveragePool only
+when it counts the padding)."""
+PADLESS = ("ConvTranspose", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+"""Window ops whose pads cannot take a Pad in front: ConvTranspose's crop its output, a
+global pool has none."""
+
+
 class PadWindow(WindowPattern):
-    """A zero constant Pad on the spatial axes in front of a Conv or a pool, which a
-    compiler merges into the window op's own pads."""
+    """A zero constant Pad on the spatial axes in front of a window op, which a compiler
+    merges into the window op's own pads; the window op ranges over every pool and
+    conv-like op, each with its own attributes."""
 
     template = "PadWindow"
     source = "onnxruntime PadFusion; TVM SimplifyExpr"
     fires = ("-ai.onnx::Pad",)
-    uses = ("Pad", "Conv", "AveragePool", "MaxPool")
-    pads_on_window = False
+    uses = ("Pad",)
+    consumers = (*FOLDABLE, "MaxPool", *PADLESS)
     node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {
         "pad_value": "the pad value is 0.5, not 0",
@@ -202,49 +259,36 @@ class PadWindow(WindowPattern):
         "channel_pad": "the channel axis is padded too",
         "count_include_pad": "an AveragePool that leaves padding out of its average (count_include_pad=0)",
         "max_pool": "a MaxPool, whose own padding is -inf, after a zero Pad",
+        "no_pads": "a window op whose pads cannot take the Pad's: ConvTranspose's crop its output, a global"
+        " pool has none",
     }
+
+    @classmethod
+    def admits(cls, variant: str, consumer: str) -> bool:
+        only = {EXACT: FOLDABLE, "count_include_pad": ("AveragePool",), "max_pool": ("MaxPool",), "no_pads": PADLESS}
+        return consumer in only.get(variant, cls.consumers)
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
-        n = len(self.kernel)
-        self.pre = [self.rng.choice((1, 1, 2)) for _ in range(2 * n)]
-        default = self.rng.choice(("Conv", "Conv", "AveragePool"))
-        self.window = {"count_include_pad": "AveragePool", "max_pool": "MaxPool"}.get(self.variant, default)
+        self.pre = [self.rng.choice((1, 1, 2)) for _ in self.pre]
         self.channel_pad = 1 if self.variant == "channel_pad" else 0
-
-    def in_channels(self, ins: list[AbsTensor]) -> Dim:
-        return ins[0].shape[1] + 2 * self.channel_pad
-
-    def out_channels(self, ins: list[AbsTensor]) -> Dim:
-        return self.channels if self.window == "Conv" else self.in_channels(ins)
+        if isinstance(self.window, AveragePool) and self.variant in (EXACT, "count_include_pad"):
+            # Merging zeros into the pads keeps the average only where the pads count.
+            self.window.count_include_pad = int(self.variant == EXACT)
 
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        if self.window != "Conv":
-            self.channels = 1
-        n = len(self.kernel)
-        spatial = [d + self.pre[i] + self.pre[n + i] for i, d in enumerate(ins[0].shape[2:])]
-        padded = numel([ins[0].shape[0], self.in_channels(ins), *spatial])
+        padded = numel(self.inner(ins).shape)
         return [*super().requires(ins), padded <= self.sc.max_elements]
 
-    def work(self, val: Callable[[Dim], int]) -> int:
-        cells = math.prod(val(d) for d in self.spatial_out(self.inputs)) * val(self.inputs[0].shape[0])
-        return cells * val(self.in_channels(self.inputs)) * math.prod(self.kernel) * val(self.out_channels(self.inputs))
-
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        n = len(self.kernel)
+        w = self.writer(em, outs)
+        n = len(self.pre) // 2
         pads = [0, self.channel_pad, *self.pre[:n], 0, self.channel_pad, *self.pre[n:]]
         operands = [ins[0], em.const_i64(pads)]
         mode = {"mode": "edge"} if self.variant == "edge_mode" else {}
         if not mode:
             operands.append(w.const(0.5 if self.variant == "pad_value" else 0.0))
-        padded = w.op("Pad", operands, **mode)
-        if self.window == "Conv":
-            self.conv(w, em, padded, outs[0])
-            return
-        include = {"count_include_pad": 0 if self.variant == "count_include_pad" else 1}
-        attrs = include if self.window == "AveragePool" else {}
-        w.op(self.window, [padded], outs[0], kernel_shape=self.kernel, **attrs)
+        self.write_window(w, em, w.op("Pad", operands, **mode), outs[0])
 
 
 TEMPLATES = (ConvActivation, ConvBatchNorm, ConvAffine, ConvResidual, PadWindow)

@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from generator.dtypes import ALL, DType
-from generator.ops.base import Emitter
+from generator.ops.base import Emitter, list_operand
 from generator.ops.dynamic import sparse_mask
 from generator.patterns.base import Writer
 from generator.patterns.shape import INT64_MAX, ShapedPattern
@@ -50,7 +50,7 @@ class MaskedSelect(ShapedPattern):
         return [self.keep, *ins[0].shape[self.depth :]], [self.keep, self.depth], DType.int64
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = self.dims(em)[: self.depth]
         values = sparse_mask(em.values, dims, em.ival(self.keep), DType.bool)
         mask = em.const(values) if self.variant == "" else w.runtime(values)
@@ -59,11 +59,13 @@ class MaskedSelect(ShapedPattern):
         w.op("GatherND", [ins[0], indices], outs[0])
 
 
-def shape_piece(w: Writer, dims: str, axis: int) -> str:
-    """One dim of a tensor as a 1-element vector, as torch writes `x.size(axis)` into a shape:
-    Gather of a scalar index, then Unsqueeze."""
-    picked = w.op("Gather", [dims, w.em.const(np.array(axis, dtype=np.int64))], axis=0)
-    return w.op("Unsqueeze", [picked, w.em.const_i64([0])])
+def shape_piece(w: Writer, dims: str, axis: int, rank: int) -> str:
+    """One dim of a tensor of `rank` as a 1-element vector, as torch writes `x.size(axis)` into
+    a shape: Gather of a scalar index (`x.size(-1)` from the end), then Unsqueeze."""
+    index = np.array(w.index("Gather", axis, rank), dtype=np.int64)
+    picked = w.op("Gather", [dims, w.em.const(index)], axis=0)
+    axes, attrs = list_operand(w.em, "Unsqueeze", "axes", [0], constant=True)
+    return w.op("Unsqueeze", [picked, *axes], **attrs)
 
 
 class ViewReshape(ShapedPattern):
@@ -94,10 +96,13 @@ class ViewReshape(ShapedPattern):
         return [s[0], s[1]], [2], DType.int64
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = w.op("Shape", ins) if any(self.computed.values()) else ""  # no dim read: no Shape left dead
         static = self.dims(em)
-        pieces = {a: shape_piece(w, dims, a) if c else em.const_i64([static[a]]) for a, c in self.computed.items()}
+        rank = self.inputs[0].rank
+        pieces = {
+            a: shape_piece(w, dims, a, rank) if c else em.const_i64([static[a]]) for a, c in self.computed.items()
+        }
         rest = np.array([-1], dtype=np.int64)
         free = w.runtime(rest) if self.variant == "runtime_piece" else em.const(rest)
         order = [pieces[0], free, *([pieces[self.inputs[0].rank - 1]] if len(pieces) > 1 else [])]
@@ -132,13 +137,13 @@ class ExpandLeading(ShapedPattern):
         return [self.lead, *ins[0].shape], [ins[0].rank + 1], DType.int64
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = w.op("Shape", ins)
         lead = np.array([em.ival(self.lead)], dtype=np.int64)
         pieces = [w.runtime(lead) if self.variant == "runtime_lead" else em.const(lead)]
         start = 1 if self.split_first else 0
         if self.split_first:
-            pieces.append(shape_piece(w, dims, 0))
+            pieces.append(shape_piece(w, dims, 0, self.inputs[0].rank))
         if start < self.inputs[0].rank:
             bounds = [em.const_i64([start]), em.const_i64([INT64_MAX])]
             pieces.append(w.op("Slice", [dims, *bounds]))

@@ -12,7 +12,7 @@ import numpy as np
 
 from generator.dtypes import FLOAT_TYPES, DType
 from generator.ops.base import Emitter
-from generator.patterns.base import Pattern, Writer
+from generator.patterns.base import LIFTED, Pattern, Writer
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 MATMUL_TYPES: tuple[DType, ...] = (*FLOAT_TYPES, DType.int32, DType.int64)
@@ -84,7 +84,7 @@ class MatMulAdd(MatMulPattern):
         return [2, *shape] if self.variant == "bias_broadcast" else shape
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         product = self.matmul(w, em, ins[0], self.exposed(outs))
         n = em.ival(self.n)
         bias = [2, 1, n] if self.variant == "bias_broadcast" else [n]
@@ -102,6 +102,7 @@ class MatMulScale(MatMulPattern):
     ranks = (2, 3, 4)
     max_rank = 4
     node_cost = 2
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "vector_scale": "the scale is a vector over N, not a scalar",
         "runtime_scale": "the scale is a graph input, not a constant",
@@ -113,14 +114,23 @@ class MatMulScale(MatMulPattern):
         self.before = not self.second_output and self.rng.random() < 0.3
         self.value = self.rng.choice((0.125, 0.5, 2.0, 1 / math.sqrt(8)))
 
+    @classmethod
+    def backward_inputs(cls, out: TType, rng: random.Random) -> list[TType] | None:
+        """The lifted near miss's input has a rank less than its output."""
+        if cls.variant != LIFTED:
+            return super().backward_inputs(out, rng)
+        below = TType(out.dtype, out.rank - 1)
+        return [below] if cls.slot_ok(0, below) else None
+
+    def out_shape(self, ins: list[AbsTensor]) -> list[Dim]:
+        return self.lifted(super().out_shape(ins))
+
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        if self.variant == "runtime_scale":
-            scale = w.runtime(w.array(self.value))
-        elif self.variant == "vector_scale":
+        w = self.writer(em, outs)
+        if self.variant == "vector_scale":
             scale = w.const([self.value * (1 + i % 3) for i in range(em.ival(self.n))])
         else:
-            scale = w.const(self.value)
+            scale = w.scalar(self.value, lift=True, runtime=self.variant == "runtime_scale")
         if self.before and self.variant != "vector_scale":
             self.matmul(w, em, w.op("Mul", [ins[0], scale]), outs[0])
             return
@@ -165,7 +175,7 @@ class TransposeMatMul(MatMulPattern):
         return self.outputs(AbsTensor(ins[0].dtype, [*moved[:-1], self.n]), AbsTensor(ins[0].dtype, moved))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         moved = w.op("Transpose", ins, self.exposed(outs), perm=self.perm())
         k, n = em.ival(self.moved(self.inputs)[-1]), em.ival(self.n)
         w.op("MatMul", [moved, em.weight([k, n], w.dtype, fan_in=k)], outs[0])
@@ -190,7 +200,7 @@ class GemmActivation(MatMulPattern):
         self.activation = UNFUSED_ACTIVATION if self.variant == "activation" else self.rng.choice(GEMM_ACTIVATIONS)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
         operands = [ins[0], em.weight([k, n], w.dtype, fan_in=k), em.weight([n], w.dtype)]
         product = w.op("Gemm", operands, self.exposed(outs))
@@ -212,7 +222,7 @@ class MatMulBatchNorm(MatMulPattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         product = self.matmul(w, em, ins[0], self.exposed(outs))
         channels = em.ival(self.out_shape(self.inputs)[1])
         stats = [em.weight([channels], w.dtype) for _ in range(3)]
@@ -254,11 +264,11 @@ class Attention(Pattern):
         return b * s * val(self.d) * (3 * h + 2 * s)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         h, d = em.ival(self.inputs[0].shape[-1]), em.ival(self.d)
         q, k, v = (w.op("MatMul", [ins[0], em.weight([h, d], w.dtype, fan_in=h)]) for _ in range(3))
         scores = w.op("MatMul", [q, w.op("Transpose", [k], perm=[0, 2, 1])])
-        root = w.const(math.sqrt(d))
+        root = w.scalar(math.sqrt(d))
         scaled = w.op("Mul" if self.variant == "scale" else "Div", [scores, root])
         axis = 1 if self.variant == "softmax_axis" else -1
         probabilities = w.op("Softmax", [scaled], self.exposed(outs), axis=axis)
@@ -289,7 +299,7 @@ class IntegerMatMulScale(MatMulPattern):
         return self.outputs(AbsTensor(DType.float32, shape), AbsTensor(DType.int32, list(shape)))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         dtype = self.inputs[0].dtype
         k, n = em.ival(self.inputs[0].shape[-1]), em.ival(self.n)
         zero = np.array(3 if dtype is DType.uint8 else -2, dtype=dtype.numpy)

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from generator.dtypes import FLOAT_TYPES
-from generator.ops.base import Emitter
+from generator.ops.base import OLDEST_WRITTEN, Emitter
 from generator.patterns.base import SameShapePattern, Writer
 from generator.symbolic import SymCtx, TType
 
@@ -23,6 +23,7 @@ class NormPattern(SameShapePattern):
     """Shared near misses of the normalizations written out as elementwise ops."""
 
     dtypes = FLOAT_TYPES
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "axis": "the variance is reduced over another axis than the mean (or the input)",
         "eps_position": "epsilon is added after the square root",
@@ -50,13 +51,13 @@ class NormPattern(SameShapePattern):
         must read from elsewhere than a scalar second operand is NEAR_EPSILON, so that falling
         back to the default shows."""
         if self.variant == "eps_position":
-            return w.op("Add", [w.op("Sqrt", [mean_square]), w.const(EPSILON)])
+            return w.op("Add", [w.op("Sqrt", [mean_square]), w.scalar(EPSILON, lift=True)])
         if self.variant == "epsilon_first":
-            return w.op("Sqrt", [w.op("Add", [w.const(NEAR_EPSILON), mean_square])])
+            return w.op("Sqrt", [w.in_order("Add", [w.scalar(NEAR_EPSILON, lift=True), mean_square])])
         if self.variant == "vector_epsilon":
             eps = w.const(np.full([self.dims(em)[-1]], NEAR_EPSILON))
             return w.op("Sqrt", [w.op("Add", [mean_square, eps])])
-        return w.op("Sqrt", [w.op("Add", [mean_square, w.const(EPSILON)])])
+        return w.op("Sqrt", [w.op("Add", [mean_square, w.scalar(EPSILON, lift=True)])])
 
     def scale(self, w: Writer, em: Emitter) -> str:
         d = self.dims(em)[-1]
@@ -78,10 +79,10 @@ class LayerNorm(NormPattern):
     node_cost = 9
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         mean = w.reduce("ReduceMean", ins[0], [-1])
         centred = w.op("Sub", [ins[0], mean], self.exposed(outs))
-        var = w.reduce("ReduceMean", w.op("Pow", [centred, w.const(self.power())]), self.variance_axes())
+        var = w.reduce("ReduceMean", w.op("Pow", [centred, w.scalar(self.power())]), self.variance_axes())
         normed = w.op("Div", [centred, self.root(w, em, var)])
         scaled = w.op("Mul", [normed, self.scale(w, em)])
         w.op("Add", [scaled, em.weight([self.dims(em)[-1]], w.dtype)], outs[0])
@@ -97,8 +98,8 @@ class RmsNorm(NormPattern):
     node_cost = 6
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        square = w.op("Pow", [ins[0], w.const(self.power())], self.exposed(outs))
+        w = self.writer(em, outs)
+        square = w.op("Pow", [ins[0], w.scalar(self.power())], self.exposed(outs))
         normed = w.op("Div", [ins[0], self.root(w, em, w.reduce("ReduceMean", square, self.variance_axes()))])
         w.op("Mul", [normed, self.scale(w, em)], outs[0])
 
@@ -133,7 +134,7 @@ class SkipLayerNorm(SameShapePattern):
         return w.op("Add", [ins[0], em.weight(skip, w.dtype)], self.exposed(outs))
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = self.dims(em)
         total = self.residual(w, em, ins, outs)
         axis = -2 if self.variant == "axis" else -1
@@ -148,8 +149,9 @@ class SkipRmsNorm(SkipLayerNorm):
     source = "onnxruntime SimplifiedLayerNormFusion, then SkipLayerNormFusion"
     fires = ("+ai.onnx::SimplifiedLayerNormalization", "+com.microsoft::SkipSimplifiedLayerNormalization")
     uses = ("Add", "Pow", "ReduceMean", "Sqrt", "Div", "Mul")
-    since_opset = 13
+    since_opset = OLDEST_WRITTEN  # SkipLayerNorm's 17 is LayerNormalization's
     node_cost = 7
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "rank": "the input is not 3-D (the fused kernel's [batch, sequence, hidden])",
         "skip_broadcast": "the skip is broadcast from [1, ..., hidden], not the input's shape",
@@ -157,11 +159,11 @@ class SkipRmsNorm(SkipLayerNorm):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = self.dims(em)
         total = self.residual(w, em, ins, outs)
-        square = w.op("Pow", [total, w.const(2.0)])
-        root = w.op("Sqrt", [w.op("Add", [w.reduce("ReduceMean", square, [-1]), w.const(EPSILON)])])
+        square = w.op("Pow", [total, w.scalar(2.0)])
+        root = w.op("Sqrt", [w.op("Add", [w.reduce("ReduceMean", square, [-1]), w.scalar(EPSILON, lift=True)])])
         w.op("Mul", [w.op("Div", [total, root]), em.weight(dims[-1:], w.dtype)], outs[0])
 
 

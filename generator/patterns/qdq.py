@@ -13,6 +13,7 @@ search, which knows QuantizeLinear's step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import ml_dtypes
@@ -23,7 +24,7 @@ from generator.dtypes import DType
 from generator.ops.base import Emitter
 from generator.patterns.base import Pattern, SameShapePattern, Writer
 from generator.patterns.shape import ShapedPattern
-from generator.symbolic import AbsTensor, Cond, Dim
+from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType
 
 IN_SCALE = 2.0**-5
 ZERO = 128
@@ -47,6 +48,7 @@ class QdqOp(Pattern):
         " scale cannot hold",
         "second_consumer": "the float result of the op is also an output",
     }
+    variant_needs: ClassVar[dict[str, tuple[str, str]]] = {"per_axis_output": ("QuantizeLinear", "axis")}
     variant: ClassVar[str]
     out_scale: ClassVar[float] = ODD * IN_SCALE
     out_zero: ClassVar[int] = ZERO
@@ -87,7 +89,7 @@ class QdqSameShape(QdqOp, SameShapePattern):
         return w.op(self.op, [x], out)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         x = _qdq(w, ins[0], IN_SCALE)
         result = self.compute(w, em, x, self.target(outs))
         self.finish(w, em, result, outs, self.dims(em)[1])
@@ -145,39 +147,48 @@ class QdqSoftmax(QdqSameShape):
 
 
 class QdqPool(QdqOp, ShapedPattern):
-    """The average pools over a 4-D x: AveragePool with a 2x2 or 3x3 window, GlobalAveragePool."""
+    """A pool over a 4-D x between Q/DQ pairs: each template's pool ranges over its family
+    (AveragePool, MaxPool, LpPool; the global three), written as the pool's registered spec
+    with its own attributes. The inexact ones (an average, an Lp norm) are kept off the
+    requantization's half-integers by the value search, as Sigmoid's are."""
 
-    op: ClassVar[str]
     min_rank = 4
     max_rank = 4
     node_cost = 5
 
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.window = self.consumer_op(ins)
+        self.made: list[AbsTensor] = []
+
     def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        window = [d >= 3 for d in ins[0].shape[2:]] if self.op == "AveragePool" else []
-        return [*window, *self.channels(ins)]
+        cons, self.made = self.window.bind([ins[0]])
+        return [*cons, *self.channels(ins)]
 
     def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
-        n, c, h, w = ins[0].shape
-        out: list[Dim] = [n, c, h - 1, w - 1] if self.op == "AveragePool" else [n, c, 1, 1]
+        out = list(self.made[0].shape)
         return out, list(out), DType.float32
 
     def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
         out, middle, dtype = self.shapes(ins)
         return self.outputs(AbsTensor(dtype, out), AbsTensor(dtype, middle))
 
+    def work(self, val: Callable[[Dim], int]) -> int:
+        return self.window.work(val)
+
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         x = _qdq(w, ins[0], IN_SCALE)
-        attrs = {"kernel_shape": [2, 2]} if self.op == "AveragePool" else {}
-        result = w.op(self.op, [x], self.target(outs), **attrs)
+        result = w.fresh(self.target(outs))
+        self.window.emit(em, [x], [result])
         self.finish(w, em, result, outs, self.dims(em)[1])
 
 
 class QdqAveragePool(QdqPool):
     template = "QdqAveragePool"
-    source = "onnxruntime QDQSelectorActionTransformer (AveragePool)"
+    source = "onnxruntime QDQSelectorActionTransformer (AveragePool; MaxPool's Q/DQ are dropped)"
     fires = ("+com.microsoft::QLinearAveragePool",)
-    op = "AveragePool"
+    consumers = ("AveragePool", "MaxPool", "LpPool")
     out_scale = ODD * IN_SCALE / 4
 
 
@@ -185,7 +196,7 @@ class QdqGlobalAveragePool(QdqPool):
     template = "QdqGlobalAveragePool"
     source = "onnxruntime QDQSelectorActionTransformer (GlobalAveragePool)"
     fires = ("+com.microsoft::QLinearGlobalAveragePool",)
-    op = "GlobalAveragePool"
+    consumers = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
     out_scale = 2.0**-8
 
 
@@ -222,7 +233,7 @@ class QdqRelu(QdqOp, SameShapePattern):
         return self.channels(ins)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         _, numpy_type, zeros, scale = QUANT_TYPES[int(em.values.integers(len(QUANT_TYPES)))]
         zero = zeros[int(em.values.integers(len(zeros)))]
         x = _typed_qdq(w, ins[0], np.float32(scale), np.array(zero, numpy_type))

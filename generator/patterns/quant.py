@@ -63,7 +63,7 @@ class DynamicQuantizeMatMul(QuantMatMulPattern):
     }
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         y, y_scale, y_zero = dynamic_outputs(f"{outs[0]}_q")
         em.node("DynamicQuantizeLinear", [ins[0]], [y, y_scale, y_zero])
         weight, weight_zero, k = self.quant_weight(em)
@@ -90,9 +90,10 @@ class QdqMatMul(QuantMatMulPattern):
         "float_output": "no Q after the MatMul: the product stays float",
         "second_consumer": "the float product is also an output",
     }
+    variant_needs: ClassVar[dict[str, tuple[str, str]]] = {"per_axis_output": ("QuantizeLinear", "axis")}
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, DType.float32)
+        w = self.writer(em, outs, DType.float32)
         x_scale, w_scale = 2.0**-5, 2.0**-3
         x = self.qdq(w, ins[0], x_scale, 128)
         weight, weight_zero, k = self.quant_weight(em)

@@ -10,8 +10,9 @@ from typing import ClassVar
 import numpy as np
 
 from generator.dtypes import ALL, FLOAT_TYPES, NUMERIC, DType
-from generator.ops.base import Emitter
-from generator.patterns.base import Pattern, SameShapePattern, Writer
+from generator.ops.base import OUTPUTS, Emitter, list_operand, op_version
+from generator.ops.nn import Dropout
+from generator.patterns.base import Pattern, SameShapePattern
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, floordiv, numel
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -68,7 +69,7 @@ class TransposePair(ShapedPattern):
         return [middle[p] for p in self.second], middle, ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         middle = w.op("Transpose", ins, self.exposed(outs), perm=self.perm)
         w.op("Transpose", [middle], outs[0], perm=self.second)
 
@@ -91,7 +92,7 @@ class ReshapeRoundTrip(ShapedPattern):
         return list(ins[0].shape), [numel(ins[0].shape)], ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = np.array(self.dims(em), dtype=np.int64)
         flat = w.op("Reshape", [ins[0], em.const_i64([-1])], self.exposed(outs))
         back = w.runtime(dims) if self.variant == "runtime_shape" else em.const_i64(dims.tolist())
@@ -133,7 +134,7 @@ class CastRoundTrip(SameShapePattern):
         return self.outputs(AbsTensor(ins[0].dtype, list(ins[0].shape)), middle)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         middle = w.op("Cast", ins, self.exposed(outs), to=self.middle().onnx)
         w.op("Cast", [middle], outs[0], to=self.inputs[0].dtype.onnx)
 
@@ -159,9 +160,11 @@ class SqueezeRoundTrip(ShapedPattern):
         return shape, [*shape[:at], 1, *shape[at:]], ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        grown = w.op("Unsqueeze", [ins[0], em.const_i64([self.axis])], self.exposed(outs))
-        w.op("Squeeze", [grown, em.const_i64([self.axis])], outs[0])
+        w = self.writer(em, outs)
+        axes, attrs = list_operand(em, "Unsqueeze", "axes", [self.axis], constant=True)
+        grown = w.op("Unsqueeze", [ins[0], *axes], self.exposed(outs), **attrs)
+        axes, attrs = list_operand(em, "Squeeze", "axes", [self.axis], constant=True)
+        w.op("Squeeze", [grown, *axes], outs[0], **attrs)
 
 
 class SliceWhole(SameShapePattern):
@@ -183,7 +186,7 @@ class SliceWhole(SameShapePattern):
         self.axis = self.rng.randrange(ins[0].rank)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         starts, ends = ([-1], [INT64_MIN]) if self.variant == "reverse" else ([0], [INT64_MAX])
         bounds = [np.array(v, dtype=np.int64) for v in (starts, ends)]
         names = [w.runtime(b) for b in bounds] if self.variant == "runtime_bounds" else [em.const(b) for b in bounds]
@@ -209,7 +212,7 @@ class ExpandSame(ShapedPattern):
         return ([2, *shape] if self.variant == "grow" else shape), shape, ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         shape = np.array(([2] if self.variant == "grow" else []) + self.dims(em), dtype=np.int64)
         name = w.runtime(shape) if self.variant == "runtime_shape" else em.const(shape)
         w.op("Expand", [ins[0], name], outs[0])
@@ -226,11 +229,19 @@ class DropoutChain(ShapedPattern):
     node_cost = 2
     near_misses: ClassVar[dict[str, str]] = {"second_consumer": "the Dropout's mask is also an output"}
 
+    @classmethod
+    def exists_at(cls, opset: int) -> bool:
+        """The mask of an inference Dropout means something from Dropout-12 on (nothing is
+        dropped); before, the spec leaves it open and the reference refuses it."""
+        if cls.variant == "second_consumer" and super().exists_at(opset):
+            return Dropout.refusal(op_version("Dropout", opset), {OUTPUTS: 2}) is None
+        return super().exists_at(opset)
+
     def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
         return list(ins[0].shape), list(ins[0].shape), DType.bool
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         same = w.op("Identity", ins)
         em.node("Dropout", [same], outs if self.second_output else outs[:1])
 
@@ -247,6 +258,7 @@ class NeutralArith(ShapedPattern):
     uses = ("Add", "Sub", "Mul", "Div")
     dtypes = NUMERIC
     node_cost = 1
+    lifts = True
     near_misses: ClassVar[dict[str, str]] = {
         "broadcast": "the neutral operand has a leading axis of 2: the op broadcasts",
         "runtime_operand": "the neutral operand is a graph input, not a constant",
@@ -258,13 +270,14 @@ class NeutralArith(ShapedPattern):
 
     def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
         shape = list(ins[0].shape)
-        return ([2, *shape] if self.variant == "broadcast" else shape), shape, ins[0].dtype
+        return ([2, *shape] if self.variant == "broadcast" else self.lifted(shape)), shape, ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        shape = [2] + [1] * self.inputs[0].rank if self.variant == "broadcast" else []
-        value = np.full(shape, NEUTRAL[self.op], dtype=w.dtype.numpy)
-        operand = w.runtime(value) if self.variant == "runtime_operand" else em.const(value)
+        w = self.writer(em, outs)
+        if self.variant == "broadcast":
+            operand = em.const(np.full([2] + [1] * self.inputs[0].rank, NEUTRAL[self.op], dtype=w.dtype.numpy))
+        else:
+            operand = w.scalar(NEUTRAL[self.op], lift=True, runtime=self.variant == "runtime_operand")
         w.op(self.op, [ins[0], operand], outs[0])
 
 
@@ -293,9 +306,10 @@ class ShapeReshape(ShapedPattern):
         return [kept, floordiv(numel(shape), kept)], [2], DType.int64
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         dims = w.op("Shape", ins)
-        picked = w.op("Gather", [dims, em.const(np.array([self.kept()], dtype=np.int64))], axis=0)
+        kept = w.index("Gather", self.kept(), self.inputs[0].rank)
+        picked = w.op("Gather", [dims, em.const(np.array([kept], dtype=np.int64))], axis=0)
         tail = np.array([-1], dtype=np.int64)
         rest = w.runtime(tail) if self.variant == "runtime_tail" else em.const(tail)
         target = w.op("Concat", [picked, rest], self.exposed(outs), axis=0)
@@ -317,8 +331,8 @@ class NotWhere(ShapedPattern):
         return list(ins[0].shape), list(ins[0].shape), DType.bool
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
-        negated = w.op("Not", [w.op("Greater", [ins[0], w.const(0)])], self.exposed(outs))
+        w = self.writer(em, outs)
+        negated = w.op("Not", [w.op("Greater", [ins[0], w.scalar(0)])], self.exposed(outs))
         w.op("Where", [negated, ins[0], em.weight(self.dims(em)[-1:], w.dtype)], outs[0])
 
 
@@ -360,9 +374,10 @@ class GatherSplit(ShapedPattern):
         return shape, shape, ins[0].dtype
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        w = Writer(em, outs, self.inputs[0].dtype)
+        w = self.writer(em, outs)
         count = self.length - 1 if self.variant == "partial" else self.length
-        parts = [w.op("Gather", [ins[0], em.const(np.array(i, dtype=np.int64))], axis=self.axis) for i in range(count)]
+        picks = [np.array(w.index("Gather", i, self.length), dtype=np.int64) for i in range(count)]
+        parts = [w.op("Gather", [ins[0], em.const(i)], axis=self.axis) for i in picks]
         w.op("Sum", parts, outs[0])
 
 

@@ -16,11 +16,12 @@ from typing import cast
 
 import numpy as np
 import onnx
+import onnx.defs
 import torch
 from onnx import numpy_helper
 
 from generator.ops import registry
-from generator.ops.base import CAPTURED, node_attrs
+from generator.ops.base import CAPTURED, node_attrs, op_version
 from generator.ops.narrow import as_torch
 from generator.ops.unsigned import carried, stand_in
 from generator.values.predicate import Attrs, Predicate
@@ -75,6 +76,12 @@ class Failure:
         return [i for i, t in enumerate(self.operands) if t is not None]
 
 
+def model_opset(model: onnx.ModelProto) -> int:
+    """The default-domain opset the model imports (the newest onnx knows, when it names none)."""
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    return versions[0] if versions else onnx.defs.onnx_opset_version()
+
+
 def as_tensor(a: np.ndarray) -> torch.Tensor:
     return as_torch(a)
 
@@ -111,13 +118,19 @@ STEP_FIELDS = tuple(f.name for f in fields(Step))
 """What a Node takes over from the Step it places (a Node is a Step too)."""
 
 
-def prepare(n: onnx.NodeProto) -> Step:
+def prepare(n: onnx.NodeProto, opset: int | None = None) -> Step:
+    """The node ready to run in a model importing `opset`: computed by its op's version there,
+    as the backends' reference computes it (Softmax-11 normalizes the flattened tail, and a
+    value kept safe under another reading may not be); None: the current meaning."""
     specs = registry()
     if n.domain not in ("", "ai.onnx") or n.op_type not in specs:
         raise UnsupportedModel(f"op {n.domain or 'ai.onnx'}::{n.op_type} has no reference")
+    version = None if opset is None else op_version(n.op_type, opset)
+    spec = specs[n.op_type]
+    computed = spec.reference if version is None else spec.reference_at(version)
     # Optional inputs left empty arrive as None, as in the backends' reference.
-    ref = with_proxy(n.op_type, carried(n.op_type, cast(Reference, specs[n.op_type].reference)))
-    attrs = node_attrs(n)
+    ref = with_proxy(n.op_type, carried(n.op_type, cast(Reference, computed)))
+    attrs = node_attrs(n, version)
     inputs = (*n.input, *attrs.get(CAPTURED, ()))  # an If's branches read outer tensors
     return Step(n.name, n.op_type, attrs, ref, inputs, tuple(n.output), predicates(n.op_type))
 
@@ -131,7 +144,7 @@ class Program:
         missing = [v.name for v in model.graph.input if v.name not in arrays]
         if missing:
             raise UnsupportedModel(f"no value for graph inputs {missing}")
-        steps = [prepare(n) for n in model.graph.node]
+        steps = [prepare(n, model_opset(model)) for n in model.graph.node]
         initial = {n: arrays[n] for n in arrays if n in free}
         self._start(initial, {n: as_tensor(a) for n, a in arrays.items() if n not in free})
         self.extend(steps)
