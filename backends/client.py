@@ -63,9 +63,12 @@ class WorkerClient:
         startup_timeout_s: float = 120.0,
         memory_mb: int | None = None,
         compile_timeout_s: float | None = None,
+        coverage: bool | list[str] = False,
     ) -> None:
         """`timeout_s` bounds the run stage; `compile_timeout_s` the import and compile
-        stages (default: the larger of COMPILE_TIMEOUT_S and `timeout_s`)."""
+        stages (default: the larger of COMPILE_TIMEOUT_S and `timeout_s`). `coverage`: measure
+        the system's own Python code on the runs submitted with `measure` (True: the packages
+        the adapter names; a list: those packages); backends.code_coverage."""
         self.spec = spec
         # A worker starts in its scratch folder, where a relative path would name nothing:
         # a path is taken from the caller's working folder (symlinks kept, so a venv's
@@ -77,6 +80,7 @@ class WorkerClient:
         self.fault = fault
         self.startup_timeout_s = startup_timeout_s
         self.memory_mb = memory_mb
+        self.coverage = coverage
         self.info: BackendInfo | None = None
         self.level = spec.level
         self.handshake: dict[str, Any] = {}
@@ -182,6 +186,7 @@ class WorkerClient:
             "options": self.options,
             "fault": self.fault,
             "memory_mb": self.memory_mb,
+            "coverage": self.coverage,
         }
         assert proc.stdin is not None
         with contextlib.suppress(OSError):  # a worker that died at once: the handshake read says so
@@ -227,10 +232,20 @@ class WorkerClient:
         level = self.handshake.get("lowest_level")
         return str(level) if level else None
 
-    def submit(self, model: bytes, inputs: dict[str, np.ndarray]) -> None:
+    @property
+    def measures(self) -> bool:
+        """Whether the worker measures the system's code when asked (it has `coverage`)."""
+        return str(self.handshake.get("coverage", "off")).startswith("on")
+
+    def submit(self, model: bytes, inputs: dict[str, np.ndarray], measure: bool | str = False) -> None:
+        """Send a case; `measure`: with the system's code coverage, where the worker measures
+        it: the arcs no earlier run of the process executed, or with "all" every arc it ran."""
         if self._held is not None:
             raise RuntimeError("the answer to the case sent ahead is not collected yet")
-        self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
+        header: dict[str, Any] = {"op": "run", "level": self.level}
+        if measure:
+            header["measure"] = measure
+        self._submit(header, inputs, {"model": model})
 
     def echo(self, arrays: dict[str, np.ndarray]) -> RunResult:
         """Send arrays and get them back without touching the system: the protocol's own cost."""
@@ -346,6 +361,7 @@ class WorkerClient:
             backend=self.info,
             rewrites={str(k): int(v) for k, v in (header.get("rewrites") or {}).items()},
             kernels={str(k): str(v) for k, v in (header.get("kernels") or {}).items()},
+            arcs={str(f): [(int(a), int(b)) for a, b in arcs] for f, arcs in (header.get("arcs") or {}).items()},
         )
 
     def _failure(

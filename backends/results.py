@@ -67,3 +67,7 @@ class RunResult(BaseModel):
     """What the system's optimizer did to the model, read off its optimized graph after a
     good compile (generator.coverage.Coverage.rewrites has the keys); empty where the
     adapter exposes nothing."""
+    arcs: dict[str, list[tuple[int, int]]] = Field(default_factory=dict, exclude=True)
+    """The arcs of the system's own Python code this run executed first in its worker
+    (backends.code_coverage), where the run was measured; empty elsewhere. Feedback only:
+    never written into a bundle."""

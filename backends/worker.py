@@ -28,6 +28,7 @@ import numpy as np
 
 from backends import faults
 from backends.adapters.base import Unavailable, is_unsupported
+from backends.code_coverage import CodeCoverage, start_coverage
 from backends.protocol import PROTOCOL_VERSION, read_message, write_message
 
 MAX_MESSAGE = 4000
@@ -86,10 +87,12 @@ def limit_memory(extra_mb: int) -> int:
 class Served:
     """The adapter with what the run loop needs to judge its failures."""
 
-    def __init__(self, adapter: Any, memory_cap_mb: int | None) -> None:
+    def __init__(self, adapter: Any, memory_cap_mb: int | None, coverage: CodeCoverage | None = None) -> None:
         self.adapter = adapter
         self.patterns = tuple(getattr(adapter, "unsupported", ()))
         self.memory_cap_mb = memory_cap_mb
+        self.coverage = coverage
+        """Measures the system's own Python code where the bot asked for it (backends.code_coverage)."""
 
     def failure(self, stage: str, e: BaseException) -> dict[str, Any]:
         traceback.print_exc(file=sys.stderr)
@@ -132,6 +135,40 @@ def read_kernels(adapter: Any, compiled: Any) -> dict[str, str]:
 
 
 def handle_run(
+    served: Served, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The run, measured when the bot asked for the system's code coverage: the arcs it
+    reached first go with the reply, a failed run's too (a converter's error path is code)."""
+    native = getattr(served.adapter, "code_coverage", None)
+    if not header.get("measure") or (served.coverage is None and native is None):
+        return run_stages(served, header, inputs, model, fault, out)
+    if served.coverage is None:
+        reply, outputs = run_stages(served, header, inputs, model, fault, out)
+        arcs: dict[str, list[tuple[int, int]]] = {}
+    else:
+        with served.coverage.measuring():
+            reply, outputs = run_stages(served, header, inputs, model, fault, out)
+        arcs = served.coverage.new_arcs(every=header.get("measure") == "all")
+    if native is not None:
+        arcs.update(native_lines(native))
+    if arcs:
+        reply["arcs"] = arcs
+    return reply, outputs
+
+
+def native_lines(read: Any) -> dict[str, list[tuple[int, int]]]:
+    """The adapter's optional `code_coverage()`: the native source lines the run executed
+    (file -> lines, from the counters a gcov or llvm-cov build keeps), as one-line arcs. A
+    failure reads as nothing, as for the rewrites."""
+    try:
+        return {str(f): [(int(n), int(n)) for n in lines] for f, lines in dict(read()).items() if lines}
+    except Exception:  # noqa: BLE001 - coverage is feedback: it never fails a run
+        print("fuzzbot: reading the native coverage failed (the run goes on):", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return {}
+
+
+def run_stages(
     served: Served, header: dict[str, Any], inputs: dict[str, np.ndarray], model: bytes, fault: Any, out: BinaryIO
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Stage events go out before each stage, so a crash or hang inside it is still tagged.
@@ -188,6 +225,10 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
         info = adapter.info()
         declared = tuple(getattr(adapter, "system_modules", ()))
         origins = module_origins(before, declared, str(hello.get("plugin_module") or ""))
+        measured = coverage_packages(adapter, hello.get("coverage"))
+        coverage, coverage_state = start_coverage(measured) if measured else (None, "off")
+        if coverage is None and hello.get("coverage") and hasattr(adapter, "code_coverage"):
+            coverage_state = "on: the build's native counters"
         cap = limit_memory(int(hello["memory_mb"])) if hello.get("memory_mb") else None
     except BaseException as e:  # noqa: BLE001 - any import failure is reported, not raised
         unavailable = isinstance(e, Unavailable)
@@ -213,9 +254,22 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
             "python": sys.version.split()[0],
             "executable": sys.executable,
             "memory_cap_mb": cap,
+            "coverage": coverage_state,
+            "coverage_modules": measured,
         },
     )
-    return Served(adapter, cap), fault
+    return Served(adapter, cap, coverage), fault
+
+
+def coverage_packages(adapter: Any, asked: Any) -> list[str]:
+    """What to measure: the packages the bot named, or on `True` the adapter's
+    `coverage_modules` (its Python converter and passes), else its `system_modules`."""
+    if isinstance(asked, list):
+        return [str(p) for p in asked]
+    if asked is True:
+        own = getattr(adapter, "coverage_modules", None)
+        return [str(p) for p in (getattr(adapter, "system_modules", ()) if own is None else own)]
+    return []
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> int:

@@ -100,6 +100,18 @@ class GuideSettings(BaseModel):
     hint: bool = Field(
         True, description="two builds: weigh the ops and rewrites the change's diff names (git refs, or Python sources)"
     )
+    code_coverage: bool = Field(
+        True,
+        description="measure the system's own Python code (its converter, its passes) in head's worker and steer "
+        "toward cases that reach code, above all the lines the change touched, no case reached yet",
+    )
+    coverage_modules: list[str] = Field(
+        default_factory=list,
+        description="packages to measure (default: the adapter's coverage_modules, else its system_modules)",
+    )
+    coverage_every: int = Field(
+        1, ge=1, description="measure one seed in N (tracing a pure-Python converter costs tests per second)"
+    )
 
 
 class KnownBugsSettings(BaseModel):

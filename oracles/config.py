@@ -14,6 +14,13 @@ class OracleConfig(BaseModel):
 
     reruns: int = Field(3, ge=1, le=20, description="runs of a candidate finding on every side (k); 1 = no re-runs")
     localize: bool = Field(True, description="re-run a bad case at its build's lowest level")
+    judging_share: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="the most of a campaign's worker runs while fuzzing that re-runs, localization and reductions may"
+        " take, counted in runs; suspects past it are judged after the fuzzing (1: no limit)",
+    )
     second_reference: bool = Field(
         True, description="confirm wrong results: onnx.reference agrees with torch, or a float64 rerun sides with it"
     )

@@ -212,6 +212,9 @@ class CrossJudgement(BaseModel):
     or symptom): base's failure. The label is provisional until base is asked about the
     reduced model (bot.reduce.campaign): a crash new in head once read as persistent
     because base failed on the same case for another reason."""
+    deferred: bool = False
+    """Triage judged only the first runs: its re-runs did not fit the runs judging may take
+    while fuzzing (oracles.judging_budget), so the case is judged again after it."""
 
     @property
     def key(self) -> str:

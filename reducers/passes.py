@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 import onnx
@@ -49,6 +50,11 @@ class Context:
 Pass = Callable[[Candidate, Context], Candidate | None]
 
 
+CHUNK = 8
+"""Candidates built at a time: making one (an edit, the checker) costs as much as a test on a
+model with many weights, so they are made as they are tested, within the budget."""
+
+
 def _first_of(
     ctx: Context, case: Candidate, candidates: Callable[[Candidate], Iterator[Candidate | None]]
 ) -> Candidate | None:
@@ -56,13 +62,26 @@ def _first_of(
     best: Candidate | None = None
     try:
         while True:
-            cands = list(candidates(best or case))
-            hit = ctx.tester.first_success(cands)
+            hit = _first_in(ctx, candidates(best or case))
             if hit is None:
                 return best
-            best = cands[hit]
+            best = hit
     except BudgetExhausted:
         return best
+
+
+def _first_in(ctx: Context, candidates: Iterator[Candidate | None]) -> Candidate | None:
+    """The first candidate, in order, the predicate accepts, building CHUNK at a time with the
+    budget checked before each: a model with a hundred weights once kept one pass building
+    three hundred checked candidates per accepted edit, past every bound."""
+    while True:
+        ctx.tester.check_budget()
+        chunk = list(islice(candidates, max(CHUNK, ctx.tester.config.jobs)))
+        if not chunk:
+            return None
+        hit = ctx.tester.first_success(chunk)
+        if hit is not None:
+            return chunk[hit]
 
 
 def drop_outputs(case: Candidate, ctx: Context) -> Candidate | None:

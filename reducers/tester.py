@@ -64,6 +64,10 @@ class Tester(Generic[C]):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
+    def check_budget(self) -> None:
+        """Raise BudgetExhausted once a bound is reached (work between tests counts in time)."""
+        self._check_budget()
+
     def _check_budget(self) -> None:
         self.stats.elapsed_s = self._clock() - self._start
         cfg = self.config

@@ -18,7 +18,9 @@ from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding
+from bot.findings.summary import Summary
 from bot.reduce.finding import crash_site_fingerprint, kernel_fingerprint
+from oracles.judging_budget import GRANT
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
@@ -305,3 +307,33 @@ def test_one_check_named_with_the_dtype_it_refused_is_one_report(tmp_path: Path)
     assert len(refs) == 1, [(r.signature, r.fingerprint) for r in refs]
     assert "Prelu requires the input tensor to have float dtype" in refs[0].signature
     assert campaign.summary.occurrences[refs[0].fingerprint] == 2
+
+
+def _perturbed(out: Path, share: float) -> Summary:
+    cfg = FuzzConfig(
+        out=out,
+        probe=False,
+        max_tests=30,
+        budget=600,
+        test_fault={"kind": "perturb"},
+        oracles={"judging_share": share},
+        reduce={"enabled": False},
+        guide={"mutation": False},  # a finding's mutants would be other cases: the same seeds, the same cases
+    )
+    return Campaign(cfg).run()
+
+
+def test_judging_past_its_share_of_runs_waits_for_the_end_and_loses_no_finding(tmp_path: Path) -> None:
+    """A perturbing worker makes every case a suspect. With no share of the runs for judging
+    (its first grant aside), suspects wait for the end of the fuzzing, each is then judged in
+    full and counted under its verdict, and the campaign keeps the findings it keeps with
+    judging unbounded, each with the time it was first seen."""
+    bounded = _perturbed(tmp_path / "bounded", 0.0)
+    free = _perturbed(tmp_path / "free", 1.0)
+    j = bounded.judging
+    assert j is not None and j.deferred > 0 and j.after_runs > 0
+    assert j.judging_runs <= GRANT + 2 * 3, "while fuzzing, the grant and no more (one triage may overrun it)"
+    assert free.judging is not None and free.judging.deferred == 0
+    assert sum(bounded.counts.values()) == bounded.tests == 30 and bounded.counts == free.counts
+    assert {f.fingerprint for f in bounded.findings} == {f.fingerprint for f in free.findings}
+    assert all(f.found_s is not None and f.found_s <= bounded.wall_s for f in bounded.findings)

@@ -15,6 +15,7 @@ from bot.campaign.sides import open_campaign
 from bot.config import FuzzConfig, ReduceSettings
 from bot.findings.bundle import Bundle, Finding
 from bot.findings.known_bugs import KnownBug, KnownNode, holds, known_bug, write_known
+from bot.findings.summary import Summary
 from bot.reduce.blame import blame
 from bot.reduce.candidates import ClientPool
 from bot.sides.config import CompilerConfig
@@ -50,7 +51,7 @@ def test_a_bug_blamed_on_a_kernel_is_known_by_that_node_not_by_what_reads_it() -
     assert not holds(other_reader, [unblamed.trigger()])
 
 
-def _divergent(tmp: Path, known: list[Path]) -> tuple[int, int]:
+def _divergent(tmp: Path, known: list[Path]) -> tuple[int, int, Summary]:
     """A campaign of onnxruntime 1.28.0 against 1.31.1 over float64 Sigmoids and Muls, where
     many a model holds x * Sigmoid(x): 1.28.0's QuickGeluFusion makes a float64 QuickGelu
     it has no kernel for (tests/release_cases), 1.31.1 runs it, a divergence. Its divergent
@@ -70,7 +71,7 @@ def _divergent(tmp: Path, known: list[Path]) -> tuple[int, int]:
     )
     summary = open_campaign(cfg).run()
     assert summary.mutation is not None
-    return summary.mutation.parents.get("divergent", 0), summary.counts.get("fixed", 0)
+    return summary.mutation.parents.get("divergent", 0), summary.counts.get("fixed", 0), summary
 
 
 def test_a_divergence_that_shows_a_known_bug_teaches_generation_nothing(tmp_path: Path) -> None:
@@ -81,13 +82,48 @@ def test_a_divergence_that_shows_a_known_bug_teaches_generation_nothing(tmp_path
     does, and its features are not taught to the focus either."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    parents, fixed = _divergent(tmp_path / "a", [])
+    parents, fixed, _ = _divergent(tmp_path / "a", [])
     bug = KnownBug(
         fingerprint="quick-gelu", nodes=[KnownNode(op_type="Sigmoid"), KnownNode(op_type="Mul")], edges=[(0, 1)]
     )
     known = write_known(tmp_path / "known-bugs.json", [bug])
-    known_parents, known_fixed = _divergent(tmp_path / "b", [known])
+    known_parents, known_fixed, summary = _divergent(tmp_path / "b", [known])
     assert parents >= 1 and fixed >= 10, (parents, fixed)
     # known, its cases are no parents (bot.cases.source), and teach the focus nothing: 26 of
     # the 60 are that bug, where teaching it made 33
     assert known_parents == 0 and known_fixed * 5 <= fixed * 4, (known_parents, known_fixed, fixed)
+    share = summary.known_share["quick-gelu"]  # known from the start: every test counts
+    assert share.known_at == 0 and share.tests_after == 60 and 0 < share.shown_after <= known_fixed
+
+
+def _quick_gelu_campaign(out: Path, during: bool) -> Summary:
+    compiler = {"base": {"python": str(rc.ort_python(rc.QUICK_GELU_FLOAT64[0]))}, "head": {"python": sys.executable}}
+    cfg = FuzzConfig(
+        out=out,
+        max_tests=100,
+        budget=900,
+        seed=0,
+        probe=False,
+        backend="onnxruntime:all",
+        compiler=CompilerConfig.model_validate(compiler),
+        reduce=ReduceSettings(budget=60.0, share=0.0, during=during),
+        generator={"ops": ["Sigmoid", "Mul"], "dtypes": ["float64"], "nodes": 4, "symbolic_dims": 0.0},
+    )
+    return open_campaign(cfg).run()
+
+
+def test_a_bug_learned_while_fuzzing_takes_a_smaller_share_of_the_tests_after(tmp_path: Path) -> None:
+    """QuickGelu's float64 fusion bug, with the first finding reduced while fuzzing: from then
+    on generation steers away from it, its divergence keys stop teaching the focus, and its
+    share of the tests (summary.json `known_share`) falls well below the share it keeps in
+    the same campaign that never learns it."""
+    unlearned = _quick_gelu_campaign(tmp_path / "unlearned", during=False)
+    learned = _quick_gelu_campaign(tmp_path / "learned", during=True)
+    assert not unlearned.known_share and learned.known_share, learned.counts
+    share = next(iter(learned.known_share.values()))
+    assert share.known_at + share.tests_after == learned.tests == 100
+    never_known = unlearned.counts["fixed"] / unlearned.tests
+    assert share.tests_after >= 50 and share.shown_after / share.tests_after < never_known / 2, (
+        share,
+        unlearned.counts,
+    )

@@ -113,17 +113,25 @@ def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
 def test_guidance_finds_both_pass_regressions_that_plain_generation_misses(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
-    """head -> leaky adds two miscompiling passes. With divergence, mutation and the diff's
-    hint, both are new regressions within 600 tests; plain generation meets neither pair
-    (LeakyRelu feeding a boundless Clip, Transpose feeding Softmax) in those tests."""
+    """head -> leaky adds two miscompiling passes. With divergence, mutation, the diff's
+    hint and head's code coverage, both are new regressions within 600 tests; plain
+    generation meets neither pair (LeakyRelu feeding a boundless Clip, Transpose feeding
+    Softmax) in those tests. The passes are Python: head's worker measures them, and cases
+    reach the lines the change added."""
     found = {}
-    for mode, guide in (("on", {}), ("off", {"divergence": False, "mutation": False, "hint": False})):
+    plain = {"divergence": False, "mutation": False, "hint": False, "code_coverage": False}
+    for mode, guide in (("on", {}), ("off", plain)):
         (tmp_path / mode).mkdir()
         config = _config(tmp_path / mode, narrow, cache, "head", "leaky", guide=guide)
         r, summary = _fuzz(cli, config, tmp_path / mode / "out", 600)
         found[mode] = {f["signature"] for f in summary["findings"] if f["across"] == "new_regression"}
         if mode == "on":
             assert r.code == 2 and summary["mutation"]["mutants"] > 0
+            code = summary["code_coverage"]
+            assert code["measured"] == 600 and code["files"] > 0 and code["changed_lines"] > 0
+            assert 0 < code["changed_lines_reached"] <= code["changed_lines"] and code["cases_reaching_change"] > 0
+        else:
+            assert summary["code_coverage"] is None
     assert any("Softmax" in s and "Transpose" in s for s in found["on"])
     assert any("LeakyRelu" in s and "Clip" in s for s in found["on"])
     assert not any("LeakyRelu" in s and "Clip" in s for s in found["off"])

@@ -140,3 +140,19 @@ def test_a_matrix_of_an_older_probe_format_is_probed_again(tmp_path: Path) -> No
         again = probe_support(client, client.info, 17, tmp_path, lambda f: None, ops=["Relu"])
     assert DType.int64 not in again.supported["Relu"] and DType.float32 in again.supported["Relu"]
     assert json.loads(path.read_text())["probe_format"] == PROBE_FORMAT
+
+
+def test_python_s_own_type_errors_are_no_declared_limit() -> None:
+    """A converter that divides two strings is broken: "unsupported operand type(s)" is Python
+    speaking, not the build declining an op (a mutant of onnx2torch's node naming once left
+    its probe with nothing to generate)."""
+    from backends.results import RunResult, Status
+    from bot.sides.probe import is_unsupported
+
+    def error(message: str) -> RunResult:
+        return RunResult(status=Status.error, message=message)
+
+    assert not is_unsupported(error("TypeError: unsupported operand type(s) for /: 'str' and 'str'"))
+    assert not is_unsupported(error("TypeError: '<' not supported between instances of 'str' and 'int'"))
+    assert is_unsupported(error("NotImplementedError: Converter is not implemented (Clip, 6)"))
+    assert is_unsupported(error("onnx: op Foo unsupported at this opset"))

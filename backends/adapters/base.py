@@ -14,7 +14,10 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
 limitation rather than a bug), `opsets`, `level_help`, `lowest_level`,
-`system_modules` and `rewrites(compiled) -> dict[str, int]` (called after a good compile:
+`system_modules`, `coverage_modules`, `code_coverage() -> dict[str, list[int]]` (the native
+source lines the run just measured executed, read off the counters of a build compiled for
+gcov or llvm-cov; backends.code_coverage measures Python itself) and
+`rewrites(compiled) -> dict[str, int]` (called after a good compile:
 which rewrites the system's optimizer performed on this model, read off the graph it made,
 keyed as generator.coverage.Coverage.rewrites documents; a failure in it is ignored, never
 the run's).
@@ -55,6 +58,10 @@ class Adapter:
     system_modules: ClassVar[tuple[str, ...]] = ()
     """Top-level modules that are the system under test: the worker reports the file each was
     imported from, and the bot refuses a side whose copy is not its own build's."""
+    coverage_modules: ClassVar[tuple[str, ...] | None] = None
+    """The packages of the system's own Python code (a converter, passes) whose coverage steers
+    generation (backends.code_coverage); None: `system_modules`; (): none, for a build whose
+    deciding code is native."""
     worker_packages: ClassVar[tuple[str, ...]] = ()
     """Packages of this repository, besides `backends`, that the worker needs on its path."""
     worker_requires: ClassVar[tuple[str, ...]] = ()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from backends.adapters.base import Adapter
 class OpenVinoAdapter(Adapter):
     name = "openvino"
     system_modules = ("openvino",)
+    coverage_modules: ClassVar[tuple[str, ...] | None] = ()
+    """Its frontend and passes are C++."""
     level_modes = {"performance": "PERFORMANCE", "accuracy": "ACCURACY"}
     levels = tuple(level_modes)
     default_level = "performance"

@@ -20,7 +20,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -62,6 +62,8 @@ _NOT_FUSED = r"(?s)^(?!.*Fusion/')"
 class OrtAdapter(Adapter):
     name = "onnxruntime"
     system_modules = ("onnxruntime",)
+    coverage_modules: ClassVar[tuple[str, ...] | None] = ()
+    """Its optimizer is C++."""
     level_names = {
         "disable": "ORT_DISABLE_ALL",
         "basic": "ORT_ENABLE_BASIC",

@@ -16,7 +16,7 @@ build setting that is not what users run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from backends.adapters.base import Adapter, Unavailable
 class TensorRtAdapter(Adapter):
     name = "tensorrt"
     system_modules = ("tensorrt",)
+    coverage_modules: ClassVar[tuple[str, ...] | None] = ()
+    """Its builder is C++."""
     level_numbers = {"O0": 0, "O1": 1, "O2": 2, "default": 3, "O4": 4, "O5": 5}
     """fuzzbot level -> IBuilderConfig.builder_optimization_level (3 is TensorRT's default)."""
     levels = tuple(level_numbers)

@@ -23,7 +23,7 @@ text parse per model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from backends.adapters.base import Adapter
 class TorchCompileAdapter(Adapter):
     name = "torch.compile"
     system_modules = ("torch",)
+    coverage_modules: ClassVar[tuple[str, ...] | None] = ()
+    """Dynamo and inductor are Python, but tracing them costs more than a compile: name them
+    in guide.coverage_modules to measure them."""
     level_args: dict[str, dict[str, Any]] = {
         "aot_eager": {"backend": "aot_eager"},
         "default": {"backend": "inductor"},

@@ -46,6 +46,8 @@ from backends.adapters.base import Adapter
 class TvmAdapter(Adapter):
     name = "tvm"
     system_modules = ("tvm",)
+    coverage_modules: ClassVar[tuple[str, ...] | None] = ("tvm.relax.frontend",)
+    """The ONNX frontend is Python (its passes are C++ behind Python wrappers)."""
     PREPARATIONS: ClassVar[dict[str, tuple[tuple[str, tuple[Any, ...]], ...]]] = {
         "fold": (("FoldConstant", ()),),
         "inference": (("DecomposeOpsForInference", ()), ("FoldConstant", ())),

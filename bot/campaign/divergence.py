@@ -61,6 +61,8 @@ class Observed:
     """It showed a divergence other than bits seen at most RARE times: a parent for mutants."""
     rewrites: list[str] = field(default_factory=list)
     """Rewrite keys only one build performed."""
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, key) of each divergence the test showed."""
 
 
 class DivergenceLog:
@@ -74,6 +76,13 @@ class DivergenceLog:
         self.keys: Counter[tuple[str, str]] = Counter()
         self.seeds: dict[tuple[str, str], list[int]] = {}
         self.support = SupportChanges(fails_check=fail_on_dropped)
+        self.muted: set[tuple[str, str]] = set()
+        """Keys a known bug shows (mute): counted, never taught to generation again. A float16
+        Clip regression once made "-Clip only in base" the top key of 452 of 2,075 tests,
+        and every Clip case it drew was that one bug again."""
+
+    def mute(self, keys: set[tuple[str, str]]) -> None:
+        self.muted |= keys
 
     def observe(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Observed:
         """Record one two-build test: what its divergences teach generation."""
@@ -93,7 +102,8 @@ class DivergenceLog:
             self.seeds.setdefault(kk, [])
             if len(self.seeds[kk]) < EXAMPLE_SEEDS:
                 self.seeds[kk].append(case.seed)
-            if d.kind.fed and self.keys[kk] <= RARE:
+            seen.keys.append(kk)
+            if d.kind.fed and self.keys[kk] <= RARE and kk not in self.muted:
                 strong = d.kind is not DivergenceKind.bits
                 seen.weight += (1.0 if strong else BITS_WEIGHT) / math.sqrt(self.keys[kk])
                 seen.new |= strong and self.keys[kk] == 1

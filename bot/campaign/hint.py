@@ -54,6 +54,8 @@ LINE_WEIGHT = 0.5
 """What an op named in a changed line weighs, against one named by the file or the function
 or class the change is in (a `transpose=` argument says less than a `class Transpose`)."""
 MAX_FILES = 4000
+HUNK_NEW = re.compile(r"^@@ -\S+ \+(\d+(?:,\d+)?) @@")
+"""A -U0 hunk header's head side: its first line and, after a comma, how many lines."""
 DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames", "-U0")
 FUNCNAME_DRIVERS = {"py": "python", "cc": "cpp", "cpp": "cpp", "h": "cpp", "hpp": "cpp", "cu": "cpp"}
 """git's own hunk-header patterns, so a hunk names the function it is in (`def fold_leaky_clip`)."""
@@ -67,6 +69,24 @@ class Changed:
     path: str
     lines: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)
+    new_lines: set[int] = field(default_factory=set)
+    """Head's line numbers the change wrote (where it only deleted, the line after): what
+    code coverage asks a case to reach (bot.campaign.code_feedback)."""
+
+
+@dataclass
+class ChangeHint:
+    """What a two-build campaign read off its change: the summary, the focus's hinted
+    layer, and head's changed line numbers by path."""
+
+    summary: HintSummary
+    layer: Layer = field(default_factory=Layer)
+    lines: dict[str, set[int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, changes: list[Changed], op_types: Iterable[str], source: str) -> ChangeHint:
+        summary, layer = read_hint(changes, op_types, source)
+        return cls(summary, layer, {c.path: set(c.new_lines) for c in changes if c.new_lines})
 
 
 def words(identifier: str) -> list[str]:
@@ -182,6 +202,7 @@ def git_changes(repo: str, base: str, head: str) -> list[Changed]:
         raise HintError(f"git diff {base[:12]} {head[:12]} failed: {done.stderr.strip()[:200]}")
     changes: list[Changed] = []
     in_hunk = False
+    at = 0
     for line in done.stdout.splitlines():
         if line.startswith("diff --git "):
             changes.append(Changed(line.rpartition(" b/")[2]))
@@ -190,9 +211,26 @@ def git_changes(repo: str, base: str, head: str) -> list[Changed]:
             in_hunk = True
             if scope := line.rpartition("@@")[2].strip():
                 changes[-1].scopes.append(scope)
+            at, deletion = _hunk_start(line)
+            if deletion:
+                changes[-1].new_lines.add(at)
         elif in_hunk and line[:1] in ("+", "-"):
             changes[-1].lines.append(line[1:])
+            if line[0] == "+":
+                changes[-1].new_lines.add(at)
+                at += 1
     return changes
+
+
+def _hunk_start(header: str) -> tuple[int, bool]:
+    """Head's first line of a -U0 hunk, and whether the hunk only deletes: then git names the
+    line before the deletion, and the line after it stands for the change."""
+    match = HUNK_NEW.search(header)
+    if match is None:
+        return 1, False
+    start, _, count = match.group(1).partition(",")
+    deletion = count == "0"
+    return max(int(start) + deletion, 1), deletion
 
 
 class HintError(Exception):
@@ -221,6 +259,7 @@ def source_changes(base_root: Path, head_root: Path) -> list[Changed]:
             touched_old.update(range(i1 + 1, i2 + 1) or {i1 + 1})
             touched_new.update(range(j1 + 1, j2 + 1) or {j1 + 1})
         change.scopes = list(dict.fromkeys([*_scopes(old, touched_old), *_scopes(new, touched_new)]))
+        change.new_lines = touched_new
         changes.append(change)
     return changes
 
@@ -240,6 +279,18 @@ def _scopes(source: str, lines: set[int]) -> list[str]:
     return found
 
 
+def with_python_scopes(changes: list[Changed], checkout: Path) -> list[Changed]:
+    """Each changed Python file's scopes read off head's source too: git's hunk header names
+    only the nearest `def` (`def forward(self, ...)`), where the class around it names the
+    op (`class OnnxHardSigmoid`)."""
+    for change in changes:
+        path = checkout / change.path
+        if change.path.endswith(".py") and change.new_lines and path.is_file():
+            scopes = _scopes(path.read_text(errors="replace"), change.new_lines)
+            change.scopes = list(dict.fromkeys([*change.scopes, *scopes]))
+    return changes
+
+
 def package_root(module_file: str) -> Path | None:
     """The folder of the package a module file belongs to (its top-level package's)."""
     path = Path(module_file)
@@ -252,7 +303,7 @@ def change_hint(
     imports: dict[str, dict[str, str]],
     systems: list[str],
     op_types: Iterable[str],
-) -> tuple[HintSummary, Layer]:
+) -> ChangeHint:
     """The hint of a two-build campaign: `git diff` when both sides are commits fuzzbot
     built, else the diff of the system's installed Python sources; an empty layer (and a
     note saying why) when neither is there to read."""
@@ -262,14 +313,14 @@ def change_hint(
         if base is not None and head is not None and base.commit and head.commit and own is not None:
             checkout = own / f"checkout-{head.commit[:12]}"
             if checkout.is_dir():
-                changes = git_changes(str(checkout), base.commit, head.commit)
-                return read_hint(changes, op_types, f"git diff {base.commit[:12]} {head.commit[:12]}")
+                changes = with_python_scopes(git_changes(str(checkout), base.commit, head.commit), checkout)
+                return ChangeHint.of(changes, op_types, f"git diff {base.commit[:12]} {head.commit[:12]}")
         pairs = [(imports.get("base", {}).get(m), imports.get("head", {}).get(m)) for m in systems]
         roots = [(package_root(b), package_root(h)) for b, h in pairs if b and h]
         changes = [c for b, h in roots if b is not None and h is not None and b != h for c in source_changes(b, h)]
     except (HintError, OSError, subprocess.TimeoutExpired) as e:
-        return HintSummary(source="none", note=f"no hint: {e}"), Layer()
+        return ChangeHint(HintSummary(source="none", note=f"no hint: {e}"))
     if changes:
-        return read_hint(changes, op_types, f"Python sources of {', '.join(systems)} in the two builds")
+        return ChangeHint.of(changes, op_types, f"Python sources of {', '.join(systems)} in the two builds")
     what = "the two builds' Python sources are the same" if roots else "no diff to read (no commits, no Python sources)"
-    return HintSummary(source="none", note=what), Layer()
+    return ChangeHint(HintSummary(source="none", note=what))

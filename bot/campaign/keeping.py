@@ -52,14 +52,17 @@ class FindingKeeper:
         self.count_key = count_key
         self.clock = clock
 
-    def keep(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> FindingRef | None:
+    def keep(
+        self, case: Prepared, results: list[RunResult], cross: CrossJudgement, found_s: float | None = None
+    ) -> FindingRef | None:
         """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
 
         A finding has one label (oracles.sides.finding_label). A sighting under a stronger one
         than the finding's bundles show earns a bundle, and the weaker bundles go to
         duplicates/; a weaker sighting is counted, not kept (KeptFindings.superseded_by). A sighting
         under the first fingerprint of a finding already reduced is an occurrence of the bug
-        its reduction named (CampaignReduction.occurrence)."""
+        its reduction named (CampaignReduction.occurrence). `found_s`: when it was first seen,
+        for a suspect judged after the fuzzing (default: now)."""
         j = cross.culprit.first
         finding = self._finding(case, results, cross)
         known = self.reduction.occurrence(j.fingerprint, cross.key)
@@ -83,7 +86,7 @@ class FindingKeeper:
             move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
         local = cross.culprit.localization
         ref = FindingRef(
-            found_s=round(self.clock(), 3),
+            found_s=round(self.clock(), 3) if found_s is None else found_s,
             mutation=f"{case.mutation} (parent seed {case.parent})" if case.mutation else "",
             path=relative_to_root(dest, out),
             verdict=j.verdict,

@@ -15,11 +15,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
+from bot.campaign.code_feedback import CODE_GAIN, CodeFeedback
 from bot.campaign.divergence import DivergenceLog
 from bot.campaign.hint import change_hint
 from bot.campaign.keeping import FindingKeeper
@@ -36,9 +38,9 @@ from bot.cases.shard import Shard
 from bot.cases.source import CaseSource
 from bot.config import FuzzConfig
 from bot.findings.bundle import write_bundle
-from bot.findings.known_bugs import KNOWN_FILE, write_known
+from bot.findings.known_bugs import KNOWN_FILE, KnownBug, holds, write_known
 from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import PerfFinding, RegressionSummary, Summary, in_output, write_summary
+from bot.findings.summary import KnownShare, PerfFinding, RegressionSummary, Summary, in_output, write_summary
 from bot.findings.summary_md import write_summary_md
 from bot.reduce.campaign import CampaignReduction
 from bot.reduce.finding import SideRun
@@ -46,6 +48,7 @@ from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry
 from oracles.case import CaseEvidence
+from oracles.judging_budget import JudgingBudget
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict, SideName
 
@@ -66,11 +69,25 @@ PAIR_GAIN = 0.1
 """What a case that only covered a new op pair, or new bits, yields (a new finding or another
 new divergence: 1): new pairs come with half of all fresh cases, new bits with many cases
 of a release that changed a kernel, so counting them whole would crowd out the rest."""
+DEFER_PER_FAILURE = 2
+"""Suspects of one failure (label and fingerprints) kept to be judged after the fuzzing."""
 NEAR_MISS = 0.5
 """The share of its dtype's tolerance an output must reach to make its case a near miss."""
 
 Lane = list[Side]
 """One worker per side, in the order (base, head) or (head,)."""
+
+
+@dataclass
+class Deferred:
+    """A suspect judged on its first runs while fuzzing, to be judged in full after."""
+
+    case: Prepared
+    results: list[RunResult]
+    level: str | None
+    key: str
+    """The count key its first runs gave, moved to its verdict's once judged."""
+    found_s: float
 
 
 class Campaign:
@@ -104,10 +121,16 @@ class Campaign:
         self.levels: list[str] = []
         self.client = self.lanes[0][-1].client
         """Lane 0's head worker: the one that probes support."""
-        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules))
+        self.judging = JudgingBudget(cfg.oracles.judging_share)
+        """The worker runs judging may take while fuzzing (oracles.judging_budget)."""
+        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules), budget=self.judging)
+        self._deferred: list[Deferred] = []
+        self._deferred_per: Counter[tuple[object, ...]] = Counter()
         self.store = FindingStore.in_dir(Path(cfg.out))
         runs = {s.name: self._side_run(i) for i, s in enumerate(self.setups)}
-        self.reduction = CampaignReduction(cfg, runs, self.state.kept, self.store, on_known=self._bug_known)
+        self.reduction = CampaignReduction(
+            cfg, runs, self.state.kept, self.store, on_known=self._bug_known, budget=self.judging
+        )
         self.source = CaseSource(
             cfg.generator,
             cfg.seed,
@@ -121,6 +144,13 @@ class Campaign:
             cfg, self.setups, self.state, self.store, self.reduction, self._count_key, self._fuzzing_s
         )
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
+        self.code = CodeFeedback.of({}, cfg.guide.coverage_every)
+        """Head's own Python code the cases executed, and the lines the change touched."""
+        for name in self.reduction.known:  # known from a file: from the first test on
+            self.state.known_share[name] = KnownShare(known_at=0)
+        self._shown_keys: dict[str, set[tuple[str, str]]] = {}
+        """Divergence keys of reported cases, by the failure's first fingerprint: muted once
+        its bug is known (bot.campaign.divergence.DivergenceLog.mute)."""
         self._lock = threading.RLock()
         self._stop = threading.Event()
 
@@ -135,9 +165,16 @@ class Campaign:
             raise RuntimeError("the campaign has not finished: its state is `state`")
         return self._summary
 
-    def _bug_known(self) -> None:
-        """A bug became known while fuzzing: generation forgets the parents that show it."""
-        self.source.forget_known()
+    def _bug_known(self, bug: KnownBug) -> None:
+        """A bug became known while fuzzing: generation forgets the parents that show it and
+        quiets its focus on the bug's ops, the divergence keys its cases showed stop teaching
+        generation, and the share of later tests it still takes is counted (summary.json
+        `known_share`)."""
+        self.source.forget_known([n.op_type for n in bug.nodes])
+        if self.divergence is not None:
+            firsts = self.reduction.first_names(bug.fingerprint)
+            self.divergence.mute(set().union(*(self._shown_keys.get(f, set()) for f in firsts)))
+        self.state.known_share.setdefault(bug.fingerprint, KnownShare(known_at=self.state.tests))
 
     def _fuzzing_s(self) -> float:
         """Seconds since the fuzzing started (0 before, and for cases a user hands over)."""
@@ -186,9 +223,10 @@ class Campaign:
             return
         client = self.lanes[0][-1].client
         systems = [*system_modules(self.spec), *client.handshake.get("system_modules", ())]
-        hint, layer = change_hint(self.setups, self.state.sides, self.state.imports, systems, registry())
-        self.state.hint = hint
-        self.source.focus.hinted = layer
+        hint = change_hint(self.setups, self.state.sides, self.state.imports, systems, registry())
+        self.state.hint = hint.summary
+        self.source.focus.hinted = hint.layer
+        self.code = CodeFeedback.of(hint.lines, self.cfg.guide.coverage_every)
 
     def _worth_probing(self) -> bool:
         """Plugins are never imported here, so they are probed; built-ins say if it pays."""
@@ -245,6 +283,7 @@ class Campaign:
         try:
             self._replay_regressions()
             self._run_lanes()
+            self._judge_deferred()
             self._stop_fuzzing(start)
             self.reduction.after()
             self.bisect_regressions()
@@ -285,11 +324,24 @@ class Campaign:
         if self.regressions is not None and regressions is not None:
             regressions.added = self.regressions.add(out, self.state.kept.findings)
             regressions.unsaved = dict(self.regressions.unsaved)
-        tallies = Tallies.of(self.counts, self.source, self.triage, self.reduction, self.divergence)
+        code = self.code.summary() if self.cfg.guide.code_coverage else None
+        if code is not None and not code.measured:
+            code.note = self._why_unmeasured()
+        tallies = Tallies.of(self.counts, self.source, self.triage, self.reduction, self.divergence, code)
+        self.state.judging = self.judging.summary()
         summary = self._summary = self.state.summary(tallies)
         write_summary(summary, out)
         write_summary_md(out, summary)
         write_known(out / KNOWN_FILE, list(self.reduction.known.values()))
+
+    def _why_unmeasured(self) -> str:
+        """summary.json's one line on why head's code was never measured."""
+        head = self.lanes[0][-1].client
+        state = str(head.handshake.get("coverage", "off"))
+        if state == "on":
+            return "no case executed the measured packages"
+        modules = head.handshake.get("coverage_modules") or []
+        return state if modules else "off: the backend names no Python code of its own to measure"
 
     def _stop_fuzzing(self, start: float) -> None:
         """wall_s is the fuzzing time; reduction and bisection have their own timings."""
@@ -344,13 +396,15 @@ class Campaign:
             if following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results):
                 self._send(following, lanes.at(case_level(following.seed, self.levels)))
                 ahead = True
-            self.record(case, results, lane, evidence)
+            self.record(case, results, lane, evidence, deferrable=True)
             case = following
 
-    @staticmethod
-    def _send(case: Prepared, lane: Lane) -> None:
+    def _send(self, case: Prepared, lane: Lane) -> None:
+        """Every side gets the case; head's worker measures its code where the campaign asks
+        (guide.code_coverage, on the seeds `coverage_every` picks)."""
+        measure = self.cfg.guide.code_coverage and self.code.measures(case.seed)
         for side in lane:
-            side.client.submit(case.model_bytes, case.inputs)
+            side.client.submit(case.model_bytes, case.inputs, measure=measure and side.name == SideName.head)
 
     def close(self) -> None:
         for lanes in self.lane_sets:
@@ -386,44 +440,104 @@ class Campaign:
         return self.record(case, results, lane), results
 
     def record(
-        self, case: Prepared, results: list[RunResult], lane: Lane | None = None, evidence: CaseEvidence | None = None
+        self,
+        case: Prepared,
+        results: list[RunResult],
+        lane: Lane | None = None,
+        evidence: CaseEvidence | None = None,
+        deferrable: bool = False,
     ) -> CrossJudgement:
         """Triage the first runs (re-runs, rules and localization happen there), then count.
-        The rewrites counted are head's: the build under test, the one generation steers toward."""
+        The rewrites counted are head's: the build under test, the one generation steers toward.
+        `deferrable` (a fuzzing lane's case): a suspect whose re-runs do not fit the judging
+        budget waits for the end of the fuzzing (oracles.judging_budget)."""
         lane = lane or self.lanes[0]
         t0 = time.perf_counter()
-        cross = self.triage.triage(case, lane, results, evidence)
+        cross = self.triage.triage(case, lane, results, evidence, deferrable=deferrable)
         judged = time.perf_counter() - t0
         self.source.note_rewrites(results[-1].rewrites, case.seed)
         with self._lock:
-            times = self.state.times
-            times.triage += judged
-            times.backend += sum(r.wall_s for r in results)
-            for side, r in zip(lane, results, strict=True):
-                spent = (r.compile_s or 0.0) + (r.run_s or 0.0)
-                times.backend_compute += spent
-                times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
-            self.counts[self._count_key(cross)] += 1
-            self.state.tests += 1  # with its count: a signal after here leaves the two agreeing
-            self.state.seed_last = max(case.seed, self.state.seed_last or case.seed)
-            if self.levels and (ran := results[-1].backend) is not None:
-                self.state.levels[ran.level] += 1
-            gain = max(self._diverged(case, results, cross), PAIR_GAIN if case.new_coverage else 0.0)
-            if self.two_sided and self._near_miss(cross, results[-1]):
-                self.source.add_parent(case, "near_miss")
-            if cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
-                if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
-                    gain = max(gain, self.source.found(case))  # a PR check is after what changed
-                self.reduction.during(ref, self.deadline)
-            elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
-                self.keeping.keep_aside(case, results, cross)
-            self.source.credit(case, gain)
+            self._account(case, results, lane, judged, cross)
+            self._conclude(case, results, lane, cross)
             tests = self.state.tests
             self.on_test(self.state)  # tests and findings are current; the rest is counted where it happens
         every = self.cfg.oracles.perf.every
         if self.two_sided and cross.verdict is CrossVerdict.pass_ and every and tests % every == 0:
             self.check_perf(case, lane)
         return cross
+
+    def _account(
+        self, case: Prepared, results: list[RunResult], lane: Lane, judged: float, cross: CrossJudgement
+    ) -> None:
+        """One test's times, its count and its runs, under the lock."""
+        times = self.state.times
+        times.triage += judged
+        times.backend += sum(r.wall_s for r in results)
+        for side, r in zip(lane, results, strict=True):
+            spent = (r.compile_s or 0.0) + (r.run_s or 0.0)
+            times.backend_compute += spent
+            times.sides[side.name] = times.sides.get(side.name, 0.0) + spent
+        self.judging.tests += len(lane)
+        self.counts[self._count_key(cross)] += 1
+        self.state.tests += 1  # with its count: a signal after here leaves the two agreeing
+        self._count_known(case, cross)
+        self.state.seed_last = max(case.seed, self.state.seed_last or case.seed)
+        if self.levels and (ran := results[-1].backend) is not None:
+            self.state.levels[ran.level] += 1
+
+    def _conclude(self, case: Prepared, results: list[RunResult], lane: Lane, cross: CrossJudgement) -> None:
+        """What a judged test yields to generation, and the finding it is, kept on disk; a
+        deferred suspect is kept to be judged after the fuzzing, and teaches generation what
+        its first runs showed (its divergences, the code it reached) now."""
+        gain = max(
+            self._diverged(case, results, cross),
+            self._reached(case, results[-1], cross),
+            PAIR_GAIN if case.new_coverage else 0.0,
+        )
+        if self.two_sided and self._near_miss(cross, results[-1]):
+            self.source.add_parent(case, "near_miss")
+        if cross.deferred:
+            self._defer(case, results, cross)
+        elif cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
+            if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
+                gain = max(gain, self.source.found(case))  # a PR check is after what changed
+            self.reduction.during(ref, self.deadline)
+        elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
+            self.keeping.keep_aside(case, results, cross)
+        self.source.credit(case, gain)
+
+    def _defer(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> None:
+        """A suspect judged on its first runs only, counted under that verdict for now, kept
+        to be judged in full after the fuzzing; past DEFER_PER_FAILURE of one failure, the
+        rest stay counted as they are (their failure is judged on the ones kept)."""
+        failure = (cross.key, *((s.side, s.first.fingerprint) for s in (cross.base, cross.head) if s and s.bad))
+        if self._deferred_per[failure] >= DEFER_PER_FAILURE:
+            return
+        self._deferred_per[failure] += 1
+        level = case_level(case.seed, self.levels)
+        self._deferred.append(Deferred(case, results, level, self._count_key(cross), round(self._fuzzing_s(), 3)))
+
+    def _judge_deferred(self) -> None:
+        """The suspects the judging budget made wait, judged in full now on lane 0's
+        workers, in the order they came, and kept with the time they were first seen."""
+        waiting, self._deferred = self._deferred, []
+        during = self.judging.judging
+        for d in waiting:
+            lane = self.lane_sets[0].at(d.level)
+            t0 = time.perf_counter()
+            cross = self.triage.triage(d.case, lane, d.results, deferrable=False)
+            with self._lock:
+                self.state.times.triage += time.perf_counter() - t0
+                self.counts[d.key] -= 1
+                self.counts[self._count_key(cross)] += 1
+                if cross.verdict.is_reported:
+                    self.keeping.keep(d.case, d.results, cross, found_s=d.found_s)
+                elif cross.verdict is CrossVerdict.flaky or (
+                    cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered
+                ):
+                    self.keeping.keep_aside(d.case, d.results, cross)
+        self.judging.after += self.judging.judging - during
+        self.judging.judging = during
 
     def _diverged(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> float:
         """Count where the builds differed on this case, and teach generation its features;
@@ -434,13 +548,45 @@ class Campaign:
         if self.divergence is None:
             return 0.0
         seen = self.divergence.observe(case, results, cross)
-        if cross.verdict.is_reported and self.source.shows_known(case.model):
-            return 0.0
+        if cross.verdict.is_reported:
+            self._shown_keys.setdefault(cross.culprit.first.fingerprint, set()).update(seen.keys)
+            if self.source.shows_known(case.model):
+                return 0.0
         if seen.weight and self.cfg.guide.divergence and case.features is not None:
             self.source.note_divergence(case.features, seen.weight, seen.rewrites)
         if seen.rare:
             self.source.add_parent(case, "divergent")
         return 1.0 if seen.new else PAIR_GAIN if seen.new_bits else 0.0
+
+    def _count_known(self, case: Prepared, cross: CrossJudgement) -> None:
+        """One more test after each bug known so far, and whether it showed that bug: a
+        reported case named after it, or holding its trigger."""
+        named = self.reduction.aliases.get(cross.culprit.first.fingerprint) if cross.verdict.is_reported else None
+        for name, share in self.state.known_share.items():
+            share.tests_after += 1
+            bug = self.reduction.known.get(name)
+            shown = name == named or (
+                cross.verdict.is_reported and bug is not None and holds(case.model, [bug.trigger()])
+            )
+            share.shown_after += shown
+
+    def _reached(self, case: Prepared, head: RunResult, cross: CrossJudgement) -> float:
+        """What head's code coverage says the case yielded (bot.campaign.code_feedback): the
+        first to execute lines of the change yields 1, becomes a parent of the strongest kind
+        and teaches the focus its features; new arcs elsewhere yield CODE_GAIN and a weaker
+        parent. A case that shows a bug already known teaches nothing, as for divergences."""
+        if not (self.cfg.guide.code_coverage and self.code.measures(case.seed) and self.lanes[0][-1].client.measures):
+            return 0.0
+        reach = self.code.observe(head)
+        if not reach.arcs or (cross.verdict.is_reported and self.source.shows_known(case.model)):
+            return 0.0
+        if reach.changed:
+            self.source.add_parent(case, "diff_coverage")
+            if case.features is not None:
+                self.source.note_divergence(case.features, 1.0)
+            return 1.0
+        self.source.add_parent(case, "code_coverage")
+        return CODE_GAIN
 
     def _near_miss(self, cross: CrossJudgement, head: RunResult) -> bool:
         """Head got it right, but a float output came within NEAR_MISS of its dtype's tolerance.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backends.client import BackendUnavailable
-from backends.spec import BackendSpec, parse_backend, worker_requirements
+from backends.spec import BackendSpec, adapter_class, parse_backend, worker_requirements
 from bot.campaign.run import Campaign
 from bot.campaign.side_setup import SideSetup
 from bot.campaign.state import CampaignState
@@ -39,11 +39,23 @@ def cannot_compare(cfg: FuzzConfig, records: dict[str, SideRecord], why: object)
     return CannotCompare(reason)
 
 
-def with_worker_requirements(compiler: CompilerConfig, spec: BackendSpec) -> CompilerConfig:
+COVERAGE_REQUIREMENT = "coverage==7.17.3"
+"""What head's worker measures the system's own Python code with (backends.code_coverage)."""
+
+
+def measures_code(spec: BackendSpec) -> bool:
+    """Whether the backend may have Python code of its own to measure: a plugin (never
+    imported here) may; a built-in says so by its `coverage_modules`."""
+    return spec.plugin or getattr(adapter_class(spec.adapter), "coverage_modules", None) != ()
+
+
+def with_worker_requirements(compiler: CompilerConfig, spec: BackendSpec, measure: bool = False) -> CompilerConfig:
     """`compiler.packages` plus what the backend's worker imports besides the system (TVM's
-    ONNX frontend needs onnx), unless the user already names that project there."""
+    ONNX frontend needs onnx), and with `measure` the `coverage` package where there is
+    Python code to measure, unless the user already names that project there."""
     named = {requirement_name(p) for p in compiler.packages}
-    missing = [r for r in worker_requirements(spec) if requirement_name(r) not in named]
+    wanted = [*worker_requirements(spec), *([COVERAGE_REQUIREMENT] if measure and measures_code(spec) else [])]
+    missing = [r for r in wanted if requirement_name(r) not in named]
     return compiler.model_copy(update={"packages": [*compiler.packages, *missing]}) if missing else compiler
 
 
@@ -63,7 +75,8 @@ def prepare_sides(
     summary.json records why before raising."""
     assert cfg.compiler is not None
     spec = parse_backend(cfg.backend)
-    workspace = Workspace(with_worker_requirements(cfg.compiler, spec), Path(cfg.cache_dir) / "sides")
+    compiler = with_worker_requirements(cfg.compiler, spec, cfg.guide.code_coverage)
+    workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
     setups: list[SideSetup] = []
     records = {} if records is None else records
     for which in (SideName.base.value, SideName.head.value):

@@ -19,9 +19,11 @@ from bot.cases.shard import Shard
 from bot.config import FuzzConfig
 from bot.findings.kept import KeptFindings
 from bot.findings.summary import (
+    CodeCoverageSummary,
     CorpusSummary,
     DivergenceSummary,
     HintSummary,
+    KnownShare,
     MutationSummary,
     PerfFinding,
     RegressionSummary,
@@ -34,6 +36,7 @@ from bot.findings.summary import (
 )
 from bot.sides.config import CompilerConfig
 from generator.coverage import CoverageStats
+from oracles.judging_budget import JudgingSummary
 
 if TYPE_CHECKING:
     from bot.campaign.divergence import DivergenceLog
@@ -71,6 +74,8 @@ class CampaignState:
     regressions: RegressionSummary | None = None
     wall_s: float = 0.0
     worker_restarts: int = 0
+    known_share: dict[str, KnownShare] = field(default_factory=dict)
+    judging: JudgingSummary | None = None
 
     @classmethod
     def of(cls, cfg: FuzzConfig, shard: Shard | None = None) -> CampaignState:
@@ -128,6 +133,9 @@ class CampaignState:
             support_changes=t.support_changes,
             mutation=t.mutation,
             hint=self.hint,
+            code_coverage=t.code_coverage,
+            known_share=self.known_share,
+            judging=self.judging,
         )
 
 
@@ -162,6 +170,7 @@ class Tallies:
     mutation: MutationSummary | None = None
     divergence: DivergenceSummary | None = None
     support_changes: SupportChanges | None = None
+    code_coverage: CodeCoverageSummary | None = None
     times: OwnTimes = field(default_factory=OwnTimes)
 
     @classmethod
@@ -172,6 +181,7 @@ class Tallies:
         triage: Triage,
         reduction: CampaignReduction,
         divergence: DivergenceLog | None,
+        code: CodeCoverageSummary | None = None,
     ) -> Tallies:
         """Each collaborator's counts, sorted where summary.json lists them by key."""
         g = source.times
@@ -194,5 +204,6 @@ class Tallies:
             mutation=source.mutation_summary(),
             divergence=divergence.summary() if divergence is not None else None,
             support_changes=divergence.support if divergence is not None else None,
+            code_coverage=code,
             times=OwnTimes(g.generation, g.values, g.reference, g.corpus, reduction.spent_s, reduction.spent_during_s),
         )

@@ -29,6 +29,7 @@ from backends.results import RunResult, Status
 from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
 from oracles.judging import Judging
+from oracles.judging_budget import JudgingBudget
 from oracles.references import Source
 from oracles.rules import RuleSet
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
@@ -83,9 +84,17 @@ class Triage:
     (oracles.judging), which every other caller shares."""
 
     def __init__(
-        self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet, judging: Judging | None = None
+        self,
+        cfg: OracleConfig,
+        tolerances: ToleranceConfig,
+        rules: RuleSet,
+        judging: Judging | None = None,
+        budget: JudgingBudget | None = None,
     ) -> None:
+        """`budget`: the runs judging may take while fuzzing (oracles.judging_budget);
+        None, or a `triage(..., deferrable=False)`, judges every suspect in full."""
         self.cfg = cfg
+        self.budget = budget
         self.judging = judging or Judging(cfg, tolerances, rules)
         self.seen_fresh: set[str] = set()
         """Fingerprints of failures seen in a fresh worker process: another sighting needs no
@@ -116,10 +125,17 @@ class Triage:
         return ev
 
     def triage(
-        self, case: JudgeableCase, sides: Sequence[Side], first: Sequence[RunResult], ev: CaseEvidence | None = None
+        self,
+        case: JudgeableCase,
+        sides: Sequence[Side],
+        first: Sequence[RunResult],
+        ev: CaseEvidence | None = None,
+        deferrable: bool = True,
     ) -> CrossJudgement:
         """`sides` and `first` are in the order (base, head), or just (head,); `ev`: the
-        case's evidence when `prepare` made it already."""
+        case's evidence when `prepare` made it already. With a budget, a suspect whose
+        re-runs do not fit comes back `deferred` (judge it again later, not deferrable), and
+        one whose failure triage has settled is taken on its first runs."""
         ev = ev if ev is not None else self.evidence(case)
         against = self._base_as_reference(ev, first)
         judge = self.judging.judge
@@ -130,10 +146,42 @@ class Triage:
             self.judging.explain(ev, side_runs, result)
         if not any(r.bad for r in runs):
             return self._combine(runs)
+        seen = self._combine(runs)
+        key = (seen.key, *((r.side, r.first.fingerprint) for r in runs if r.bad))
+        if self.budget is not None and deferrable:
+            if self.budget.settled(key):
+                self.budget.settled_skips += 1
+                return seen
+            if seen.verdict is not CrossVerdict.new_regression and not self.budget.allows(self._cost(sides)):
+                self.budget.deferred += 1
+                return seen.model_copy(update={"deferred": True})
+        verdict = self._confirm(case, sides, first, runs, ev, against)
+        if self.budget is not None and verdict.verdict.is_reported and verdict.key == seen.key:
+            self.budget.confirm(key)
+        return verdict
+
+    def _cost(self, sides: Sequence[Side]) -> int:
+        """The runs a full triage of a suspect takes at most: k - 1 re-runs a side, a fresh
+        worker and the lowest level for each."""
+        return len(sides) * (self.cfg.reruns - 1 + 1 + int(self.cfg.localize))
+
+    def _confirm(
+        self,
+        case: JudgeableCase,
+        sides: Sequence[Side],
+        first: Sequence[RunResult],
+        runs: list[SideRuns],
+        ev: CaseEvidence,
+        against: dict[str, np.ndarray] | None,
+    ) -> CrossJudgement:
+        """The re-runs, a fresh worker where the first runs came from used ones, the table
+        across sides, and localization: every run counted against the budget."""
+        judge = self.judging.judge
         used = [result.earlier_requests > 0 for result in first]
         for i, (side, side_runs) in enumerate(zip(sides, runs, strict=True)):
             for _ in range(self.cfg.reruns - 1):
                 again = side.client.run(case.model_bytes, case.inputs)
+                self._spent(1)
                 side_runs.runs.append(judge(ev, again, against, side.name))
                 used[i] = used[i] and again.earlier_requests > 0
         verdict = self._combine(runs)
@@ -162,6 +210,7 @@ class Triage:
         that run speaks for the side; passing, the side is right on this case (the restart
         also frees the cases after it)."""
         side.client.restart()
+        self._spent(1)
         fresh = self.judging.judge(ev, side.client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
         side_runs.fresh = fresh
         if fresh.verdict.is_bug:
@@ -172,6 +221,10 @@ class Triage:
             side_runs.stale = side_runs.symptoms
             side_runs.runs = [fresh]
             self.judging.tiebreaks["only a used worker fails it: a fresh one runs it right"] += 1
+
+    def _spent(self, runs: int) -> None:
+        if self.budget is not None:
+            self.budget.judging += runs
 
     @staticmethod
     def _base_as_reference(ev: CaseEvidence, first: Sequence[RunResult]) -> dict[str, np.ndarray] | None:
@@ -187,6 +240,7 @@ class Triage:
         client = side.lowest_client()
         if client is None:
             return None
+        self._spent(1)
         low = self.judging.judge(ev, client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
         return Localization(
             level=client.level,

@@ -1,16 +1,16 @@
 """Mutants in a campaign: which cases are searched around, and how much of the budget goes there.
 
-Three kinds of case become parents (generator.mutate): divergent ones, where base and head
+These cases become parents (generator.mutate): divergent ones, where base and head
 treated the case differently; near misses, where a rewrite fired on one build only or an
-output came within a quarter of its tolerance; and every finding's original, unreduced
-model, because bugs cluster. Each seed is either fresh or a mutant of a parent, and the
-split follows what each source has been yielding, the way AFL and libFuzzer give energy to
-productive seeds: a case yields when it shows a divergence never seen before, adds
-coverage, or is a new finding. A parent whose mutants yielded is drawn more, one mutated
-often without a yield less.
-
-Every decision is drawn from a stream seeded by the seed itself (and the campaign's state
-so far), so the same seed and the same history give the same case.
+output came within a quarter of its tolerance; every finding's original, unreduced model,
+because bugs cluster; and, where the system's own Python code is measured, cases that
+executed code no case had, the lines a change touched above all (bot.campaign.code_feedback).
+Each seed is either fresh or a mutant of a parent, and the split follows what each source
+has been yielding, the way AFL and libFuzzer give energy to productive seeds: a case
+yields when it shows a divergence never seen before, adds coverage, or is a new finding. A
+parent whose mutants yielded is drawn more, one mutated often without a yield less. Every
+decision is drawn from a stream seeded by the seed itself (and the campaign's state so
+far), so the same seed and the same history give the same case.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ MUTANT_PRIOR = 0.25
 earn more, because a fresh case is where a divergence no parent is near turns up."""
 MAX_PARENTS = 64
 """Parents kept of each kind; past it, the least productive of the most mutated make room."""
-WHY_WEIGHT = {"divergent": 5.0, "finding": 3.0, "near_miss": 1.0}
-"""How often each kind of parent is drawn, among the kinds there are: divergences are where a
-change acts, findings where bugs cluster; near misses are many and each is a weaker lead."""
+WHY_WEIGHT = {"divergent": 5.0, "diff_coverage": 5.0, "finding": 3.0, "near_miss": 1.0, "code_coverage": 1.0}
+"""How often each kind of parent is drawn, among the kinds there are: divergences, and cases
+that first executed a line the change touched, are where a change acts; findings are where
+bugs cluster; near misses, and cases that reached new code elsewhere, are many and each is a
+weaker lead (bot.campaign.code_feedback)."""
 
 
 @dataclass
@@ -47,7 +49,7 @@ class Parent:
     seed: int
     genome: Genome
     why: str
-    """finding, divergent or near_miss."""
+    """A key of WHY_WEIGHT."""
     model: onnx.ModelProto | None = None
     """The case's model, to tell when a bug it shows becomes known (Mutation.forget)."""
     mutated: int = 0

@@ -255,10 +255,15 @@ class CaseSource:
     def shows_known(self, model: onnx.ModelProto) -> bool:
         return self.avoid is not None and holds(model, self.avoid.triggers)
 
-    def forget_known(self) -> None:
-        """A bug became known: the parents that show it go."""
+    def forget_known(self, ops: Iterable[str] = ()) -> None:
+        """A bug became known: the parents that show it go, and the focus on its `ops` quiets
+        (generator.focus.Focus.quiet)."""
         with self._lock:
             self.mutation.forget(self.shows_known)
+            if ops:
+                self.focus.quiet(ops)
+                if self.pool is not None:
+                    self.pool.note_focus()
 
     def mutation_summary(self) -> MutationSummary:
         m = self.mutation

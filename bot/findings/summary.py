@@ -16,6 +16,7 @@ from bot.findings.store import FindingStore
 from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
 from generator.coverage import CoverageStats
+from oracles.judging_budget import JudgingSummary
 from oracles.perf import PerfJudgement
 from oracles.sides import CrossVerdict, SideName, as_label, finding_label
 from oracles.verdict import Verdict
@@ -175,6 +176,38 @@ class HintSummary(BaseModel):
     """Functions and classes the change touched, the first few."""
     note: str = ""
     """Why there is no hint, when there is none."""
+
+
+class CodeCoverageSummary(BaseModel):
+    """summary.json's `code_coverage`: the system's own Python code a campaign's cases
+    executed on the build under test (guide.code_coverage; bot.campaign.code_feedback)."""
+
+    measured: int = 0
+    """Runs measured (every case, or one seed in `every`)."""
+    every: int = 1
+    files: int = 0
+    arcs: int = 0
+    """Distinct line-to-line arcs (branches) executed, over every file measured."""
+    lines: int = 0
+    changed_lines: int = 0
+    """Lines the change touched in head (from the diff; 0 without one)."""
+    changed_lines_reached: int = 0
+    cases_reaching_change: int = 0
+    """Cases that were the first to execute a line of the change."""
+    note: str = ""
+    """Why the code was not measured, when it was not."""
+
+
+class KnownShare(BaseModel):
+    """One bug learned while fuzzing, and how many tests still showed it after: the share
+    a known bug keeps of a campaign (generator.avoid steers away from it, its divergence
+    keys stop teaching generation, and the focus on its ops is halved)."""
+
+    known_at: int
+    """Tests run when its reduction made it known."""
+    tests_after: int = 0
+    shown_after: int = 0
+    """Tests after `known_at` whose failure was this bug."""
 
 
 class SupportFinding(BaseModel):
@@ -356,6 +389,12 @@ class Summary(BaseModel):
     """Fresh cases against mutants (guide.mutation)."""
     hint: HintSummary | None = None
     """What the change's diff named, which weighed generation (guide.hint; two builds only)."""
+    code_coverage: CodeCoverageSummary | None = None
+    """The system's own Python code the cases executed (guide.code_coverage)."""
+    known_share: dict[str, KnownShare] = Field(default_factory=dict)
+    judging: JudgingSummary | None = None
+    """Worker runs judging took while fuzzing (oracles.judging_share)."""
+    """Bugs learned while fuzzing (by the bug's name), with the share of later tests each still took."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

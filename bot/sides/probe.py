@@ -51,9 +51,10 @@ class ProbeFailure(BaseModel):
     message: str
 
 
-PROBE_FORMAT = 2
+PROBE_FORMAT = 3
 """How the probe asks: a cached matrix of an older format is probed again. 2: every probe
-model holds its own type (format 1 let a seed of the `wide_types` share ask about another)."""
+model holds its own type (format 1 let a seed of the `wide_types` share ask about another);
+3: Python's TypeError words are no declared limit (PYTHON_TYPE_ERRORS)."""
 
 
 class SupportMatrix(BaseModel):
@@ -106,10 +107,18 @@ def only_in(support: Support, both: Support) -> dict[str, list[str]]:
     }
 
 
+PYTHON_TYPE_ERRORS = re.compile(r"unsupported operand type|not supported between instances|unsupported format")
+"""Python's own words for a TypeError, which the fallback's "unsupported" would take for a
+declared limit: a converter that divides two strings (a mutant of onnx2torch's node naming)
+is broken, not limited, and a probe that took it so left nothing to generate."""
+
+
 def is_unsupported(result: RunResult) -> bool:
     if result.status.value == "unsupported":
         return True
-    return result.status is Status.error and bool(UNSUPPORTED_FALLBACK.search(result.message))
+    if result.status is not Status.error or PYTHON_TYPE_ERRORS.search(result.message):
+        return False
+    return bool(UNSUPPORTED_FALLBACK.search(result.message))
 
 
 def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[RunResult]:
