@@ -3,8 +3,8 @@
 For each pair of consecutive releases that holds a known flip (tests/known_flips.py), run N
 campaigns (seeds) per mode under the same budget, the way `fuzzbot fuzz` runs them:
 
-- `off`: today's generation (guide: divergence, mutation and hint all off);
-- `on`: divergence feedback, mutation and the diff hint (fuzzbot's defaults);
+- `off`: plain generation (guide: divergence, mutation, hint and code coverage all off);
+- `on`: divergence feedback, mutation, the diff hint and head's code coverage (fuzzbot's defaults);
 - `nohint`: divergence and mutation, without the hint (to show what the hint adds).
 
 One campaign per pair and seed serves every flip of that pair, and stops once it has found
@@ -43,7 +43,7 @@ from tests.narrow_repo import BACKEND, narrow_compiler_config, shared_narrow_rep
 from tests.release_cases import ort_python
 
 MODES = {
-    "off": GuideSettings(divergence=False, mutation=False, hint=False),
+    "off": GuideSettings(divergence=False, mutation=False, hint=False, code_coverage=False),
     "on": GuideSettings(),
     "nohint": GuideSettings(hint=False),
 }
@@ -178,16 +178,23 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3, help="campaigns per pair and mode")
     parser.add_argument("--modes", default="off,on", help="comma-separated: off, on, nohint")
     parser.add_argument("--flips", default="", help="comma-separated flip names (default: all; none: only --nightly)")
+    parser.add_argument(
+        "--half",
+        choices=("tune", "report", "all"),
+        default="report",
+        help="the flips of one half (tests/known_flips.py: guidance is tuned on `tune`, measured on `report`)",
+    )
     parser.add_argument("--nightly", type=float, default=0.0, help="seconds per one-build campaign (0: none)")
     parser.add_argument("--work", type=Path, default=None, help="keep campaigns here (default: a temp folder)")
     args = parser.parse_args()
     modes = args.modes.split(",")
     chosen = set(args.flips.split(",")) - {"none"} if args.flips else {f.name for f in FLIPS}
+    measured = [f for f in FLIPS if f.name in chosen and (args.half == "all" or f.half == args.half)]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         runs: list[dict[str, Any]] = []
-        for (system, base, head), flips in pairs().items():
+        for (system, base, head), flips in pairs(None if args.half == "all" else args.half).items():
             flips = [f for f in flips if f.name in chosen]
             if not flips:
                 continue
@@ -198,7 +205,8 @@ def main() -> int:
                     done["pair"] = (system, base, head)
                     runs.append(done)
                     print(json.dumps({k: v for k, v in done.items() if k != "pair"}), file=sys.stderr, flush=True)
-        result = report(runs, [f for f in FLIPS if f.name in chosen], modes, args.budget)
+        result = report(runs, measured, modes, args.budget)
+        result["half"] = args.half
         if args.nightly:
             result["nightly"] = nightly(args.seeds, args.nightly, work)
     print(json.dumps(result, indent=2))

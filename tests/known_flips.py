@@ -14,6 +14,7 @@ campaign's own pair, so the label says the flip happened there.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from generator.avoid import PatternNode, Trigger
@@ -44,8 +45,22 @@ class Flip:
     reachable: str = ""
     """How generation can make it (a template's near miss, an edge input, an op alone)."""
 
+    @property
+    def half(self) -> str:
+        """`tune` or `report`, fixed by the flip's name alone (SPLIT_SALT): guidance is tuned
+        on the first half and measured on the second, which adding a flip never reshuffles."""
+        return HALVES[hashlib.sha256(f"{SPLIT_SALT}:{self.name}".encode()).digest()[0] % 2]
+
+
+SPLIT_SALT = "known-flips-2026-11-29"
+HALVES = ("tune", "report")
+
 
 RMS_NORM = _chain("Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul")
+PAD_WRAP = Trigger((PatternNode("Pad", attrs=frozenset({("mode", "wrap")})),))
+CAST_BOOL_SHAPE_GATHER = Trigger(
+    (PatternNode("Cast", attrs=frozenset({("to", "9")})), PatternNode("Shape"), PatternNode("Gather")), ((0, 1), (1, 2))
+)
 
 FLIPS: tuple[Flip, ...] = (
     Flip(
@@ -154,9 +169,69 @@ FLIPS: tuple[Flip, ...] = (
 )
 
 
-def pairs() -> dict[tuple[str, str, str], list[Flip]]:
-    """The flips by (system, base, head): one campaign per pair serves every flip of it."""
+# Grown from fuzzbot's own campaigns between consecutive releases (each repro's docstring in
+# tests/release_cases.py says which campaign found it), every flip checked with `fuzzbot check`
+# on both releases of its pair.
+FLIPS += (
+    Flip(
+        "shape_gather_after_cast",
+        ORT,
+        "1.24.4",
+        "1.25.1",
+        "new_regression",
+        CAST_BOOL_SHAPE_GATHER,
+        "shape_gather_after_cast",
+        "Cast to bool feeding Shape feeding Gather (SIGABRT while optimizing)",
+    ),
+    Flip(
+        "shape_gather_after_cast_fixed",
+        ORT,
+        "1.27.0",
+        "1.28.0",
+        "fixed",
+        CAST_BOOL_SHAPE_GATHER,
+        "shape_gather_after_cast",
+        "Cast to bool feeding Shape feeding Gather",
+    ),
+    Flip(
+        "rnn_unread_alpha_fixed",
+        ORT,
+        "1.28.0",
+        "1.29.0",
+        "fixed",
+        _chain("RNN"),
+        "relu_then_rnn_with_an_unread_alpha",
+        "a bidirectional RNN with an activation_alpha its activations do not read",
+    ),
+    Flip(
+        "quick_gelu_float64_fixed",
+        ORT,
+        "1.30.0",
+        "1.31.1",
+        "fixed",
+        _chain("Sigmoid", "Mul", dtypes=("float64",)),
+        "quick_gelu_float64",
+        "QuickGelu~ at float64 (x * Sigmoid(x) * 1.702)",
+    ),
+    Flip(
+        "pad_wrap_fixed",
+        ORT,
+        "1.30.0",
+        "1.31.1",
+        "fixed",
+        PAD_WRAP,
+        "pad_wrap_longer_than_the_axis",
+        "Pad, mode wrap, pads longer than the axis",
+    ),
+)
+
+
+def pairs(half: str | None = None) -> dict[tuple[str, str, str], list[Flip]]:
+    """The flips by (system, base, head): one campaign per pair serves every flip of it;
+    `half`: only the flips of that half."""
     by: dict[tuple[str, str, str], list[Flip]] = {}
     for flip in FLIPS:
+        if half is not None and flip.half != half:
+            continue
         by.setdefault((flip.system, flip.base, flip.head), []).append(flip)
     return by

@@ -1,0 +1,689 @@
+"""Mutation analysis of real compilers: how many small semantic changes to a converter's
+source a PR check catches. The measure nobody can tune to.
+
+A PR regression is a small change to a compiler's source; mutation testing makes such
+changes at random. cosmic-ray (chosen over mutmut because it enumerates and applies one
+mutation to a source file as a library call, where mutmut 3 rewrites every function of the
+package into trampolines switched by its own test runner, so its mutants are not a build a
+PR could make) enumerates every mutation point of the target's files; a recorded seed draws
+from them and splits the draw, once, into a tuning half and a reporting half. Each mutant is
+a head: base plus that one mutation.
+
+Two targets:
+
+- `onnx2torch`: a pure-Python ONNX converter, fuzzed from inside its own checkout as the
+  Action runs it (`--repo`, a clone of its repository; `repo: .`, `ref` sides built by
+  `pip install --no-deps .`, examples/onnx2torch_backend.py as the plugin). A mutant is a
+  commit on a branch of a clone under `--work`.
+- `tvm`: TVM's Relax ONNX frontend (`tvm/relax/frontend/onnx/onnx_frontend.py`, Python in
+  the apache-tvm wheel). Base and head are two venvs of one release (`python` sides); the
+  mutant is written into head's copy of the file, and put back after.
+
+A mutant is killed when a `--budget` PR campaign (default config; `on`: guidance as shipped,
+`off`: divergence, mutation, hint and code coverage all off) reports a `new_regression`
+whose reduced model reaches the mutated function: head's worker runs it with the function's
+file measured (backends.code_coverage). The time to kill is when that finding was kept. A
+head that does not even start (an import error) is incompetent and is not counted.
+
+Survivors then meet a bounded search for equivalence (`equiv`): the converter's own tests
+(onnx2torch's `tests/node_converters`), then a long campaign. One neither kills is set
+aside as equivalent; `--classes` (a JSON file: mutant id -> class and note, written by hand
+after reading each) names the survivors' classes in the report.
+
+Subcommands: `draw`, `run` (one half, every mode side by side, each mutant's result appended
+to results-TARGET.jsonl as it lands, so a run can be resumed), `equiv`, `report` (JSON).
+`campaign` runs one mutant in one mode (`run` starts one per mode at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "examples" / "onnx2torch_backend.py"
+O2T_BACKEND = f"{PLUGIN}:Onnx2TorchAdapter"
+O2T_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "torch==2.13.0"]
+TVM_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2"]
+TVM_FILE = "tvm/relax/frontend/onnx/onnx_frontend.py"
+HALVES = ("tune", "report")
+MODES = ("on", "off")
+AFTER_SHARE = 0.34
+"""The share of the budget reductions get after the fuzzing (the default config gives 1.0)."""
+SKIP_OPERATORS = frozenset({"core/VariableReplacer", "core/VariableInserter"})
+"""cosmic-ray's operators that need arguments of their own (which names to swap in)."""
+
+
+@dataclass
+class Mutant:
+    id: str
+    file: str
+    """Path inside the package's tree (`onnx2torch/node_converters/pad.py`, TVM_FILE)."""
+    operator: str
+    occurrence: int
+    line: int
+    function: str
+    """The innermost function or class holding the mutation (`Gelu._impl_v20`), or `<module>`."""
+    span: tuple[int, int]
+    """Its first and last line in the mutated source: what a model must execute to reach it."""
+    half: str
+
+
+@dataclass
+class Result:
+    mutant: str
+    mode: str
+    half: str
+    outcome: str
+    """killed, survived, incompetent (head does not start), or error (the campaign failed)."""
+    kill_s: float | None = None
+    finding: str = ""
+    reached_by: str = ""
+    """reduced or original: which model of the killing finding reached the function."""
+    regressions: int = 0
+    """new_regression findings, whether or not one reached the function."""
+    dropped_support: int = 0
+    tests: int = 0
+    fuzz_s: float = 0.0
+    total_s: float = 0.0
+    note: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+# The draw -----------------------------------------------------------------------------
+
+
+def target_files(target: str, source_root: Path) -> list[Path]:
+    """The files mutated: every module of onnx2torch's package, or TVM's ONNX frontend."""
+    if target == "tvm":
+        return [source_root / TVM_FILE]
+    return sorted(p for p in (source_root / "onnx2torch").rglob("*.py") if p.name != "__init__.py")
+
+
+def population(files: list[Path], source_root: Path) -> list[tuple[str, str, int, int]]:
+    """Every (file, operator, occurrence, line) cosmic-ray can mutate, in a fixed order."""
+    from cosmic_ray.ast import ast_nodes, get_ast
+    from cosmic_ray.plugins import get_operator, operator_names
+
+    out = []
+    for path in files:
+        tree = get_ast(path.read_text())
+        for name in sorted(operator_names()):
+            cls = get_operator(name)
+            if name in SKIP_OPERATORS or cls.arguments():
+                continue
+            op = cls()
+            places = [start for node in ast_nodes(tree) for start, _ in op.mutation_positions(node)]
+            out += [(path.relative_to(source_root).as_posix(), name, i, start[0]) for i, start in enumerate(places)]
+    return out
+
+
+def mutate_source(code: str, operator: str, occurrence: int) -> str | None:
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    mutated: str | None = mutate_code(code, get_operator(operator)(), occurrence)
+    return mutated
+
+
+def enclosing(source: str, line: int) -> tuple[str, tuple[int, int]]:
+    """The innermost function (or class) around `line`, dotted, with its line span. A
+    decorator line is not the function's: it runs at import, for every model alike, so a
+    mutant there (a converter's registration) belongs to the scope around it."""
+    best: tuple[str, tuple[int, int]] = ("<module>", (1, len(source.splitlines())))
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start, end = child.lineno, child.end_lineno or child.lineno
+                if start <= line <= end:
+                    best = (f"{prefix}{child.name}", (start, end))
+                    visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source), "")
+    return best
+
+
+def draw(target: str, source_root: Path, seed: int, count: int) -> dict[str, Any]:
+    """`count` mutants in a seeded order, split once into halves by position (even: tune,
+    odd: report); each half takes its mutants in order until it has enough competent ones."""
+    places = population(target_files(target, source_root), source_root)
+    rng = random.Random(seed)
+    picked = rng.sample(places, min(count, len(places)))
+    mutants = []
+    unparsable = 0
+    for i, (file, operator, occurrence, line) in enumerate(picked):
+        code = (source_root / file).read_text()
+        mutated = mutate_source(code, operator, occurrence)
+        if mutated is None:
+            continue
+        try:
+            function, span = enclosing(mutated, line)
+        except SyntaxError:  # cosmic-ray replaced a `*` marker of a signature: no build a PR could make
+            unparsable += 1
+            continue
+        mutant = Mutant(f"{target}-{i:03d}", file, operator, occurrence, line, function, span, HALVES[i % 2])
+        mutants.append(asdict(mutant))
+    by_operator: dict[str, int] = {}
+    for _, operator, _, _ in places:
+        family = operator.split("/")[-1].split("_")[0]
+        by_operator[family] = by_operator.get(family, 0) + 1
+    return {
+        "target": target,
+        "seed": seed,
+        "population": len(places),
+        "operators": by_operator,
+        "unparsable": unparsable,
+        "mutants": mutants,
+    }
+
+
+# Heads ----------------------------------------------------------------------------------
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+        "GIT_AUTHOR_NAME": "mutant",
+        "GIT_AUTHOR_EMAIL": "mutant@fuzzbot.invalid",
+        "GIT_COMMITTER_NAME": "mutant",
+        "GIT_COMMITTER_EMAIL": "mutant@fuzzbot.invalid",
+    }
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
+    return done.stdout.strip()
+
+
+class Onnx2Torch:
+    """onnx2torch from its own checkout: a clone under the work folder, a branch per mutant."""
+
+    name = "onnx2torch"
+    package = "onnx2torch"
+
+    def __init__(self, work: Path, repo: Path | None) -> None:
+        self.clone = work / "onnx2torch-repo"
+        if not self.clone.is_dir():
+            if repo is None:
+                raise SystemExit("error: onnx2torch needs --repo, a checkout of its repository")
+            subprocess.run(["git", "clone", "-q", str(repo), str(self.clone)], check=True)
+        self.base = git(self.clone, "rev-parse", "HEAD")
+
+    @property
+    def source_root(self) -> Path:
+        return self.clone
+
+    def make_head(self, mutant: Mutant) -> str:
+        """A branch `mutant-ID` holding base plus the mutation, committed with fixed dates."""
+        git(self.clone, "checkout", "-q", "-B", f"mutant-{mutant.id}", self.base)
+        path = self.clone / mutant.file
+        mutated = mutate_source(path.read_text(), mutant.operator, mutant.occurrence)
+        assert mutated is not None
+        path.write_text(mutated)
+        git(self.clone, "commit", "-q", "-am", f"mutant {mutant.id}: {mutant.operator} #{mutant.occurrence}")
+        git(self.clone, "checkout", "-q", self.base)
+        return f"mutant-{mutant.id}"
+
+    def restore(self) -> None:
+        pass
+
+    def config(self, head: str) -> dict[str, Any]:
+        return {
+            "backend": O2T_BACKEND,
+            "compiler": {
+                "repo": ".",
+                "build": ["pip install --no-deps ."],
+                "packages": O2T_PACKAGES,
+                "base": {"ref": self.base},
+                "head": {"ref": head},
+            },
+        }
+
+    def cwd(self) -> Path:
+        return self.clone
+
+    def head_python(self, cache: Path, head: str) -> Path:
+        """The interpreter of head's build, which the campaign made under `cache`."""
+        sha = git(self.clone, "rev-parse", head)[:12]
+        found = sorted((cache / "sides" / "builds").glob(f"{sha}-*/venv/bin/python"))
+        if not found:
+            raise FileNotFoundError(f"no build of {sha} under {cache}")
+        return found[0]
+
+
+class TvmFrontend:
+    """TVM's Relax ONNX frontend: two venvs of one release, head's frontend file mutated."""
+
+    name = "tvm"
+    package = "tvm.relax.frontend"
+
+    def __init__(self, work: Path) -> None:
+        self.base_venv, self.head_venv = work / "tvm-base", work / "tvm-head"
+        self.cache = work / "cache"
+        self.site = Path()
+        self.original = ""
+
+    def prepare(self) -> TvmFrontend:
+        """Both venvs built (once), and head's frontend as the release ships it."""
+        for venv in (self.base_venv, self.head_venv):
+            if not (venv / ".complete").exists():
+                shutil.rmtree(venv, ignore_errors=True)
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *TVM_PACKAGES, "coverage==7.17.3"]
+                subprocess.run(pip, check=True, capture_output=True)
+                (venv / ".complete").write_text("\n".join(TVM_PACKAGES) + "\n")
+        self.site = Path(
+            subprocess.run(
+                [
+                    str(self.head_venv / "bin" / "python"),
+                    "-c",
+                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+        self.original = (self.site / TVM_FILE).read_text()
+        self._probe_unmutated()
+        return self
+
+    def _probe_unmutated(self) -> None:
+        """Each venv's support probed once, unmutated, into the campaigns' cache (it is keyed
+        by the interpreter): every mutant's campaign reuses it, as a PR's head would reuse
+        base's answers for what the change did not touch. Probing a mutant's head afresh would
+        take minutes per mutant, and would leave out of generation what the mutant declines."""
+        self.restore()
+        marker = self.head_venv / ".probed"
+        if marker.exists():
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Path(tmp) / "fuzzbot.yml"
+            config.write_text(
+                json.dumps({**self.config(str(self.head_venv / "bin" / "python")), "cache_dir": str(self.cache)})
+            )
+            cmd = [str(Path(sys.executable).parent / "fuzzbot"), "fuzz", "--config", str(config), "--max-tests", "1"]
+            subprocess.run([*cmd, "--out", str(Path(tmp) / "out")], cwd=ROOT, capture_output=True, check=False)
+        marker.write_text("probed\n")
+
+    @property
+    def source_root(self) -> Path:
+        return self.site
+
+    def make_head(self, mutant: Mutant) -> str:
+        mutated = mutate_source(self.original, mutant.operator, mutant.occurrence)
+        assert mutated is not None
+        self._write(mutated)
+        return str(self.head_venv / "bin" / "python")
+
+    def restore(self) -> None:
+        self._write(self.original)
+
+    def _write(self, text: str) -> None:
+        path = self.site / TVM_FILE
+        path.write_text(text)
+        shutil.rmtree(path.parent / "__pycache__", ignore_errors=True)
+
+    def config(self, head: str) -> dict[str, Any]:
+        return {
+            "backend": "tvm",
+            "compiler": {"base": {"python": str(self.base_venv / "bin" / "python")}, "head": {"python": head}},
+        }
+
+    def cwd(self) -> Path:
+        return ROOT
+
+    def head_python(self, cache: Path, head: str) -> Path:
+        return Path(head)
+
+
+Target = Onnx2Torch | TvmFrontend
+
+
+def open_target(name: str, work: Path, repo: Path | None) -> Target:
+    return Onnx2Torch(work, repo) if name == "onnx2torch" else TvmFrontend(work).prepare()
+
+
+# One campaign ----------------------------------------------------------------------------
+
+
+def reaches(python: Path, backend: str, package: str, model: Path, mutant: Mutant) -> bool:
+    """Whether head, running `model`, executes a line of the mutated function (measured by
+    the worker's own code coverage, every arc of the run)."""
+    import numpy as np
+
+    from backends.client import WorkerClient
+    from backends.spec import parse_backend
+
+    bundle = model.parent
+    with np.load(bundle / "inputs.npz", allow_pickle=False) as f:
+        inputs = {k: f[k] for k in f.files}
+    with WorkerClient(parse_backend(backend), str(python), 60.0, coverage=[package]) as client:
+        client.submit(model.read_bytes(), inputs, measure="all")
+        result = client.collect()
+    first, last = mutant.span
+    for name, arcs in result.arcs.items():
+        same = name == mutant.file or name.endswith("/" + mutant.file) or mutant.file.endswith("/" + name)
+        if same and any(first <= line <= last for arc in arcs for line in arc):
+            return True
+    return False
+
+
+def run_campaign(target: Target, mutant: Mutant, mode: str, head: str, work: Path, budget: float) -> Result:
+    """One PR campaign, base against the mutant, stopped once a new_regression reaching the
+    mutated function is kept; then its reduced model must reach it too."""
+    from bot.campaign.sides import open_campaign
+    from bot.campaign.state import CampaignState
+    from bot.config import FuzzConfig, GuideSettings
+    from bot.errors import UserError
+    from bot.findings.summary import FindingRef, in_output
+
+    out = work / "out" / target.name / f"{mutant.id}-{mode}"
+    shutil.rmtree(out, ignore_errors=True)
+    guide = (
+        GuideSettings()
+        if mode == "on"
+        else GuideSettings(divergence=False, mutation=False, hint=False, code_coverage=False)
+    )
+    raw = {
+        **target.config(head),
+        "budget": budget,
+        "out": str(out),
+        "cache_dir": str(work / "cache"),
+        "guide": guide,
+        # After the budget only a new_regression's reduction counts here, and the reduction
+        # order puts them first: a third of the budget, not the whole of it, per mutant.
+        "reduce": {"share": AFTER_SHARE},
+    }
+    cfg = FuzzConfig.model_validate(raw)
+    result = Result(mutant.id, mode, mutant.half, "survived")
+    t0 = time.monotonic()
+    os.chdir(target.cwd())
+    try:
+        run = open_campaign(cfg)
+    except UserError as e:
+        result.outcome, result.note = ("incompetent" if "head" in str(e) else "error"), str(e)[:300]
+        return result
+    python = target.head_python(work / "cache", head)
+    backend = O2T_BACKEND if target.name == "onnx2torch" else "tvm"
+    looked: set[int] = set()
+    kills: list[FindingRef] = []
+
+    def watch(state: CampaignState) -> None:
+        for ref in state.kept.findings:
+            if id(ref) in looked or ref.across != "new_regression":
+                continue
+            looked.add(id(ref))
+            if reaches(python, backend, target.package, in_output(out, ref.path) / "model.onnx", mutant):
+                kills.append(ref)
+                run.stop()
+
+    summary = run.run(on_test=watch)
+    result.tests, result.fuzz_s = summary.tests, round(summary.wall_s, 1)
+    result.counts = dict(summary.counts)
+    result.dropped_support = summary.counts.get("dropped_support", 0)
+    regressions = [r for r in summary.findings if r.across == "new_regression"]
+    result.regressions = len(regressions)
+    for ref in sorted(regressions, key=lambda r: r.found_s if r.found_s is not None else budget):
+        model = in_output(out, ref.reduced_path or ref.path) / "model.onnx"
+        if model.is_file() and reaches(python, backend, target.package, model, mutant):
+            result.outcome = "killed"
+            result.kill_s = ref.found_s
+            result.finding = ref.path
+            result.reached_by = "reduced" if ref.reduced_path else "original"
+            break
+    if result.outcome != "killed" and kills:
+        result.note = "a finding reached the function, but its reduced model did not"
+    result.total_s = round(time.monotonic() - t0, 1)
+    return result
+
+
+# Orchestration ---------------------------------------------------------------------------
+
+
+def load_draw(work: Path, target: str) -> list[Mutant]:
+    rows = json.loads((work / f"draw-{target}.json").read_text())["mutants"]
+    return [Mutant(**{**row, "span": tuple(row["span"])}) for row in rows]
+
+
+def results(work: Path, target: str) -> list[dict[str, Any]]:
+    path = work / f"results-{target}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run_half(args: argparse.Namespace) -> None:
+    """Each mutant of the half in order, every mode at once, until `--per-half` competent."""
+    work: Path = args.work
+    target = open_target(args.target, work, args.repo)
+    rows = [r for r in results(work, args.target) if r.get("phase", "campaign") == "campaign"]
+    done = {(r["mutant"], r["mode"]) for r in rows}
+    competent = {r["mutant"] for r in rows if r["half"] == args.half and r["outcome"] != "incompetent"}
+    modes = args.modes.split(",")
+    for mutant in (m for m in load_draw(work, args.target) if m.half == args.half):
+        if len(competent) >= args.per_half:
+            break
+        if all((mutant.id, mode) in done for mode in modes):
+            continue
+        head = target.make_head(mutant)
+        try:
+            procs = {
+                mode: subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.mutants",
+                        "campaign",
+                        "--target",
+                        args.target,
+                        "--work",
+                        str(work),
+                        "--mutant",
+                        mutant.id,
+                        "--mode",
+                        mode,
+                        "--head",
+                        head,
+                        "--budget",
+                        str(args.budget),
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+                for mode in modes
+                if (mutant.id, mode) not in done
+            }
+            for mode, proc in procs.items():
+                text, _ = proc.communicate()
+                line = (
+                    text.strip().splitlines()[-1]
+                    if text.strip()
+                    else json.dumps(
+                        asdict(Result(mutant.id, mode, mutant.half, "error", note=f"exit {proc.returncode}"))
+                    )
+                )
+                with open(work / f"results-{args.target}.jsonl", "a") as f:
+                    f.write(line + "\n")
+                print(line, file=sys.stderr, flush=True)
+                if json.loads(line)["outcome"] != "incompetent":
+                    competent.add(mutant.id)
+        finally:
+            target.restore()
+
+
+def campaign_main(args: argparse.Namespace) -> None:
+    work: Path = args.work
+    mutant = next(m for m in load_draw(work, args.target) if m.id == args.mutant)
+    target: Target = Onnx2Torch(work, None) if args.target == "onnx2torch" else TvmFrontend(work)
+    try:
+        result = run_campaign(target, mutant, args.mode, args.head, work, args.budget)
+    except Exception as e:  # noqa: BLE001 - one mutant's failure is a line of the results, not the bench's end
+        result = Result(mutant.id, args.mode, mutant.half, "error", note=f"{type(e).__name__}: {e}"[:300])
+    print(json.dumps(asdict(result)), flush=True)
+
+
+# Equivalence -----------------------------------------------------------------------------
+
+
+def own_tests(target: Onnx2Torch, head: str, timeout_s: float) -> bool | None:
+    """Whether onnx2torch's own converter tests fail on the mutant (those failing on base too
+    are left out); None where the tests cannot say."""
+    stub = (
+        f"import sys; sys.path.insert(0, {str(PLUGIN.parent)!r}); import onnx2torch_backend as b;"
+        " b._torchvision_or_stand_in(); sys.path.pop(0)"
+    )
+    run = (
+        f"{stub}; import pytest; sys.exit(pytest.main(['-q', '-x', '-p', 'no:cacheprovider', 'tests/node_converters']))"
+    )
+
+    def failing(ref: str) -> bool | None:
+        git(target.clone, "checkout", "-q", ref)
+        try:
+            done = subprocess.run([sys.executable, "-c", run], cwd=target.clone, capture_output=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            git(target.clone, "checkout", "-q", target.base)
+        return done.returncode == 1
+
+    if failing(target.base):
+        return None
+    return failing(head)
+
+
+def equiv(args: argparse.Namespace) -> None:
+    """Survivors of the half (mode on): the converter's tests, then a long campaign."""
+    work: Path = args.work
+    target = open_target(args.target, work, args.repo)
+    rows = results(work, args.target)
+    judged = {r["mutant"] for r in rows if r.get("phase") == "equiv"}
+    survivors = [
+        r["mutant"] for r in rows if r["mode"] == "on" and r["outcome"] == "survived" and r["half"] == args.half
+    ]
+    by_id = {m.id: m for m in load_draw(work, args.target)}
+    for mid in survivors:
+        if mid in judged:
+            continue
+        mutant = by_id[mid]
+        head = target.make_head(mutant)
+        try:
+            verdict: dict[str, Any] = {"mutant": mid, "mode": "on", "half": args.half, "phase": "equiv"}
+            tests = own_tests(target, head, args.tests_timeout) if isinstance(target, Onnx2Torch) else None
+            verdict["tests_kill"] = tests
+            if not tests and args.long_budget > 0:
+                long = run_campaign(target, mutant, "on", head, work, args.long_budget)
+                verdict["long_campaign"] = long.outcome
+                verdict["long_kill_s"] = long.kill_s
+            verdict["outcome"] = "not_equivalent" if tests or verdict.get("long_campaign") == "killed" else "equivalent"
+        finally:
+            target.restore()
+        with open(work / f"results-{args.target}.jsonl", "a") as f:
+            f.write(json.dumps(verdict) + "\n")
+        print(json.dumps(verdict), file=sys.stderr, flush=True)
+
+
+# The report ------------------------------------------------------------------------------
+
+
+def summarize(
+    rows: list[dict[str, Any]], mutants: dict[str, Mutant], half: str, mode: str, classes: dict[str, Any]
+) -> dict[str, Any]:
+    campaign = [r for r in rows if r.get("phase", "campaign") == "campaign" and r["half"] == half and r["mode"] == mode]
+    equivalent = {r["mutant"] for r in rows if r.get("phase") == "equiv" and r["outcome"] == "equivalent"}
+    competent = [r for r in campaign if r["outcome"] in ("killed", "survived")]
+    counted = [r for r in competent if r["mutant"] not in equivalent]
+    killed = [r for r in counted if r["outcome"] == "killed"]
+    times = sorted(r["kill_s"] for r in killed if r["kill_s"] is not None)
+    survivors: dict[str, list[str]] = {}
+    for r in counted:
+        if r["outcome"] == "survived":
+            kind = classes.get(r["mutant"], {}).get("class", "unclassified")
+            survivors.setdefault(kind, []).append(r["mutant"])
+    return {
+        "mutants": len(campaign),
+        "incompetent": sum(1 for r in campaign if r["outcome"] == "incompetent"),
+        "errors": sum(1 for r in campaign if r["outcome"] == "error"),
+        "equivalent": len([r for r in competent if r["mutant"] in equivalent]),
+        "non_equivalent": len(counted),
+        "killed": len(killed),
+        "kill_rate": round(len(killed) / len(counted), 3) if counted else None,
+        "median_kill_s": round(statistics.median(times), 1) if times else None,
+        "dropped_support_only": sum(1 for r in counted if r["outcome"] == "survived" and r.get("dropped_support")),
+        "survivors_by_class": {k: sorted(v) for k, v in sorted(survivors.items())},
+        "tests_per_campaign": round(statistics.mean(r["tests"] for r in competent), 1) if competent else None,
+    }
+
+
+def report(args: argparse.Namespace) -> None:
+    work: Path = args.work
+    out: dict[str, Any] = {}
+    for target in args.target.split(","):
+        rows = results(work, target)
+        mutants = {m.id: m for m in load_draw(work, target)}
+        classes = json.loads(args.classes.read_text()) if args.classes else {}
+        draw_info = json.loads((work / f"draw-{target}.json").read_text())
+        out[target] = {"seed": draw_info["seed"], "population": draw_info["population"]}
+        for half in HALVES:
+            for mode in MODES:
+                summary = summarize(rows, mutants, half, mode, classes)
+                if summary["mutants"]:
+                    out[target][f"{half}/{mode}"] = summary
+    print(json.dumps(out, indent=1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("draw", "run", "campaign", "equiv", "report"):
+        p = sub.add_parser(name)
+        p.add_argument("--target", required=True, help="onnx2torch or tvm (report: comma-separated)")
+        p.add_argument("--work", type=Path, default=ROOT / ".cache" / "mutants")
+        p.add_argument("--repo", type=Path, default=None, help="onnx2torch: a checkout of its repository")
+    sub.choices["draw"].add_argument("--seed", type=int, default=20261129)
+    sub.choices["draw"].add_argument("--count", type=int, default=120, help="mutants drawn (both halves)")
+    for name in ("run", "campaign"):
+        sub.choices[name].add_argument("--budget", type=float, default=300.0)
+    sub.choices["run"].add_argument("--half", choices=HALVES, required=True)
+    sub.choices["run"].add_argument("--per-half", type=int, default=20, help="competent mutants to run")
+    sub.choices["run"].add_argument("--modes", default="on,off")
+    sub.choices["campaign"].add_argument("--mutant", required=True)
+    sub.choices["campaign"].add_argument("--mode", choices=MODES, required=True)
+    sub.choices["campaign"].add_argument("--head", required=True)
+    sub.choices["equiv"].add_argument("--half", choices=HALVES, required=True)
+    sub.choices["equiv"].add_argument("--long-budget", type=float, default=1200.0)
+    sub.choices["equiv"].add_argument("--tests-timeout", type=float, default=1200.0)
+    sub.choices["report"].add_argument("--classes", type=Path, default=None)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.command == "draw":
+        target = open_target(args.target, args.work, args.repo)
+        drawn = draw(args.target, target.source_root, args.seed, args.count)
+        (args.work / f"draw-{args.target}.json").write_text(json.dumps(drawn, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in drawn.items() if k != "mutants"} | {"drawn": len(drawn["mutants"])}))
+    elif args.command == "run":
+        run_half(args)
+    elif args.command == "campaign":
+        campaign_main(args)
+    elif args.command == "equiv":
+        equiv(args)
+    else:
+        report(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
