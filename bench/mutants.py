@@ -55,7 +55,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "examples" / "onnx2torch_backend.py"
 O2T_BACKEND = f"{PLUGIN}:Onnx2TorchAdapter"
-O2T_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "torch==2.13.0"]
+O2T_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "torch==2.13.0", "coverage==7.17.3"]
+"""coverage too in both modes: one build serves both, and the reach check measures head's code."""
 TVM_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2"]
 TVM_FILE = "tvm/relax/frontend/onnx/onnx_frontend.py"
 HALVES = ("tune", "report")
@@ -315,7 +316,7 @@ class TvmFrontend:
             config.write_text(
                 json.dumps({**self.config(str(self.head_venv / "bin" / "python")), "cache_dir": str(self.cache)})
             )
-            cmd = [str(Path(sys.executable).parent / "fuzzbot"), "fuzz", "--config", str(config), "--max-tests", "1"]
+            cmd = [sys.executable, "-m", "bot.cli", "fuzz", "--config", str(config), "--max-tests", "1"]
             subprocess.run([*cmd, "--out", str(Path(tmp) / "out")], cwd=ROOT, capture_output=True, check=False)
         marker.write_text("probed\n")
 

@@ -258,6 +258,14 @@ def test_example_config_is_valid_and_complete() -> None:
     assert set(yaml.safe_load(example.read_text())["generator"]) == set(GenConfig.model_fields)
 
 
+def test_every_example_config_loads() -> None:
+    """The configs a maintainer copies (the demo's, onnx2torch's) are valid as they stand."""
+    examples = sorted((Path(__file__).parent.parent / "examples").glob("*.yml"))
+    assert len(examples) >= 3
+    for example in examples:
+        assert load_config(example, {}).backend, example
+
+
 def test_interrupted_campaign_keeps_its_summary(tmp_path: Path) -> None:
     def stop_after_three(s: CampaignState) -> None:
         if s.tests == 3:

@@ -111,6 +111,7 @@ class OpenVinoAdapter(Adapter):
         mode = cls.level_modes[level]
         return f"""def run(model_bytes, inputs):
     import numpy as np
+    import onnx
     import openvino as ov
 
     core = ov.Core()
@@ -118,8 +119,9 @@ class OpenVinoAdapter(Adapter):
     config = {{"EXECUTION_MODE_HINT": "{mode}", "INFERENCE_PRECISION_HINT": "f32"}}
     compiled = core.compile_model(model, "CPU", config)
     result = compiled.create_infer_request().infer(inputs)
-    # Every name of every output port (a port may carry several): the graph outputs among them.
-    return {{n: np.array(result[out]) for out in compiled.outputs for n in out.get_names()}}
+    # A port may carry several names (a Transpose folded into its reader): the graph's outputs among them.
+    wanted = {{o.name for o in onnx.load_from_string(model_bytes).graph.output}}
+    return {{n: np.array(result[out]) for out in compiled.outputs for n in out.get_names() if n in wanted}}
 """
 
 
