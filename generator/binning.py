@@ -24,11 +24,15 @@ MIN_GROUP = 3
 
 BinWeight = Callable[[str, int | str], float]
 """Extra weight of bin `i` for the variable key `op.prefix`; coverage feedback plugs in here.
-An attribute's presence has two named bins of its own (ABSENT, AT_DEFAULT)."""
+An attribute's presence has two named bins of its own (ABSENT, AT_DEFAULT), and so has an
+optional input's (ABSENT, PRESENT)."""
 ABSENT = "absent"
 """The bin of a defaulted attribute a node leaves out (generator.emit.ExplicitDefaults)."""
 AT_DEFAULT = "default"
 """The bin of a defaulted attribute a node writes out at its default value."""
+PRESENT = "present"
+"""The bin of an optional input a node writes (generator.ops.optional); ABSENT where it
+leaves it out."""
 
 
 def var_key(op_type: str, var: z3.ArithRef) -> str:

@@ -7,7 +7,8 @@ kinds of coverage on its own models and biases the next model toward what is mis
 
 - op inputs: (op, slot, dtype, rank, shape bucket)
 - attribute values: (op, attribute, bin), from emitted attributes and solved variables;
-  a defaulted attribute also as `absent` or written at its `default` (generator.emit)
+  a defaulted attribute also as `absent` or written at its `default` (generator.emit), and
+  an optional input as `absent` or `present` (`Op.input<k>`, generator.ops.optional)
 - directed op pairs: which op type feeds which
 
 Op choice follows COMET's Metropolis-Hastings scheme: ops are ranked by how much they
@@ -33,6 +34,7 @@ from generator.emit import at_default, pads_implied, schema_defaults
 from generator.focus import FocusDraws
 from generator.graph import GNode, Graph
 from generator.ops.base import OpSpec
+from generator.ops.optional import form_key, input_form, optional_slots
 from generator.patterns.base import Pattern
 from generator.symbolic import Dim, TType
 
@@ -149,6 +151,8 @@ class Coverage(BaseModel):
         for n in emitted:
             if n.op_type == op:
                 self._record_attrs(op, n, node.op.sc.opset)
+                for slot in optional_slots(op, node.op.sc.opset):
+                    self.attrs[f"{form_key(op, slot)}={input_form(n.input, slot)}"] += 1
         for key, value in node.binned:
             self.attrs[f"{key}={bin_of(value)}"] += 1
 

@@ -21,7 +21,8 @@ from generator.binning import ABSENT, AT_DEFAULT, BinWeight, Solution
 from generator.dtypes import DType
 from generator.graph import Fragment, GNode, Graph
 from generator.ops.base import current_attrs
-from generator.symbolic import Dim
+from generator.ops.optional import DRAWN, NodeView, OptionalInputs
+from generator.symbolic import AbsTensor, Dim
 
 NodeHook = Callable[[GNode, list[onnx.NodeProto]], None]
 
@@ -254,25 +255,77 @@ class OnnxEmitter:
         """Writes absent defaulted attributes out at their default (None: never)."""
         self.ranks: dict[str, int] = {}
         """The ranks of the tensors the node being written reads and owns, as far as known."""
+        self.optional: OptionalInputs | None = None
+        """Draws optional inputs absent and present (None: never)."""
+        self.writer = ""
+        """The op type of the spec being written (a template's `pattern:` name)."""
+        self.graph_inputs: dict[str, AbsTensor] = {}
+        """The graph tensors the node being written reads."""
+        self.dropped: set[str] = set()
+        """Values of the node being written that an optional input's drop left unread."""
 
     def write(self, n: GNode) -> Fragment:
         """Emit one graph node; its tensors are named `tname(id)`."""
         self.solution = n.solution
         self.fragment = Fragment()
-        self.ranks = {tname(i): t.rank for i, t in zip(n.inputs, n.op.inputs, strict=False)}
+        self.graph_inputs = {tname(i): t for i, t in zip(n.inputs, n.op.inputs, strict=False)}
+        self.ranks = {name: t.rank for name, t in self.graph_inputs.items()}
+        self.writer = n.op.op_type
+        self.dropped = set()
         n.op.emit(self, [tname(i) for i in n.inputs], [tname(o) for o in n.outputs])
+        if self.dropped:
+            self._prune()
         return self.fragment
+
+    def _prune(self) -> None:
+        """Forget the values that dropped optional inputs held, unless another node reads them
+        (a template may hand one zero point to a Q and its DQ)."""
+        read = {x for node in self.fragment.nodes for x in node.input}
+        for name in self.dropped - read:
+            self.fragment.arrays.pop(name, None)
+            self.fragment.runtime.pop(name, None)
+            self.fan_in.pop(name, None)
+
+    def array(self, name: str) -> np.ndarray | None:
+        """A value the node being written made (generator.ops.optional.Known)."""
+        found = self.fragment.arrays.get(name)
+        return self.fragment.runtime.get(name) if found is None else found
+
+    def typed(self, name: str) -> tuple[list[int], DType] | None:
+        """The shape and type of a tensor the node being written reads, where known."""
+        t = self.graph_inputs.get(name)
+        if t is not None:
+            return [self.ival(d) for d in t.shape], t.dtype
+        found = self.array(name)
+        if found is None:
+            return None
+        try:
+            return list(found.shape), DType.from_numpy(found.dtype)
+        except ValueError:  # a 4-bit or float8 value: no DType names it
+            return None
 
     def ival(self, term: Dim) -> int:
         return self.solution.eval(term)
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
+        if self.optional is not None and op_type in DRAWN:
+            inputs, attrs = self._optional_inputs(op_type, inputs, len(outputs), attrs)
         if self.explicit is not None:
             spatial = spatial_rank(op_type, inputs, attrs, self.ranks)
             attrs = self.explicit.fill(op_type, self.opset, attrs, spatial)
         name = f"n{self.made_nodes}_{op_type}"
         self.made_nodes += 1
         self.fragment.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
+
+    def _optional_inputs(
+        self, op_type: str, inputs: Sequence[str], outputs: int, attrs: dict[str, Any]
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The node's optional inputs drawn absent or present (generator.ops.optional)."""
+        assert self.optional is not None
+        view = NodeView(op_type, self.opset, inputs, outputs, attrs, op_type == self.writer, self)
+        written, attrs = self.optional.fill(view, self.const)
+        self.dropped.update(set(inputs) - set(written) - {""})
+        return written, attrs
 
     def const_i64(self, values: Sequence[int]) -> str:
         return self._initializer("c", np.asarray(values, dtype=np.int64))

@@ -25,6 +25,7 @@ from generator.binning import BinChooser, Solution, solve_local, var_key
 from generator.emit import ExplicitDefaults
 from generator.graph import GNode, Graph
 from generator.ops.base import MAX_WORK, OpSpec
+from generator.ops.optional import OptionalInputs
 from generator.solver import MeteredSolver
 from generator.symbolic import AbsTensor, Cond, Dim, SymCtx, TType, numel
 from generator.tape import Draw, TapeRandom
@@ -114,9 +115,11 @@ class Grower:
             first = AbsTensor(t.dtype, list(self.bins.free_shape(t.rank, self.sc.max_elements)))
         self.graph.placeholders.append(self.graph.add_tensor(first))
         if witness is not None:
-            # The nodes are written as they are inserted: their defaulted attributes are
-            # drawn absent or explicit from the model's stream, steered by the bins' weight.
+            # The nodes are written as they are inserted: their defaulted attributes are drawn
+            # absent or explicit, and their optional inputs absent or present, from the model's
+            # stream, steered by the bins' weight.
             witness.em.explicit = ExplicitDefaults(self.rng, bins.weight)
+            witness.em.optional = OptionalInputs(self.rng, bins.weight)
             witness.placeholder(self.graph, self.graph.placeholders[0])
 
     @property

@@ -107,9 +107,11 @@ def _attention_form(case: GeneratedCase) -> set[str]:
     if a.get("q_num_heads", 0) != a.get("kv_num_heads", 0):
         forms.add("grouped")
     forms |= {k for k in ("is_causal", "scale", "softcap", "softmax_precision") if k in a}
-    if len(inputs) > 3:
+    if len(inputs) > 3 and inputs[3]:
         mask = next(i for i in case.model.graph.initializer if i.name == inputs[3])
         forms.add("bool mask" if mask.data_type == TensorProto.BOOL else "float mask")
+    if len(inputs) > 6 and inputs[6]:  # at every key: what its absence means (generator.ops.optional)
+        forms.add("nonpad_kv_seqlen")
     return forms
 
 
@@ -134,7 +136,7 @@ FORMS: dict[str, tuple[Callable[[GeneratedCase], set[str]], set[str]]] = {
     "Attention": (
         _attention_form,
         {"3d", "4d", "self", "cross", "grouped", "is_causal", "scale", "softcap", "softmax_precision"}
-        | {"bool mask", "float mask"},
+        | {"bool mask", "float mask", "nonpad_kv_seqlen"},
     ),
     "RotaryEmbedding": (
         _rotary_form,

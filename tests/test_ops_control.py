@@ -193,7 +193,7 @@ def _loop_runs_right(case: Candidate) -> bool:
 def test_a_loop_is_trimmed_to_one_iteration_when_the_bug_needs_no_more() -> None:
     cases = [
         c
-        for c in (generate(seed, GenConfig(nodes=2, ops=["Loop", "Relu"], dtypes=["float32"])) for seed in range(60))
+        for c in (generate(seed, GenConfig(nodes=2, ops=["Loop", "Relu"], dtypes=["float32"])) for seed in range(120))
         if [n.op_type for n in c.model.graph.node].count("Loop") == 1
     ]
     trimmed: list[tuple[bool, bool]] = []

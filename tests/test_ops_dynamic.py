@@ -361,19 +361,22 @@ def test_unique_in_first_occurrence_order_agrees_with_onnxruntime() -> None:
 
 def test_non_max_suppression_draws_both_box_forms_and_a_binding_cap() -> None:
     """center_point_box 0 (written or not) and 1; a cap that keeps fewer boxes than pass, and
-    IoUs and scores far from their thresholds, so that one selection is right."""
+    IoUs and scores far from their thresholds, so that one selection is right; the IoU
+    threshold given, or left out (0: boxes overlap heavily or not at all)."""
     seen: Counter[str] = Counter()
     for case in cases("NonMaxSuppression"):
         node = _node(case.model, "NonMaxSuppression")
         attrs = {a.name: a.i for a in node.attribute}
         seen[f"center_point_box={attrs.get('center_point_box', '-')}"] += 1
-        iou, floor = (case.inputs[n] for n in node.input[3:])
+        thresholds = [n for n in node.input[3:] if n]  # an absent iou_threshold is 0 (generator.ops.optional)
+        seen["iou_threshold " + ("given" if node.input[3] else "absent")] += 1
         ours = run_reference(case.model, case.inputs)
         uncapped = run_reference(case.model, case.inputs, substitute={0: _nms_without_cap})
         seen["binding cap"] += bool(differences(ours, uncapped))
-        nudged = {**case.inputs, node.input[3]: iou + 0.05, node.input[4]: floor + 0.05}
+        nudged = {**case.inputs, **{n: case.inputs[n] + 0.05 for n in thresholds}}
         assert not differences(ours, run_reference(case.model, nudged)), "a threshold decides the selection"
     assert {"center_point_box=0", "center_point_box=1", "center_point_box=-"} <= set(seen), seen
+    assert {"iou_threshold given", "iou_threshold absent"} <= set(seen), seen
     assert seen["binding cap"] >= 1, seen
 
 

@@ -137,6 +137,9 @@ FORMS: list[Form] = [
     (12, "Dropout", "seed", lambda n: _attr(n, "seed") is not None, (DType.float32,)),
     (12, "Einsum", "the op", lambda n: True, (DType.float32,)),
     (12, "Celu", "the op", lambda n: True, (DType.float32,)),
+    # Resize-11's roi is a required (empty) tensor; from 13 it is drawn absent or present
+    # empty (generator.ops.optional), so the absent form is the new one.
+    (13, "Resize", "roi left out", lambda n: n.input[1] == "", (DType.float32,)),
     (12, "GreaterOrEqual", "the op", lambda n: True, (DType.float32,)),
     (12, "NegativeLogLikelihoodLoss", "the op", lambda n: True, (DType.float32,)),
     (13, "Squeeze", "axes as an input", lambda n: _inputs(n) == 2, (DType.float32,)),
@@ -198,7 +201,6 @@ OLD_FORMS: list[Form] = [
     (12, "Unsqueeze", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
     (12, "Split", "sizes as an attribute", lambda n: _attr(n, "split") is not None, (DType.float32,)),
     (12, "ReduceSum", "axes as an attribute", lambda n: _attr(n, "axes") is not None, (DType.float32,)),
-    (12, "Resize", "roi as an empty tensor", lambda n: n.input[1] != "", (DType.float32,)),
     (
         12,
         "Resize",

@@ -398,6 +398,10 @@ def _loop_condition_absent(i: Instance) -> bool:
     return len(i.node.input) < 2 or not i.node.input[1]
 
 
+def _threshold_absent_before_another(i: Instance) -> bool:
+    return len(i.node.input) > 4 and not i.node.input[3]
+
+
 def _loop_stacks_rank_2_or_more(i: Instance) -> bool:
     state = i.value(2)
     return len([o for o in i.node.output if o]) > 1 and state is not None and state.ndim >= 2
@@ -488,6 +492,11 @@ EVALUATOR_DEFECTS: dict[Pattern, str] = {
         "stacks scan outputs with np.vstack, which joins elements of rank 2 or more along their"
         " first axis instead of adding one; onnx's shape inference and onnxruntime add the axis,"
         " as torch does"
+    ),
+    Pattern("NonMaxSuppression", where=_threshold_absent_before_another): (
+        'refuses an absent iou_threshold named "" before a score_threshold (TypeError: issues with'
+        " types, None among the inputs), where the spec reads it as 0; onnxruntime selects the"
+        " boxes torch selects"
     ),
     Pattern("Scan", where=_scan_not_axis_0_forward): (
         "scans only along axis 0, forward (RuntimeError: not implemented); onnxruntime scans any"

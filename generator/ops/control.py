@@ -56,6 +56,9 @@ BODY_UNARY = ("Identity", "Relu", "Abs", "Neg", "Tanh")
 MAX_ITERATIONS = 1 << 16
 """The reference refuses a Loop that has not stopped after this many iterations: a user's
 model with no trip count and a condition that never turns false would never return."""
+WHILE_SHARE = 1 / 3
+"""The share of Loops whose body stops before the trip count that leave M out (a while loop):
+an optional input is drawn absent and present (generator.ops.optional)."""
 
 
 def run_body(
@@ -236,8 +239,9 @@ class Scan(OpSpec):
 class Loop(OpSpec):
     """A Loop carrying one tensor through a trip count of iterations: each adds the
     iteration number to its state and squashes it, and may emit a per-iteration output,
-    stacked. The trip count is a constant or a graph input of fixed value; the condition
-    is left out, a constant true, or computed in the body as `iteration < K` to stop early."""
+    stacked. The trip count is a constant or a graph input of fixed value, or left out where
+    the body stops first; the condition is left out, a constant true, or computed in the body
+    as `iteration < K` to stop early."""
 
     op_type = "Loop"
     arity = 1
@@ -255,6 +259,14 @@ class Loop(OpSpec):
         self.stop_after = self.rng.randrange(self.trips - 1) if self.trips > 1 and self.rng.random() < 0.3 else None
         """K: the body's condition is `iteration < K`, so K + 1 iterations run."""
         self.condition = self.rng.choice(("absent", "true", "true"))
+        if self.condition == "absent":
+            # (trip_count, ""): the spec's for loop ignores the body's condition, where
+            # onnxruntime and onnx.reference stop on it: a body that stops first would make
+            # a build that reads the spec look wrong. Without a condition input it never stops.
+            self.stop_after = None
+        self.trip_count = self.stop_after is None or self.condition == "absent" or self.rng.random() >= WHILE_SHARE
+        """Whether M is written: a body that stops first (its condition `iteration < K` beside a
+        condition input) runs as many iterations without one, as a while loop."""
         self.emits = self.rng.random() < 0.7
         self.plan = BodyPlan.draw(self.rng, ins[0].dtype, sc.opset)
 
@@ -305,7 +317,7 @@ class Loop(OpSpec):
             ],
             body_outs,
         )
-        trips = em.shape_operand(np.array(self.trips, dtype=np.int64))
+        trips = em.shape_operand(np.array(self.trips, dtype=np.int64)) if self.trip_count else ""
         cond = "" if self.condition == "absent" else em.const(np.array(True))
         em.node("Loop", [trips, cond, ins[0]], outs, body=body)
 

@@ -270,9 +270,9 @@ class NonMaxSuppression(OpSpec):
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         boxes, scores = inputs[0].double(), inputs[1].double()
-        cap = int(inputs[2].reshape(-1)[0]) if len(inputs) > 2 and inputs[2].numel() else 0
-        iou = float(inputs[3].reshape(-1)[0]) if len(inputs) > 3 and inputs[3].numel() else 0.0
-        floor = float(inputs[4].reshape(-1)[0]) if len(inputs) > 4 and inputs[4].numel() else None
+        given = [_first(inputs[k]) if len(inputs) > k else None for k in (2, 3, 4)]
+        cap = int(given[0]) if given[0] is not None else 0
+        iou = given[1] if given[1] is not None else 0.0
         if attrs.get("center_point_box", 0):
             half = boxes[..., 2:] / 2
             xy = torch.cat([boxes[..., :2] - half, boxes[..., :2] + half], dim=-1)
@@ -283,8 +283,13 @@ class NonMaxSuppression(OpSpec):
         for b in range(scores.shape[0]):
             overlaps = box_iou(low[b], high[b])
             for c in range(scores.shape[1]):
-                found += [[b, c, k] for k in greedy(scores[b, c], overlaps, cap, iou, floor)]
+                found += [[b, c, k] for k in greedy(scores[b, c], overlaps, cap, iou, given[2])]
         return [torch.tensor(found, dtype=torch.int64).reshape(-1, 3)]
+
+
+def _first(t: torch.Tensor | None) -> float | None:
+    """An optional scalar input's value: None where absent (named "") or empty."""
+    return float(t.reshape(-1)[0]) if t is not None and t.numel() else None
 
 
 def box_iou(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:

@@ -107,14 +107,21 @@ class QuantizeLinear(QuantOp):
             rank = x.dim()
             saturate = bool(int(attrs.get("saturate", 1)))
             return [quantize_to(x, per_axis(scale, attrs, rank), per_axis(zero, attrs, rank), to, saturate)]
-        zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=_output_dtype(attrs))
+        zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else implied_zero_point(attrs)
         return [quantize(x, per_axis(scale, attrs, x.dim()), per_axis(zero, attrs, x.dim()), zero.dtype)]
 
 
-def _output_dtype(attrs: Attrs) -> torch.dtype:
-    """QuantizeLinear's type without a zero point: output_dtype (opset 21), else uint8."""
+def implied_zero_point(attrs: Attrs) -> torch.Tensor:
+    """QuantizeLinear's zero point where the node gives none: 0 in the type its output then
+    takes, output_dtype (opset 21) or else uint8 (a 4-bit type's held in its byte type). The
+    reference and the value search (generator.values.jumps) both read it so: an int8 output
+    saturates elsewhere than a uint8 one."""
     to = int(attrs.get("output_dtype", 0))
-    return torch.from_numpy(np.zeros(0, DType.from_onnx(to).numpy)).dtype if to else torch.uint8
+    if to in FLOAT8:
+        return torch.zeros((), dtype=FLOAT8[to])
+    if to in FOUR_BIT:
+        return torch.zeros((), dtype=FOUR_BIT[to][3])
+    return torch.from_numpy(np.zeros((), DType.from_onnx(to).numpy if to else np.uint8))
 
 
 @register

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from generator.ops.narrow import float8_spacing
+from generator.ops.quant import implied_zero_point
 from generator.quantization import dynamic_range, per_axis
 from generator.values.predicate import (
     Attrs,
@@ -79,7 +80,7 @@ def quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     saturates whichever way it rounds."""
     x = operand(ops)
     v = x / per_axis(operand(ops, 1), attrs, x.dim()).to(x.dtype)
-    zero = ops[2] if len(ops) > 2 and ops[2] is not None else torch.zeros((), dtype=torch.uint8)
+    zero = ops[2] if len(ops) > 2 and ops[2] is not None else implied_zero_point(attrs)
     if zero.dtype.is_floating_point:  # float8: a tie between two neighbours, at any binade
         return torch.where(v.isfinite(), _half_gap_of(v / float8_spacing(v, zero.dtype)), -torch.ones_like(v))
     info = torch.iinfo(zero.dtype)
