@@ -93,6 +93,7 @@ class Served:
         self.memory_cap_mb = memory_cap_mb
         self.coverage = coverage
         """Measures the system's own Python code where the bot asked for it (backends.code_coverage)."""
+        self.not_implemented = bool(getattr(adapter, "not_implemented_is_limit", True))
 
     def failure(self, stage: str, e: BaseException) -> dict[str, Any]:
         traceback.print_exc(file=sys.stderr)
@@ -101,8 +102,15 @@ class Served:
             cap = f" (address space capped at {self.memory_cap_mb} MiB)" if self.memory_cap_mb else ""
             # The heap may be half-built now: answer, then exit so the bot starts a fresh worker.
             return {"status": "error", "stage": stage, "message": f"out of memory{cap}: {message}", "exiting": True}
-        status = "unsupported" if is_unsupported(self.patterns, message) else "error"
-        return {"status": status, "stage": stage, "message": message}
+        limit = is_unsupported(self.patterns, message) or (self.not_implemented and declines(e))
+        return {"status": "unsupported" if limit else "error", "stage": stage, "message": message}
+
+
+def declines(e: BaseException) -> bool:
+    """Python's own way to say "not supported": a NotImplementedError that says what (a bare
+    one is an adapter method nobody wrote, a plugin's bug). onnx2torch raises it for every op
+    and version it has no converter for; unlisted, 7 of 35 reports on it were such refusals."""
+    return isinstance(e, NotImplementedError) and bool(str(e).strip())
 
 
 def read_rewrites(adapter: Any, compiled: Any) -> dict[str, int]:

@@ -291,3 +291,58 @@ def test_crash_in_a_plugin_worker_reports_signal_and_stderr() -> None:
         assert result.stage is Stage.compile
         assert "Segmentation fault" in result.stderr_tail
         assert result.backend is not None and result.backend.name == "onnx-reference"
+
+
+REFUSING_PLUGIN = """
+import numpy as np
+
+
+class Refusing:
+    name = "refusing"
+    levels = ("default",)
+    default_level = "default"
+    how = "said"
+
+    def __init__(self, options):
+        pass
+
+    def info(self):
+        return {"name": self.name, "version": "1", "commit": None}
+
+    def compile(self, model, level):
+        if self.how == "said":
+            raise NotImplementedError("Converter is not implemented (Relu, 14)")
+        raise NotImplementedError
+
+    def run(self, compiled, inputs):
+        return {}
+
+
+class Bare(Refusing):
+    how = "bare"
+
+
+class Strict(Refusing):
+    not_implemented_is_limit = False
+"""
+
+
+def test_a_not_implemented_error_that_says_what_is_a_declared_limit(tmp_path: Path) -> None:
+    """Python's convention for "not supported", with no pattern listed: a plugin's own
+    message makes it a limit; a bare one is an adapter method nobody wrote; a plugin whose
+    system raises it for bugs turns the default off."""
+    from onnx import TensorProto, helper
+
+    from backends.client import WorkerClient
+    from backends.results import Status
+    from backends.spec import parse_backend
+
+    (tmp_path / "refusing.py").write_text(REFUSING_PLUGIN)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [x])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    got = {}
+    for cls in ("Refusing", "Bare", "Strict"):
+        with WorkerClient(parse_backend(f"{tmp_path / 'refusing.py'}:{cls}")) as client:
+            got[cls] = client.run(model, {"x": np.zeros(2, np.float32)}).status
+    assert got == {"Refusing": Status.unsupported, "Bare": Status.error, "Strict": Status.error}

@@ -13,7 +13,8 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 `import` stage and `compile` receives its result instead of the bytes), `warmup(compiled,
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
-limitation rather than a bug), `opsets`, `level_help`, `lowest_level`,
+limitation rather than a bug; a NotImplementedError with a message is one by default,
+`not_implemented_is_limit`), `opsets`, `level_help`, `lowest_level`,
 `system_modules`, `coverage_modules`, `code_coverage() -> dict[str, list[int]]` (the native
 source lines the run just measured executed, read off the counters of a build compiled for
 gcov or llvm-cov; backends.code_coverage measures Python itself) and
@@ -50,6 +51,9 @@ class Adapter:
     """The lowest and highest default-domain opset the system accepts. The highest bounds what
     a campaign asks the build about (bot.sides.opset_probe); below it, the probe model decides."""
     unsupported: ClassVar[tuple[str, ...]] = ()
+    not_implemented_is_limit: ClassVar[bool] = True
+    """A NotImplementedError that says what it lacks is a declared limit, Python's convention
+    for "not supported" (set False where the system raises it for bugs too)."""
     options: ClassVar[dict[str, str]] = {}
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
     count_options: ClassVar[tuple[str, ...]] = ()

@@ -169,7 +169,10 @@ class Campaign:
         """A bug became known while fuzzing: generation forgets the parents that show it and
         quiets its focus on the bug's ops, the divergence keys its cases showed stop teaching
         generation, and the share of later tests it still takes is counted (summary.json
-        `known_share`)."""
+        `known_share`). A bug learned after the fuzzing (its reduction came after the
+        budget) changes no test, and is not counted."""
+        if self.state.wall_s:
+            return
         self.source.forget_known([n.op_type for n in bug.nodes])
         if self.divergence is not None:
             firsts = self.reduction.first_names(bug.fingerprint)
