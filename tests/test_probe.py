@@ -10,7 +10,15 @@ import pytest
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
 from backends.spec import parse_backend
-from bot.sides.probe import PROBE_FORMAT, ProbeFailure, SupportMatrix, cache_path, probe_models, probe_support
+from bot.sides.probe import (
+    PROBE_FORMAT,
+    ProbeFailure,
+    SupportMatrix,
+    cache_path,
+    probe_models,
+    probe_opsets,
+    probe_support,
+)
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
@@ -156,3 +164,23 @@ def test_python_s_own_type_errors_are_no_declared_limit() -> None:
     assert not is_unsupported(error("TypeError: '<' not supported between instances of 'str' and 'int'"))
     assert is_unsupported(error("NotImplementedError: Converter is not implemented (Clip, 6)"))
     assert is_unsupported(error("onnx: op Foo unsupported at this opset"))
+
+
+def test_an_expanded_function_body_that_does_not_type_is_a_limit_of_the_build(tmp_path: Path) -> None:
+    """onnxruntime 1.31 has no bfloat16 Clip kernel and expands Clip-13's function body instead,
+    whose Where takes no bfloat16 before Where-16: the model is refused as invalid, naming a
+    Where the probe never wrote. That is the build lacking the form, so it is recorded
+    unsupported at opset 13 and the campaign never draws it; at opset 16 the same expansion
+    lacks a Less kernel, which already read as a limit. A type error in an op the model does
+    write stays a possible bug."""
+    from backends.results import RunResult, Status
+    from bot.sides.probe import is_unsupported
+
+    invalid = "INVALID_GRAPH : Type Error: Type 'tensor(bfloat16)' of input parameter (c0) of operator (Where)"
+    assert is_unsupported(RunResult(status=Status.error, message=invalid), frozenset({"Cast", "Clip"}))
+    assert not is_unsupported(RunResult(status=Status.error, message=invalid), frozenset({"Cast", "Where"}))
+    with WorkerClient(parse_backend("onnxruntime:all")) as client:
+        failures: list[object] = []
+        matrices = probe_opsets(client, client.info, [13], tmp_path, failures.append, ops=["Clip"])
+    assert not failures and DType.bfloat16 not in matrices[13].supported["Clip"]
+    assert DType.float32 in matrices[13].supported["Clip"]

@@ -62,14 +62,16 @@ def one_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def two_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Base and head are one interpreter, the fault hits head only: new regressions. Every
-    case diverges (head is wrong), so divergence guidance is off: steered by it, generation
-    meets a persistent onnxruntime bug among the first ten cases, and these tests want
-    regressions only. From seed 60: seeds 0 to 9 meet one too (a Pad before a pool), and since
-    the generator draws more ops, so does seed 40."""
+    case diverges (head is wrong), so divergence guidance is off. These tests want
+    regressions only, and a seed alone does not keep onnxruntime's own bugs out as the
+    generator grows (seed 60 came to meet two quantized-kernel crashes), so the ops are a
+    fixed set of float kernels onnxruntime has no known bug in."""
     root = tmp_path_factory.mktemp("two")
     config = root / "fuzzbot.yml"
     sides = f"compiler:\n  base: {{python: {PYTHON}}}\n  head: {{python: {PYTHON}}}\n"
-    config.write_text(sides + "guide: {divergence: false}\n")
+    ops = "[Add, Mul, Sub, Relu, LeakyRelu, Celu, Sigmoid, Tanh, Neg, Abs, Exp, MatMul, Transpose, Softmax]"
+    generator = f"generator: {{ops: {ops}, dtypes: [float32]}}\n"
+    config.write_text(sides + "guide: {divergence: false}\n" + generator)
     out = _campaign(root / "out", config, tests=10, seed=60)
     assert _distinct(out) >= 4, "the tests below mix four different findings"
     return out

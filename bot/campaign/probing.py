@@ -79,14 +79,24 @@ def probe_range(
     on_failure: Callable[[ProbeFailure], None],
     on_progress: Callable[[int, int], None] | None,
     lossy: dict[str, str],
+    ops: list[str] | None = None,
 ) -> tuple[OpsetPlan, list[dict[int, SupportMatrix]]]:
     """Every side's support at every opset of `plan`'s range, and the plan with what every
-    side runs and what one side alone runs, per opset."""
+    side runs and what one side alone runs, per opset. `ops`: the config's own list, where
+    it names one; the cache keeps what was asked, and a later campaign asks the rest."""
     matrices: list[dict[int, SupportMatrix]] = []
     for setup, side in zip(setups, lane, strict=True):
         info: BackendInfo = side.client.start()
         found = probe_opsets(
-            side.client, info, list(plan.opsets), cache, on_failure, on_progress, lossy=lossy, build_id=setup.build_id
+            side.client,
+            info,
+            list(plan.opsets),
+            cache,
+            on_failure,
+            on_progress,
+            ops=ops,
+            lossy=lossy,
+            build_id=setup.build_id,
         )
         matrices.append(found)
     both: dict[int, Support] = {}

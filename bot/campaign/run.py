@@ -256,7 +256,8 @@ class Campaign:
         matrices: list[dict[int, SupportMatrix]] = []
         if self.cfg.probe and self._worth_probing():
             lossy = declared_lossy(self.spec)
-            plan, matrices = probe_range(self.setups, lane, plan, cache, failed, self.on_probe_progress, lossy)
+            ops = self.cfg.generator.ops
+            plan, matrices = probe_range(self.setups, lane, plan, cache, failed, self.on_probe_progress, lossy, ops)
         probed = Probed(plan, list(answers) if answers is not None else [None] * len(self.setups), matrices)
         self._follow(probed, failures)
         return probed

@@ -32,6 +32,7 @@ from backends.spec import BackendSpec, adapter_class
 from generator.api import GenConfig, GeneratedCase, Support, generate, op_specs
 from generator.dtypes import DType
 from generator.ops import registry
+from generator.ops.base import floats_take_bfloat16, schema_at, schema_dtypes
 from generator.values import NoValidValues
 
 PROBE_SEEDS = 24
@@ -42,6 +43,11 @@ UNSUPPORTED_FALLBACK = re.compile(
     r"NOT_IMPLEMENTED|Could not find an implementation|not supported|not implemented|unsupported", re.IGNORECASE
 )
 """Used when the worker's adapter does not classify results itself."""
+
+
+UNPLACEABLE = "fuzzbot: no seed writes this pair alone at this opset"
+"""What a pair the generator cannot write on its own is recorded as: not the build's answer,
+and said so, but cached like one, as every seed is tried before the generator gives up."""
 
 
 class ProbeFailure(BaseModel):
@@ -113,24 +119,35 @@ declared limit: a converter that divides two strings (a mutant of onnx2torch's n
 is broken, not limited, and a probe that took it so left nothing to generate."""
 
 
-def is_unsupported(result: RunResult) -> bool:
+EXPANDED_OP = re.compile(r"operator \((\w+)\)")
+"""How onnxruntime names the op a type error is in: where that op is not in the probe's model,
+the build expanded the probed op's function body for want of a kernel, and the body did not
+type (a bfloat16 Clip at opsets 13 to 15 becomes a Where that takes no bfloat16 before
+Where-16). The build has no form of the op for that dtype: a limit, as a missing kernel is."""
+
+
+def is_unsupported(result: RunResult, written: frozenset[str] = frozenset()) -> bool:
+    """`written`: the op types of the model that gave `result`, when known."""
     if result.status.value == "unsupported":
         return True
     if result.status is not Status.error or PYTHON_TYPE_ERRORS.search(result.message):
         return False
+    named = EXPANDED_OP.search(result.message)
+    if written and named is not None and named.group(1) not in written:
+        return True
     return bool(UNSUPPORTED_FALLBACK.search(result.message))
 
 
-def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[RunResult]:
+def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[tuple[RunResult, frozenset[str]]]:
     """Run up to PROBE_MODELS single-op models of this combination, until one runs; one
     model is not enough, as arity, rank and attributes change which kernel is needed (a
     one-input Mean is optimized away, a two-input one needs a kernel; TVM declines a 3-D
-    Resize and runs a 4-D one)."""
-    results: list[RunResult] = []
+    Resize and runs a 4-D one). Each result comes with the op types its model writes."""
+    results: list[tuple[RunResult, frozenset[str]]] = []
     for case in probe_models(op, dtype, opset):
         client.submit(case.model.SerializeToString(), case.inputs)
-        results.append(client.collect())
-        if len(results) == PROBE_MODELS or results[-1].status is Status.ok:
+        results.append((client.collect(), frozenset(n.op_type for n in case.model.graph.node)))
+        if len(results) == PROBE_MODELS or results[-1][0].status is Status.ok:
             break
     return results
 
@@ -230,9 +247,24 @@ def _todo(matrix: SupportMatrix, ops: list[str] | None, lossy: dict[str, str]) -
                 matrix.unsupported.setdefault(spec.op_type, {})[d.value] = lossy[d.value]
                 if d in matrix.supported.get(spec.op_type, []):
                     matrix.supported[spec.op_type].remove(d)
-            elif not matrix.known(spec.op_type, d):
+            elif not matrix.known(spec.op_type, d) and schema_admits(spec.op_type, d, matrix.opset):
                 todo.append((spec.op_type, d))
     return todo
+
+
+@functools.cache
+def schema_admits(op: str, dtype: DType, opset: int) -> bool:
+    """Whether any input of the op's schema at `opset` takes `dtype`: where none does, the
+    generator cannot write the pair at that opset (Add takes int8 from opset 14 on), so
+    there is nothing to ask the build. A spec's dtypes are the union over opsets, and
+    generating 24 seeds of each such pair before giving up cost a toy compiler's campaign
+    over two minutes of its start, on every run, as nothing is cached of a pair not asked."""
+    schema = schema_at(op, opset)
+    if schema is None or not schema.inputs:
+        return True  # not a default-domain schema the check can read: ask the generator
+    if dtype is DType.bfloat16 and not floats_take_bfloat16(op, opset):
+        return False
+    return any(dtype in schema_dtypes(op, opset, slot) for slot in range(len(schema.inputs)))
 
 
 @functools.cache
@@ -275,15 +307,16 @@ def _probe_pair(client: WorkerClient, matrix: SupportMatrix, op: str, dtype: DTy
     """Probe one combination into `matrix`; a failure that does not say "unsupported" is
     returned instead (a possible bug, never recorded)."""
     results = _probe_one(client, op, dtype, matrix.opset)
-    if not results:
-        return None  # the generator cannot place this combination alone; generation never draws it either
-    result = results[-1]
+    if not results:  # generation never draws it either; kept, so no later run spends the seeds again
+        matrix.unsupported.setdefault(op, {})[dtype.value] = UNPLACEABLE
+        return None
+    result = results[-1][0]
     if result.status is Status.ok:
         matrix.supported.setdefault(op, []).append(dtype)
-    elif all(is_unsupported(r) for r in results):
+    elif all(is_unsupported(r, written) for r, written in results):
         matrix.unsupported.setdefault(op, {})[dtype.value] = result.message.strip().splitlines()[0][:300]
     else:
-        result = next(r for r in results if not is_unsupported(r))
+        result = next(r for r, written in results if not is_unsupported(r, written))
         return ProbeFailure(op=op, dtype=dtype, status=result.status.value, message=_summary(result))
     return None
 
