@@ -110,6 +110,7 @@ def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
     assert exit_code(report, fail_on_regression=True) == 2 and "**Dropped support: head declines" in pr_comment(report)
 
 
+@pytest.mark.timeout(900)  # two 600-test campaigns, counted in tests, not seconds: slow under load, never flaky
 def test_guidance_finds_both_pass_regressions_that_plain_generation_misses(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
