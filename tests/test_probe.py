@@ -181,6 +181,7 @@ def test_an_expanded_function_body_that_does_not_type_is_a_limit_of_the_build(tm
     assert not is_unsupported(RunResult(status=Status.error, message=invalid), frozenset({"Cast", "Where"}))
     with WorkerClient(parse_backend("onnxruntime:all")) as client:
         failures: list[object] = []
+        assert client.info is not None
         matrices = probe_opsets(client, client.info, [13], tmp_path, failures.append, ops=["Clip"])
     assert not failures and DType.bfloat16 not in matrices[13].supported["Clip"]
     assert DType.float32 in matrices[13].supported["Clip"]
