@@ -12,6 +12,7 @@ from backends.faults import FaultSpec
 from backends.spec import parse_backend
 from bot.sides.probe import (
     PROBE_FORMAT,
+    UNPLACEABLE,
     ProbeFailure,
     SupportMatrix,
     cache_path,
@@ -42,7 +43,8 @@ def test_onnxruntime_runs_common_pairs_and_refuses_known_gaps(
     assert DType.float32 in matrix.supported["Add"]
     assert DType.float32 in matrix.supported["Conv"]
     # onnxruntime's CPU provider lacks kernels for many int8/uint8/float16 combinations.
-    refused = [msg for by_dtype in matrix.unsupported.values() for msg in by_dtype.values()]
+    answers = [msg for by_dtype in matrix.unsupported.values() for msg in by_dtype.values()]
+    refused = [msg for msg in answers if msg != UNPLACEABLE]  # those the build gave, not the generator
     assert len(refused) >= 5
     # a missing kernel, or a recurrent kernel's own refusal ("GRU operator does not support double yet")
     assert all("NOT_IMPLEMENTED" in m or "implementation" in m or "does not support" in m for m in refused), refused
@@ -185,3 +187,18 @@ def test_an_expanded_function_body_that_does_not_type_is_a_limit_of_the_build(tm
         matrices = probe_opsets(client, client.info, [13], tmp_path, failures.append, ops=["Clip"])
     assert not failures and DType.bfloat16 not in matrices[13].supported["Clip"]
     assert DType.float32 in matrices[13].supported["Clip"]
+
+
+def test_a_pair_no_seed_writes_alone_is_kept_and_never_asked(tmp_path: Path) -> None:
+    """Mod takes bfloat16 from Mod-13, yet no seed writes a bfloat16 Mod alone: the pair is
+    recorded as the generator's answer, so the next campaign does not spend the seeds on it
+    again, and the build is never asked (the client here is never started). A dtype no input
+    of the schema takes at an opset is not even tried."""
+    from bot.sides.probe import _probe_pair, schema_admits
+
+    matrix = SupportMatrix(backend="onnxruntime", version="x", opset=16)
+    idle = WorkerClient(parse_backend("onnxruntime:all"))
+    assert _probe_pair(idle, matrix, "Mod", DType.bfloat16) is None
+    assert matrix.unsupported["Mod"] == {"bfloat16": UNPLACEABLE} and idle.info is None
+    assert not schema_admits("Add", DType.int8, 13) and schema_admits("Add", DType.int8, 14)
+    assert not schema_admits("Dropout", DType.bfloat16, 13)  # x takes it, the ratio does not
