@@ -295,6 +295,8 @@ def _lend(matrices: dict[int, SupportMatrix], opset: int, op: str, dtype: DType)
     for other, donor in matrices.items():
         if other == opset or not donor.known(op, dtype) or kernels_at(op, other) != mine:
             continue
+        if donor.unsupported.get(op, {}).get(dtype.value) == UNPLACEABLE:
+            continue  # the generator's answer at that opset, not the build's: the kernels say nothing of it
         if dtype in donor.supported.get(op, []):
             matrices[opset].supported.setdefault(op, []).append(dtype)
         else:
