@@ -32,7 +32,6 @@ from backends.spec import BackendSpec, adapter_class
 from generator.api import GenConfig, GeneratedCase, Support, generate, op_specs
 from generator.dtypes import DType
 from generator.ops import registry
-from generator.ops.base import floats_take_bfloat16, schema_at, schema_dtypes
 from generator.values import NoValidValues
 
 PROBE_SEEDS = 24
@@ -247,24 +246,9 @@ def _todo(matrix: SupportMatrix, ops: list[str] | None, lossy: dict[str, str]) -
                 matrix.unsupported.setdefault(spec.op_type, {})[d.value] = lossy[d.value]
                 if d in matrix.supported.get(spec.op_type, []):
                     matrix.supported[spec.op_type].remove(d)
-            elif not matrix.known(spec.op_type, d) and schema_admits(spec.op_type, d, matrix.opset):
+            elif not matrix.known(spec.op_type, d):
                 todo.append((spec.op_type, d))
     return todo
-
-
-@functools.cache
-def schema_admits(op: str, dtype: DType, opset: int) -> bool:
-    """Whether any input of the op's schema at `opset` takes `dtype`: where none does, the
-    generator cannot write the pair at that opset (Add takes int8 from opset 14 on), so
-    there is nothing to ask the build. A spec's dtypes are the union over opsets, and
-    generating 24 seeds of each such pair before giving up cost a toy compiler's campaign
-    over two minutes of its start, on every run, as nothing is cached of a pair not asked."""
-    schema = schema_at(op, opset)
-    if schema is None or not schema.inputs:
-        return True  # not a default-domain schema the check can read: ask the generator
-    if dtype is DType.bfloat16 and not floats_take_bfloat16(op, opset):
-        return False
-    return any(dtype in schema_dtypes(op, opset, slot) for slot in range(len(schema.inputs)))
 
 
 @functools.cache
