@@ -171,10 +171,11 @@ def at_default(op_type: str, name: str, value: Any, default: Any) -> bool:
     return bool(value == default)
 
 
-ALWAYS_WRITTEN = frozenset({("MeanVarianceNormalization", "axes")})
-"""Attributes a spec writes even at their default, never left out: onnx's full check expands
-MeanVarianceNormalization's function body, whose Constant has no value when `axes` is absent
-(a checker bug at every opset)."""
+ALWAYS_WRITTEN = frozenset({("MeanVarianceNormalization", "axes"), ("STFT", "onesided")})
+"""Attributes a spec writes even at their default, never left out, as onnx misreads them
+absent: its full check expands MeanVarianceNormalization's function body, whose Constant
+has no value without `axes` (a checker bug at every opset), and its shape inference (1.23)
+reads an absent `onesided` of STFT as 0, against the schema's default of 1."""
 
 
 class ExplicitDefaults:

@@ -252,8 +252,9 @@ class MeanVarianceNormalization(NormOp):
         return [numel([ins[0].shape[a] for a in self.axes]) >= 2]
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        # Always written: onnx 1.23's full check expands the function body, whose Constant
-        # then has no value when `axes` is left to its default (every opset, a checker bug).
+        # Always written, and kept by generator.emit.ALWAYS_WRITTEN: onnx 1.23's full check
+        # expands the function body, whose Constant then has no value when `axes` is left to
+        # its default (every opset, a checker bug).
         em.node(self.op_type, ins, outs, axes=self.axes)
 
     @staticmethod

@@ -376,9 +376,10 @@ class STFT(OpSpec):
             operands.append(scalar_operand(em, frame, self.runtime, self.step_type))
         while operands[-1] == "":
             operands.pop()
-        # Always written: onnx's shape inference (1.23) reads an absent onesided as 0, against
-        # the schema's default of 1 that onnxruntime and onnx.reference use, so strict inference
-        # rejects the implied form's one-sided output shape.
+        # Always written, and kept by generator.emit.ALWAYS_WRITTEN: onnx's shape inference
+        # (1.23) reads an absent onesided as 0, against the schema's default of 1 that
+        # onnxruntime and onnx.reference use, so strict inference rejects the implied form's
+        # one-sided output shape.
         em.node("STFT", operands, outs, onesided=int(self.onesided))
 
     @staticmethod
