@@ -45,7 +45,7 @@ def test_onnxruntime_runs_common_pairs_and_refuses_known_gaps(
     # onnxruntime's CPU provider lacks kernels for many int8/uint8/float16 combinations.
     answers = [msg for by_dtype in matrix.unsupported.values() for msg in by_dtype.values()]
     refused = [msg for msg in answers if msg != UNPLACEABLE]  # those the build gave, not the generator
-    assert len(refused) >= 5
+    assert len(refused) >= 5 and matrix.declined() == len(refused)
     # a missing kernel, or a recurrent kernel's own refusal ("GRU operator does not support double yet")
     assert all("NOT_IMPLEMENTED" in m or "implementation" in m or "does not support" in m for m in refused), refused
     assert not failures, failures
@@ -199,3 +199,4 @@ def test_a_pair_no_seed_writes_alone_is_kept_and_never_asked(tmp_path: Path) -> 
     idle = WorkerClient(parse_backend("onnxruntime:all"))
     assert _probe_pair(idle, matrix, "Mod", DType.bfloat16) is None
     assert matrix.unsupported["Mod"] == {"bfloat16": UNPLACEABLE} and idle.info is None
+    assert matrix.declined() == 0, "summary.json counts the build's refusals, not the generator's"

@@ -46,7 +46,7 @@ class Probed:
         both, head_only = shared_support([base, head] if two_sided else [head])
         return SupportSummary(
             supported=sum(len(v) for v in head.supported.values()),
-            unsupported=sum(len(v) for v in head.unsupported.values()),
+            unsupported=head.declined(),
             unexpected=failures,
             head_only=head_only,
             base_only=only_in(base.support(), both) if two_sided else {},

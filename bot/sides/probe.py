@@ -71,10 +71,14 @@ class SupportMatrix(BaseModel):
     """PROBE_FORMAT when the matrix was probed (a file without it: 1)."""
     supported: dict[str, list[DType]] = Field(default_factory=dict)
     unsupported: dict[str, dict[str, str]] = Field(default_factory=dict)
-    """op -> dtype -> the backend's message."""
+    """op -> dtype -> the backend's message, or UNPLACEABLE where the generator had no model."""
 
     def known(self, op: str, dtype: DType) -> bool:
         return dtype in self.supported.get(op, []) or dtype.value in self.unsupported.get(op, {})
+
+    def declined(self) -> int:
+        """How many pairs the build itself refused: the generator's UNPLACEABLE are no answer of it."""
+        return sum(message != UNPLACEABLE for by_dtype in self.unsupported.values() for message in by_dtype.values())
 
     def support(self) -> Support:
         return {op: set(dtypes) for op, dtypes in self.supported.items() if dtypes}
