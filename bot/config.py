@@ -52,6 +52,8 @@ class TestFault(BaseModel):
 
     kind: Literal["segv", "abort", "hang", "perturb", "slow", "flaky", "corrupt"]
     every: int = Field(1, ge=1)
+    both: bool = False
+    """Base's worker fails too (two builds): every failure is persistent."""
 
     def spec(self) -> FaultSpec:
         """What a worker is told (backends.faults): the same two keys, as JSON."""

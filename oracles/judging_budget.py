@@ -37,6 +37,9 @@ class JudgingSummary(BaseModel):
     """Suspect cases judged in full after the fuzzing, for want of runs during it."""
     after_runs: int = 0
     """The runs that took, after the fuzzing."""
+    unjudged: int = 0
+    """Deferred suspects past the runs judging may take after the fuzzing: counted on their
+    first runs, never kept."""
     settled_skips: int = 0
     """Sightings of a failure triage had confirmed enough times, taken on their first runs."""
 
@@ -61,6 +64,7 @@ class JudgingBudget:
     deferred: int = 0
     after: int = 0
     """Runs judging the deferred suspects took after the fuzzing."""
+    unjudged: int = 0
     settled_skips: int = 0
     confirmed: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Full triages that reported each failure (bad sides' fingerprints and the label)."""
@@ -71,6 +75,12 @@ class JudgingBudget:
             return 1 << 30
         allowed = self.share / (1.0 - self.share) * self.tests + GRANT
         return max(0, int(allowed) - self.judging)
+
+    def after_room(self) -> int:
+        """Runs judging may take after the fuzzing: the share again, of the first runs."""
+        if self.share >= 1.0:
+            return 1 << 30
+        return int(self.share * self.tests) + GRANT
 
     def allows(self, runs: int) -> bool:
         return runs <= self.room()
@@ -90,5 +100,6 @@ class JudgingBudget:
             judging_share=round(self.judging / spent, 3) if spent else 0.0,
             deferred=self.deferred,
             after_runs=self.after,
+            unjudged=self.unjudged,
             settled_skips=self.settled_skips,
         )

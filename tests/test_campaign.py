@@ -337,3 +337,27 @@ def test_judging_past_its_share_of_runs_waits_for_the_end_and_loses_no_finding(t
     assert sum(bounded.counts.values()) == bounded.tests == 30 and bounded.counts == free.counts
     assert {f.fingerprint for f in bounded.findings} == {f.fingerprint for f in free.findings}
     assert all(f.found_s is not None and f.found_s <= bounded.wall_s for f in bounded.findings)
+
+
+def test_judging_after_the_fuzzing_gives_failures_both_builds_share_its_share_and_no_more(tmp_path: Path) -> None:
+    """Both builds perturb every case: each suspect is a failure they share, which says
+    nothing of the change. After the fuzzing those get the judging share again of the
+    first runs, the rest stay counted on their first runs, and nothing else is lost."""
+    cfg = FuzzConfig(
+        out=tmp_path / "out",
+        probe=False,
+        max_tests=40,
+        budget=600,
+        compiler={"base": {"python": sys.executable}, "head": {"python": sys.executable}},
+        test_fault={"kind": "perturb", "both": True},
+        oracles={"judging_share": 0.0},
+        reduce={"enabled": False},
+        guide={"mutation": False, "divergence": False},
+    )
+    summary = open_campaign(cfg).run()
+    j = summary.judging
+    assert j is not None and j.deferred > 0 and j.unjudged > 0, j
+    assert summary.counts.get("persistent", 0) > 0 and sum(summary.counts.values()) == summary.tests == 40
+    assert j.after_runs <= GRANT + 2 * 4, "the first runs' share (0 here) and the grant, one triage past it at most"
+    kept = sum(1 for f in summary.findings if f.across == "persistent")
+    assert 0 < j.deferred - j.unjudged <= kept <= summary.tests - j.unjudged, "judged ones kept, unjudged ones not"

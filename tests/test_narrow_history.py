@@ -18,6 +18,7 @@ import onnx
 import pytest
 import yaml
 
+from bot.cases.making import alone_side
 from bot.github.findings import load_report
 from bot.github.pr import exit_code
 from bot.github.render import pr_comment
@@ -89,14 +90,18 @@ def test_a_pr_that_adds_ops_is_fuzzed_where_it_acts_and_the_comment_says_so(
     assert "only base declines M" in comment and "Gained support: head runs right" in comment
 
 
+@pytest.mark.timeout(900)  # two 200-test campaigns and two builds, counted in tests: slow under load, never flaky
 def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
-    """head -> base takes Max and Min away: models base ran right, head now declines."""
+    """head -> base takes Max and Min away: models base ran right, head now declines. The
+    first seed that draws base's pairs alone (bot.cases.making.ALONE_EVERY) holds them."""
     (tmp_path / "report").mkdir()
     config = _config(tmp_path / "report", narrow, cache, "head", "base")
     r, summary = _fuzz(cli, config, tmp_path / "report" / "out", 200)
     assert r.code == 0 and summary["counts"]["dropped_support"] > 0
+    first_alone = next(s for s in range(200) if alone_side(s) == "base")
+    assert min(d["seed"] for d in summary["support_changes"]["dropped"]) <= first_alone
     assert exit_code(load_report(tmp_path / "report" / "out"), fail_on_regression=True) == 0
     dropped = summary["support_changes"]["dropped"]
     assert dropped and all((tmp_path / "report" / "out" / d["path"] / "support.json").is_file() for d in dropped)

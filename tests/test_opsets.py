@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.reference import model_opset
+from bot.cases.making import ALONE_EVERY, ONE_SIDE_EVERY, alone_side
 from bot.cases.opsets import OpsetPlan, campaign_range, draw_opset
 from bot.cases.source import CaseSource
 from bot.config import load_config
@@ -51,6 +52,30 @@ def test_a_case_draws_from_the_support_of_its_own_opset() -> None:
         assert cfg.opset == opset and support == both[opset]
     assert plan.any_opset() == {"Relu": {DType.float32}, "Mish": {DType.float32}}
     assert OpsetPlan(17, 18).case_config(GenConfig(), 3)[1] is None, "no probe: everything"
+
+
+def test_a_share_of_one_sides_seeds_draws_its_pairs_alone_where_it_has_them() -> None:
+    """A pair head dropped at one opset (ArgMin at 12, say) is drawn alone, at that opset,
+    by one seed in ONE_SIDE_EVERY * ALONE_EVERY; the other seeds draw as before, and a seed
+    that draws alone never grows a mutant."""
+    both = {o: {"Relu": {DType.float32}} for o in (11, 12, 13)}
+    base_all = {12: {"Relu": {DType.float32}, "ArgMin": {DType.float32}}}
+    dropped = {12: {"ArgMin": {DType.float32}}}
+    plan = OpsetPlan(11, 13, both, None, base_all, None, dropped)
+    drawn = {seed: plan.case_config(GenConfig(nodes=2), seed) for seed in range(400)}
+    alone = [seed for seed, (cfg, support) in drawn.items() if support == dropped[12]]
+    assert alone and all(drawn[s][0].opset == 12 for s in alone)
+    assert alone == [s for s in range(400) if alone_side(s) == "base"]
+    assert len(alone) == 400 // (ONE_SIDE_EVERY * ALONE_EVERY)
+    rest = [s for s in range(400) if s not in alone]
+    assert all(drawn[s][0].opset == draw_opset(s, 11, 13) for s in rest)
+    assert all(drawn[s][1] is not dropped[12] for s in rest)
+    assert OpsetPlan(11, 13, both).alone(alone[0]) is None, "the sides run the same: nothing alone"
+    source = CaseSource(GenConfig(nodes=2), 0)
+    source.opsets = plan
+    source.add_parent(source.next(lambda: True) or pytest.fail("no case"), "test")
+    assert all(source.plan_mutant(s) is None for s in alone)
+    assert any(source.plan_mutant(s) is not None for s in rest), "the others still grow mutants"
 
 
 def test_the_range_ends_at_the_lowest_side_and_a_pin_is_kept() -> None:

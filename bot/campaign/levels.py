@@ -51,7 +51,7 @@ def check_levels(levels: Sequence[str], clients: Sequence[WorkerClient]) -> list
 
 def make_lane(cfg: FuzzConfig, setups: Sequence[SideSetup], level: str | None = None) -> list[Side]:
     """One worker per side, at the sides' own level or at `level`; only head's gets the
-    test fault (a fault on both sides would be no regression), and only head's measures
+    test fault unless it says `both` (then every failure is persistent), and only head's measures
     the system's code (the build under test: bot.campaign.code_feedback)."""
     fault = cfg.test_fault.spec() if cfg.test_fault else None
     coverage: bool | list[str] = (cfg.guide.coverage_modules or True) if cfg.guide.code_coverage else False
@@ -62,7 +62,7 @@ def make_lane(cfg: FuzzConfig, setups: Sequence[SideSetup], level: str | None = 
                 replace(s.spec, level=level) if level is not None else s.spec,
                 s.python,
                 cfg.timeout,
-                fault=fault if s.name == SideName.head else None,
+                fault=fault if s.name == SideName.head or (cfg.test_fault and cfg.test_fault.both) else None,
                 compile_timeout_s=cfg.compile_timeout,
                 coverage=coverage if s.name == SideName.head else False,
             ),

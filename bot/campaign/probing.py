@@ -100,16 +100,24 @@ def probe_range(
         )
         matrices.append(found)
     both: dict[int, Support] = {}
-    head: dict[int, Support] = {}
-    base: dict[int, Support] = {}
+    own: tuple[dict[int, Support], dict[int, Support]] = ({}, {})
+    alone: tuple[dict[int, Support], dict[int, Support]] = ({}, {})
     for opset in plan.opsets:
         at = [m[opset] for m in matrices]
-        both[opset], head_only = shared_support(at)
-        if head_only:
-            head[opset] = at[-1].support()
-        if len(at) == 2 and only_in(at[0].support(), both[opset]):
-            base[opset] = at[0].support()
-    return OpsetPlan(plan.low, plan.high, both, head or None, base or None), matrices
+        both[opset], _ = shared_support(at)
+        if len(at) < 2:
+            continue
+        for index, matrix in enumerate(at):  # 0: base, 1: head
+            if beyond := _beyond(matrix.support(), both[opset]):
+                own[index][opset], alone[index][opset] = matrix.support(), beyond
+    return OpsetPlan(
+        plan.low, plan.high, both, own[1] or None, own[0] or None, alone[1] or None, alone[0] or None
+    ), matrices
+
+
+def _beyond(support: Support, both: Support) -> Support:
+    """What `support` runs that `both` does not, op by op."""
+    return {op: dtypes - both.get(op, set()) for op, dtypes in support.items() if dtypes - both.get(op, set())}
 
 
 def plan_opsets(cfg: GenConfig, answers: list[OpsetAnswer | None] | None) -> OpsetPlan:

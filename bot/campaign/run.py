@@ -88,6 +88,10 @@ class Deferred:
     key: str
     """The count key its first runs gave, moved to its verdict's once judged."""
     found_s: float
+    sighting: int = 1
+    """Which sighting of its failure it is (up to DEFER_PER_FAILURE)."""
+    persistent: bool = False
+    """Its first runs said both builds fail alike (two builds): what a PR check says least about."""
 
 
 class Campaign:
@@ -519,14 +523,27 @@ class Campaign:
             return
         self._deferred_per[failure] += 1
         level = case_level(case.seed, self.levels)
-        self._deferred.append(Deferred(case, results, level, self._count_key(cross), round(self._fuzzing_s(), 3)))
+        found_s, persistent = round(self._fuzzing_s(), 3), self.two_sided and cross.verdict is CrossVerdict.persistent
+        sighting = self._deferred_per[failure]
+        self._deferred.append(Deferred(case, results, level, self._count_key(cross), found_s, sighting, persistent))
 
     def _judge_deferred(self) -> None:
         """The suspects the judging budget made wait, judged in full now on lane 0's
-        workers, in the order they came, and kept with the time they were first seen."""
+        workers, and kept with the time they were first seen: what could change the PR's
+        verdict first, then each failure's first sighting, then the order they came. A
+        failure both builds share says nothing of the change, and on a buggy compiler there
+        are many (an onnx2torch mutant's campaign deferred 117 suspects in 300 s and judged
+        them in 150 s more): those get the runs of the judging share again, of the fuzzing's
+        first runs (JudgingBudget.after_room), and the rest stay counted on their first runs
+        (summary.json: judging.unjudged)."""
         waiting, self._deferred = self._deferred, []
+        waiting.sort(key=lambda d: (d.persistent, d.sighting, d.found_s))
         during = self.judging.judging
+        room = self.judging.after_room()
         for d in waiting:
+            if d.persistent and self.judging.judging - during + self.triage.cost(self.lanes[0]) > room:
+                self.judging.unjudged += 1
+                continue
             lane = self.lane_sets[0].at(d.level)
             t0 = time.perf_counter()
             cross = self.triage.triage(d.case, lane, d.results, deferrable=False)

@@ -152,7 +152,7 @@ class Triage:
             if self.budget.settled(key):
                 self.budget.settled_skips += 1
                 return seen
-            if seen.verdict is not CrossVerdict.new_regression and not self.budget.allows(self._cost(sides)):
+            if seen.verdict is not CrossVerdict.new_regression and not self.budget.allows(self.cost(sides)):
                 self.budget.deferred += 1
                 return seen.model_copy(update={"deferred": True})
         verdict = self._confirm(case, sides, first, runs, ev, against)
@@ -160,7 +160,7 @@ class Triage:
             self.budget.confirm(key)
         return verdict
 
-    def _cost(self, sides: Sequence[Side]) -> int:
+    def cost(self, sides: Sequence[Side]) -> int:
         """The runs a full triage of a suspect takes at most: k - 1 re-runs a side, a fresh
         worker and the lowest level for each."""
         return len(sides) * (self.cfg.reruns - 1 + 1 + int(self.cfg.localize))

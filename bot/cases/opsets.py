@@ -20,7 +20,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.cases.making import seed_support
+from bot.cases.making import alone_side, seed_support
 from generator.api import OLDEST_GENERATED, GenConfig, Support
 from generator.emit import NEWEST_OPSET
 from generator.mutate import Genome
@@ -29,6 +29,8 @@ TOP_SHARE = 0.5
 """The share of cases at the highest opset of the range; the rest spread evenly below it."""
 OPSET_SALT = 0x0F5E7
 """Keeps the opset draw apart from every other draw made from the seed."""
+ALONE_SALT = 0xA10E
+"""Keeps the opset draw of a seed that draws one side's pairs alone apart from the others."""
 
 PerOpset = Mapping[int, Support]
 
@@ -78,6 +80,10 @@ class OpsetPlan:
     """None: no support probe, every op and dtype may be drawn."""
     head: PerOpset | None = None
     base: PerOpset | None = None
+    """Per opset where a side runs pairs the other does not: everything that side runs."""
+    head_alone: PerOpset | None = None
+    base_alone: PerOpset | None = None
+    """Per opset: the pairs that side alone runs (bot.cases.making.ALONE_EVERY)."""
 
     @classmethod
     def pinned(cls, opset: int) -> OpsetPlan:
@@ -100,11 +106,24 @@ class OpsetPlan:
         base = self.base.get(opset) if self.base is not None else None
         return seed_support(seed, self.both.get(opset, {}), head, base)
 
+    def alone(self, seed: int) -> tuple[int, Support] | None:
+        """For a seed that draws one side's pairs alone (bot.cases.making.alone_side): an opset
+        where that side runs pairs the other does not, and those pairs; None for any other
+        seed, or where the sides run the same. The opset is a function of the seed."""
+        side = alone_side(seed)
+        per = self.head_alone if side == "head" else self.base_alone if side == "base" else None
+        if not per:
+            return None
+        opsets = sorted(per)
+        opset = opsets[random.Random(seed ^ ALONE_SALT).randrange(len(opsets))]
+        return opset, per[opset]
+
     def case_config(self, cfg: GenConfig, seed: int, genome: Genome | None = None) -> tuple[GenConfig, Support | None]:
         """The generator config of one seed's case, at its opset, and the support it draws from."""
-        opset = self.opset_of(seed, genome)
+        lone = self.alone(seed) if genome is None else None
+        opset, support = lone if lone is not None else (self.opset_of(seed, genome), None)
         at = cfg if cfg.opset == opset else cfg.model_copy(update={"opset": opset})  # pinned for this case
-        return at, self.support(seed, opset)
+        return at, support if lone is not None else self.support(seed, opset)
 
     def any_opset(self) -> Support | None:
         """What every side runs at some opset of the range: stored cases (bot.cases.corpus_feed)

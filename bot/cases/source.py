@@ -237,8 +237,8 @@ class CaseSource:
         """Whether `seed` grows a mutant, drawn as its support allows at the seed's own opset
         (bot.cases.mutation); the mutant grows at its parent's, where a step whose op is not
         there is left out."""
-        if not self.mutation.parents:
-            return None
+        if not self.mutation.parents or self.opsets.alone(seed) is not None:
+            return None  # a seed that draws one side's pairs alone draws them, never a mutant
         cfg, support = self.opsets.case_config(self.cfg, seed)
         key = (cfg.written_opset, id(support))
         if key not in self._specs:
