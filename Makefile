@@ -42,7 +42,7 @@ typecheck: $(BIN)/fuzzbot
 	$(BIN)/mypy
 
 unit: $(BIN)/fuzzbot
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py

@@ -30,8 +30,14 @@ Survivors then meet a bounded search for equivalence (`equiv`): the converter's 
 aside as equivalent; `--classes` (a JSON file: mutant id -> class and note, written by hand
 after reading each) names the survivors' classes in the report.
 
+A mutant that survived may still have been reported: head declining a model base ran right
+is `dropped_support`, which a maintainer sees in the comment and can fail the check on. The
+report counts those whose bundle reaches the mutated function beside the kills
+(`killed_or_dropped_reaching`); the kill rate stays the strict one.
+
 Subcommands: `draw`, `run` (one half, every mode side by side, each mutant's result appended
-to results-TARGET.jsonl as it lands, so a run can be resumed), `equiv`, `report` (JSON).
+to results-TARGET.jsonl as it lands, so a run can be resumed), `equiv`, `rescore` (the
+dropped-support reach of rows written before it was measured), `report` (JSON).
 `campaign` runs one mutant in one mode (`run` starts one per mode at once).
 """
 
@@ -96,6 +102,9 @@ class Result:
     regressions: int = 0
     """new_regression findings, whether or not one reached the function."""
     dropped_support: int = 0
+    dropped_reaches: bool = False
+    """A dropped-support bundle's model reaches the mutated function: a change the check
+    reports (and fails on, with oracles.fail_on_dropped_support), though no new_regression."""
     tests: int = 0
     fuzz_s: float = 0.0
     total_s: float = 0.0
@@ -383,6 +392,44 @@ def reaches(python: Path, backend: str, package: str, model: Path, mutant: Mutan
     return False
 
 
+def dropped_reaching(python: Path, backend: str, package: str, out: Path, mutant: Mutant) -> bool:
+    """Whether a dropped-support bundle the campaign kept makes head execute the mutated
+    function (summary.json's support_changes: a few bundles per key)."""
+    from bot.findings.summary import in_output
+
+    summary = json.loads((out / "summary.json").read_text())
+    for dropped in (summary.get("support_changes") or {}).get("dropped", []):
+        model = in_output(out, dropped["path"]) / "model.onnx"
+        if model.is_file() and reaches(python, backend, package, model, mutant):
+            return True
+    return False
+
+
+def rescore(args: argparse.Namespace) -> None:
+    """Past rows of onnx2torch mutants that survived with dropped support: whether a kept
+    bundle of it reaches the mutated function (rows written before `dropped_reaches` was)."""
+    work: Path = args.work
+    target = open_target(args.target, work, args.repo)
+    if not isinstance(target, Onnx2Torch):
+        raise SystemExit("rescore: onnx2torch only (a TVM head is the shared venv a run may be using)")
+    rows = results(work, args.target)
+    done = {(r["mutant"], r["mode"]) for r in rows if r.get("phase") == "rescore"}
+    by_id = {m.id: m for m in load_draw(work, args.target)}
+    for r in rows:
+        if r.get("phase", "campaign") != "campaign" or (r["mutant"], r["mode"]) in done:
+            continue
+        if r["outcome"] != "survived" or not r.get("dropped_support") or "dropped_reaches" in r:
+            continue
+        mutant = by_id[r["mutant"]]
+        python = target.head_python(work / "cache", target.make_head(mutant))
+        out = work / "out" / target.name / f"{mutant.id}-{r['mode']}"
+        verdict = {"mutant": mutant.id, "mode": r["mode"], "half": r["half"], "phase": "rescore"}
+        verdict["dropped_reaches"] = dropped_reaching(python, O2T_BACKEND, target.package, out, mutant)
+        with open(work / f"results-{args.target}.jsonl", "a") as f:
+            f.write(json.dumps(verdict) + "\n")
+        print(json.dumps(verdict), file=sys.stderr, flush=True)
+
+
 def run_campaign(target: Target, mutant: Mutant, mode: str, head: str, work: Path, budget: float) -> Result:
     """One PR campaign, base against the mutant, stopped once a new_regression reaching the
     mutated function is kept; then its reduced model must reach it too."""
@@ -448,6 +495,8 @@ def run_campaign(target: Target, mutant: Mutant, mode: str, head: str, work: Pat
             break
     if result.outcome != "killed" and kills:
         result.note = "a finding reached the function, but its reduced model did not"
+    if result.outcome != "killed" and summary.support_changes is not None:
+        result.dropped_reaches = dropped_reaching(python, backend, target.package, out, mutant)
     result.total_s = round(time.monotonic() - t0, 1)
     return result
 
@@ -608,6 +657,12 @@ def summarize(
     competent = [r for r in campaign if r["outcome"] in ("killed", "survived")]
     counted = [r for r in competent if r["mutant"] not in equivalent]
     killed = [r for r in counted if r["outcome"] == "killed"]
+    rescored = {(r["mutant"], r["mode"]) for r in rows if r.get("phase") == "rescore" and r["dropped_reaches"]}
+    dropped = [
+        r
+        for r in counted
+        if r["outcome"] == "survived" and (r.get("dropped_reaches") or (r["mutant"], mode) in rescored)
+    ]
     times = sorted(r["kill_s"] for r in killed if r["kill_s"] is not None)
     survivors: dict[str, list[str]] = {}
     for r in counted:
@@ -624,6 +679,8 @@ def summarize(
         "kill_rate": round(len(killed) / len(counted), 3) if counted else None,
         "median_kill_s": round(statistics.median(times), 1) if times else None,
         "dropped_support_only": sum(1 for r in counted if r["outcome"] == "survived" and r.get("dropped_support")),
+        "killed_or_dropped_reaching": len(killed) + len(dropped),
+        "killed_or_dropped_rate": round((len(killed) + len(dropped)) / len(counted), 3) if counted else None,
         "survivors_by_class": {k: sorted(v) for k, v in sorted(survivors.items())},
         "tests_per_campaign": round(statistics.mean(r["tests"] for r in competent), 1) if competent else None,
     }
@@ -649,7 +706,7 @@ def report(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("draw", "run", "campaign", "equiv", "report"):
+    for name in ("draw", "run", "campaign", "equiv", "rescore", "report"):
         p = sub.add_parser(name)
         p.add_argument("--target", required=True, help="onnx2torch or tvm (report: comma-separated)")
         p.add_argument("--work", type=Path, default=ROOT / ".cache" / "mutants")
@@ -681,6 +738,8 @@ def main() -> int:
         campaign_main(args)
     elif args.command == "equiv":
         equiv(args)
+    elif args.command == "rescore":
+        rescore(args)
     else:
         report(args)
     return 0
