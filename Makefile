@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 BUDGET ?= 120s
 
-.PHONY: fuzz test lint typecheck unit bench clean
+.PHONY: fuzz test quick lint typecheck unit bench clean
 
 # pip's own output (its warnings about this machine's index settings included) goes to
 # $(VENV)/install.log; a failure shows the log's tail and stops.
@@ -43,6 +43,11 @@ typecheck: $(BIN)/fuzzbot
 
 unit: $(BIN)/fuzzbot
 	$(BIN)/pytest -q --durations=30
+
+# The tier a change is checked with first: no release venv, no git-history build, no whole
+# campaign (pyproject.toml's markers). `make test` runs every tier.
+quick: $(BIN)/fuzzbot
+	$(BIN)/pytest -q -m "not release and not campaign"
 
 bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py

@@ -22,6 +22,8 @@ from oracles.accumulation import float16_accumulations, stepwise_reading
 from oracles.case import CaseEvidence
 from oracles.verdict import Verdict
 
+pytestmark = [pytest.mark.worker]
+
 F16 = TensorProto.FLOAT16
 
 

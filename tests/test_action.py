@@ -19,6 +19,8 @@ import yaml
 
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 ROOT = Path(__file__).resolve().parent.parent

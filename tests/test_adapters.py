@@ -28,6 +28,8 @@ from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker]
+
 PLUGIN = "examples/plugin_backend.py:OnnxReferenceAdapter"
 """A plugin given as a file: copied alone into each worker's scratch folder."""
 PLUGIN_NAME = f"{Path(__file__).resolve().parent.parent / 'examples' / 'plugin_backend.py'}:OnnxReferenceAdapter"

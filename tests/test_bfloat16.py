@@ -32,6 +32,8 @@ from tests.release_cases import ort_python
 from tests.test_tvm_releases import TVM_025
 from tests.venvs import cached_venv
 
+pytestmark = [pytest.mark.release]
+
 BF16 = GenConfig(dtypes=[DType.bfloat16])
 OPSETS = (13, 17, 21, 22, 26)
 

@@ -21,6 +21,8 @@ from oracles.verdict import Judgement, Verdict, judge
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo, trigger_case
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures shared with test_workspace: each commit is built once
 
 Cli = Callable[..., CliResult]

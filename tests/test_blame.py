@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from backends.client import WorkerClient
@@ -20,6 +21,8 @@ from bot.reduce.candidates import ClientPool
 from oracles.judging import Judging
 from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
+
+pytestmark = [pytest.mark.worker, pytest.mark.release]
 
 ORT = parse_backend("onnxruntime:all")
 

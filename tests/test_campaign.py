@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto
 
 from backends.spec import parse_backend
@@ -23,6 +24,8 @@ from bot.reduce.finding import crash_site_fingerprint, kernel_fingerprint
 from oracles.judging_budget import GRANT
 from tests import release_cases as rc
 from tests.conftest import CliResult
+
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 
 def _summary(out: Path) -> dict:  # type: ignore[type-arg]

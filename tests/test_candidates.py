@@ -27,6 +27,8 @@ from oracles.verdict import MEMORY_FAULT, Judgement, Verdict, crash_kind, judge
 from reducers.candidate import Candidate
 from tests import release_cases as rc
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 ORT = parse_backend("onnxruntime:all")
 USER_RULE = """\
 rules:

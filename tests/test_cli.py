@@ -23,6 +23,8 @@ from bot.findings.summary import Summary
 from generator.api import GenConfig
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 
 

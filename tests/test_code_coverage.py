@@ -20,6 +20,8 @@ from bot.campaign.code_feedback import CodeFeedback
 from bot.campaign.hint import git_changes, with_python_scopes
 from tests.toy_repo import Builder
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = parse_backend(f"{ROOT / 'examples' / 'plugin_backend.py'}:OnnxReferenceAdapter")
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from bot.cases.corpus import Corpus, case_features, generator_key, greedy_order
 from bot.cases.corpus_feed import CorpusFeed, _unsupported
@@ -19,6 +20,8 @@ from generator.api import GenConfig, generate
 from generator.coverage import Coverage
 from oracles.references import read_reference
 from tests.conftest import CliResult
+
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
 
 NODES = 5
 CFG = GenConfig(nodes=NODES)

@@ -26,6 +26,8 @@ from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
 from tests.test_patterns import QDQ_OPS, VARIANTS, placed
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 SIDE = SideRun("onnxruntime:all", sys.executable, 30.0)
 
 

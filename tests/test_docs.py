@@ -13,6 +13,8 @@ import pytest
 import typer.main
 import yaml
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 
 from generator.api import GenConfig, generate
 from generator.coverage import Coverage
@@ -17,6 +18,8 @@ from generator.edges import KINDS, UNDEFINED, aim, edge_kind
 from oracles.undefined import undefined_inputs
 from tests.conftest import CliResult
 from tests.release_cases import reducel2_int32_overflow
+
+pytestmark = [pytest.mark.release]
 
 
 def _cases(count: int, share: float = 1.0) -> list:  # type: ignore[type-arg]

@@ -24,6 +24,8 @@ from generator.ops import registry
 from generator.ops.unsigned import carried
 from generator.start import wide_draw
 
+pytestmark = [pytest.mark.worker]
+
 MOVES = ["Concat", "Transpose", "Gather", "Slice", "Tile", "Reshape", "Expand"]
 WIDE_OPS: dict[DType, list[str]] = {
     DType.int16: ["Add", "Sub", "Mul", "Abs", "Neg", "Less", "Equal", "Concat", "Transpose", "Gather", "Slice", "Tile"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bot.findings.bundle import DtypeEvidence
@@ -11,6 +12,8 @@ from bot.reduce.generalize import Outcome, dtype_evidence, generalized_name
 from oracles.verdict import Judgement, Verdict
 from reducers.candidate import Candidate
 from reducers.retype import main_dtype, retype
+
+pytestmark = [pytest.mark.worker]
 
 
 def _fused(dtype: int = TensorProto.FLOAT) -> Candidate:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bot.campaign.run import Campaign
 from bot.cases.making import make_case
 from bot.cases.source import CaseSource
@@ -12,6 +14,8 @@ from bot.config import FuzzConfig, ReduceSettings
 from generator.api import GenConfig
 from generator.avoid import Avoid
 from generator.coverage import Coverage
+
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
 
 CFG = GenConfig(nodes=4)
 

@@ -21,6 +21,8 @@ from github import Auth, Github, GithubException
 
 from tests.github_server import FakeGitHub
 
+pytestmark = [pytest.mark.worker]
+
 REPO = "acme/tvm"
 
 

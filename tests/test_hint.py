@@ -6,9 +6,13 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from bot.campaign.hint import Changed, OpNames, git_changes, read_hint, source_changes, words
 from generator.ops import registry
 from tests.narrow_repo import shared_narrow_repo
+
+pytestmark = [pytest.mark.release]
 
 OPS = sorted(registry())
 

@@ -26,6 +26,8 @@ from oracles.sides import CrossVerdict
 from oracles.tolerances import EXACT, ToleranceConfig
 from oracles.verdict import Verdict
 
+pytestmark = [pytest.mark.worker]
+
 F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
 
 

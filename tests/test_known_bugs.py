@@ -7,6 +7,8 @@ import copy
 import sys
 from pathlib import Path
 
+import pytest
+
 from backends.client import WorkerClient
 from backends.reference import run_reference
 from backends.results import BackendInfo
@@ -22,6 +24,8 @@ from bot.sides.config import CompilerConfig
 from oracles.judging import Judging
 from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
+
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 
 def test_a_bug_blamed_on_a_kernel_is_known_by_that_node_not_by_what_reads_it() -> None:

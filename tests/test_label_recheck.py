@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 
 from bot.campaign.run import Campaign
 from bot.campaign.sides import open_campaign
@@ -22,6 +23,8 @@ from bot.cases.user_cases import load_user_case
 from bot.config import load_config
 from bot.findings.bundle import Finding
 from tests import release_cases as rc
+
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 FIXED_IN = "1.31.1"
 

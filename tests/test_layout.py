@@ -135,3 +135,25 @@ def test_each_package_docstring_names_the_bot_packages_its_row_allows() -> None:
         assert named == allowed, (unit, sorted(named ^ allowed))
         checked += 1
     assert checked >= 7
+
+
+TIERS = {
+    "release": re.compile(r"cached_venv|release_cases|tests\.venvs|known_flips|narrow_repo|toy_repo"),
+    "campaign": re.compile(r"Campaign\(|open_campaign|\"fuzz\""),
+}
+"""What puts a test module in a tier (pyproject.toml's markers): the helpers that build
+release venvs or compiler histories, and the calls that run a whole campaign."""
+
+
+def test_each_test_module_that_builds_a_release_or_runs_a_campaign_is_marked_so() -> None:
+    """`make quick` leaves out the `release` and `campaign` tiers: a module that needs one
+    and is not marked would slip into the quick tier and make it slow."""
+    unmarked = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        text = path.read_text()
+        if path.name == Path(__file__).name:  # its own patterns name the helpers
+            continue
+        for mark, uses in TIERS.items():
+            if uses.search(text) and f"pytest.mark.{mark}" not in text:
+                unmarked.append(f"{path.name}: {mark}")
+    assert not unmarked, unmarked

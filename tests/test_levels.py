@@ -23,6 +23,8 @@ from bot.cases.regression_corpus import _stored_level
 from bot.config import ConfigError, load_config
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 
 def _conv_norm_model() -> tuple[bytes, dict[str, np.ndarray], np.ndarray]:
     """Conv, BatchNormalization, then two branches (Relu, LayerNormalization) joined by an

@@ -26,6 +26,8 @@ from generator.coverage import CoverageStats
 from oracles.sides import CrossVerdict
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 
 SHARD_CONFIG = "generator:\n  ops: [Relu, Neg]\n  nodes: 2\nreduce:\n  enabled: false\n"

@@ -20,6 +20,8 @@ from bot.findings.summary import in_output
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, SOURCE, Builder
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 PASS = "toycc/passes.py"
 KERNELS = "toycc/kernels.py"
 

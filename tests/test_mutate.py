@@ -29,6 +29,8 @@ from generator.mutate import Genome, MutationKind, mutate
 from generator.solver import CHECK_RLIMIT, MODEL_RLIMIT, MeteredSolver
 from generator.tape import TapeRandom
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 CFG = GenConfig()
 SPECS = step_specs(CFG, None)
 

@@ -26,6 +26,8 @@ from tests.conftest import CliResult
 from tests.narrow_repo import BACKEND, leaky_case, narrow_compiler_config, shared_narrow_repo, softmax_case
 from tests.toy_repo import ToyRepo
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 
 

@@ -25,6 +25,8 @@ from generator.patterns.base import EXACT
 from oracles.compare import compare
 from tests.test_patterns import VARIANTS, optimized, place, rewrites
 
+pytestmark = [pytest.mark.worker]
+
 ZEROS = [
     (np.array(0, ml_dtypes.int4), "int4 0"),
     (np.array(-8, ml_dtypes.int4), "int4 -8"),

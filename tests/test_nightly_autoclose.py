@@ -36,6 +36,8 @@ from tests.github_server import FakeGitHub
 from tests.release_cases import FIX, rms_norm_axis_not_last
 from tests.toy_repo import BUG, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,6 +30,8 @@ from bot.github.text import trigger_marker
 from tests.github_server import FakeGitHub
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 ONE_BUG_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh", "MatMul"]

@@ -30,6 +30,8 @@ from bot.github.render import by_label, pr_comment
 from bot.merge.outputs import merge_outputs
 from tests.test_report import _campaign, one_build
 
+pytestmark = [pytest.mark.campaign]
+
 __all__ = ["one_build"]  # the one-build campaign fixture of tests/test_report.py
 
 PYTHON = sys.executable

@@ -31,6 +31,8 @@ from generator.ops.base import OpSpec
 from tests.op_family import classic_dtypes
 from tests.test_reference_parity import _evaluate
 
+pytestmark = [pytest.mark.worker]
+
 FAMILY = "generator.ops.attention"
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ == FAMILY}
 CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]

@@ -30,6 +30,8 @@ from reducers.tester import ReduceConfig
 from reducers.tester import Tester as CandidateTester
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker]
+
 Cli = Callable[..., CliResult]
 
 CONTROL = ("Loop", "Scan", "If")

@@ -45,6 +45,8 @@ from tests.op_family import classic_dtypes
 from tests.test_patterns import optimized, place, placed
 from tests.test_reference_parity import Instance, disagreement
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 OPS = ("NonZero", "Range", "ConstantOfShape", "Unique", "NonMaxSuppression", "Compress")
 OPSETS = (13, 17, 21, 26)
 SEEDS = 24

@@ -32,6 +32,8 @@ from generator.ops.base import OpSpec
 from generator.symbolic import SymCtx, TType
 from tests.op_family import as_float32, classic_dtypes
 
+pytestmark = [pytest.mark.worker]
+
 FAMILIES = tuple(f"generator.ops.{m}" for m in ("nn", "windows", "conv", "pool", "norm", "reduce"))
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ in FAMILIES}
 CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]

@@ -49,6 +49,8 @@ from generator.ops.recurrent import (
 )
 from oracles.verdict import Verdict, judge
 
+pytestmark = [pytest.mark.worker]
+
 OPS = ("RNN", "GRU", "LSTM")
 OPSETS = (13, 14, 17, 21, 22, 26, 18, 15)
 SEEDS = 90

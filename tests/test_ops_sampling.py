@@ -36,6 +36,8 @@ from tests.op_family import (
     tvm_agreement,
 )
 
+pytestmark = [pytest.mark.worker]
+
 SPECS = {op: spec for op, spec in sorted(registry().items()) if spec.__module__ == "generator.ops.sampling"}
 CASES = [(op, dtype) for op, spec in SPECS.items() for dtype in classic_dtypes(spec)]
 SEEDS = range(12)

@@ -24,6 +24,8 @@ from generator.emit import NEWEST_OPSET
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 OLD, NEW = "1.17.3", "1.31.1"
 """1.17.3 loads opset 20 (21 needs IR 10, which it does not know); 1.31.1 loads 26."""
 

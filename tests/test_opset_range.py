@@ -26,6 +26,8 @@ from generator.dtypes import DType
 from generator.emit import IR_VERSION, NEWEST_OPSET
 from generator.values import NoValidValues
 
+pytestmark = [pytest.mark.worker]
+
 OPSETS = (11, 12, *range(18, NEWEST_OPSET + 1))
 MODELS = 300
 """Small models per opset: four seconds each, enough to reach most of the 137 op types."""

@@ -24,6 +24,8 @@ from oracles.verdict import Judgement, Verdict, judge
 from tests import oracle_cases as oc
 from tests import release_cases as rc
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 MAIN = sys.executable
 CaseFn = Callable[[], oc.Case]
 

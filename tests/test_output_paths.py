@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 
 

@@ -23,6 +23,8 @@ from bot.findings.store import FindingStore
 from bot.findings.summary import Summary
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 ROOT = Path(__file__).resolve().parent.parent
 NO_REDUCE = "reduce:\n  enabled: false\n"

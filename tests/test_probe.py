@@ -24,6 +24,8 @@ from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
 
+pytestmark = [pytest.mark.worker]
+
 
 @pytest.fixture(scope="module")
 def ort_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[SupportMatrix, Path, list[ProbeFailure]]:

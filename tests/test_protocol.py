@@ -11,6 +11,8 @@ import pytest
 from backends.arrays import array_from_json, array_to_json
 from backends.protocol import ProtocolError, encode, read_message
 
+pytestmark = [pytest.mark.worker]
+
 
 def test_roundtrip_of_all_dtypes_and_blobs() -> None:
     arrays = {

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from bot.findings.bundle import Bundle, load_bundle
 from tests import release_cases as rc
 from tests.conftest import CliResult
+
+pytestmark = [pytest.mark.worker, pytest.mark.release]
 
 Cli = Callable[..., CliResult]
 

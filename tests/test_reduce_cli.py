@@ -27,6 +27,8 @@ from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 Cli = Callable[..., CliResult]
 
 PAIR_CHECK = """

@@ -17,6 +17,8 @@ from generator.ops import registry
 from tests.op_family import classic_dtypes
 from tests.test_reference_parity import Instance
 
+pytestmark = [pytest.mark.worker]
+
 FAMILY_TESTS = {
     **{f"generator.ops.{m}": "test_ops_layout.py" for m in ("shape", "joining", "padding", "resize")},
     **{f"generator.ops.{m}": "test_ops_layout.py" for m in ("indexing", "selection")},

@@ -39,6 +39,8 @@ from generator.ops import registry
 from generator.ops.base import OLDEST_OPSET
 from oracles.references import float64_reference
 
+pytestmark = [pytest.mark.worker]
+
 TOP_OPSET = max(IR_VERSION)
 RNG = np.random.default_rng(11)
 

@@ -17,6 +17,8 @@ import yaml
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 Cli = Callable[..., CliResult]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from bot.cases.regression_corpus import RegressionCorpus
@@ -20,6 +21,8 @@ from bot.findings.summary import FindingRef
 from oracles.verdict import Verdict
 from tests import release_cases as rc
 from tests.conftest import CliResult
+
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 Cli = Callable[..., CliResult]
 

@@ -20,6 +20,8 @@ import yaml
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 Cli = Callable[..., CliResult]
 
 

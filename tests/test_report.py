@@ -33,6 +33,8 @@ from oracles.verdict import Verdict
 from tests.conftest import CliResult
 from tests.github_server import FakeGitHub
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 REPO = "acme/compiler"
 TOKEN = "ghp_" + "T0k3n" * 8
 OTHER_TOKEN = "ghs_" + "x9" * 20

@@ -23,6 +23,8 @@ from oracles.verdict import Verdict
 from tests import release_cases as rc
 from tests.venvs import cached_venv
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "examples" / "plugin_backend.py"
 NUMPY = "numpy==2.4.6"

@@ -26,6 +26,8 @@ from tests.oracle_cases import old_ort_python
 from tests.test_tvm_releases import TVM_025
 from tests.venvs import cached_venv
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 X = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)}
 
 

@@ -29,6 +29,8 @@ from oracles.patterns import GraphView
 from oracles.rules import SHIPPED_RULES, CaseView, RulesError, RuleSet, load_rules, read_rules_file
 from oracles.verdict import Judgement, Verdict, judge
 
+pytestmark = [pytest.mark.worker]
+
 F32 = TensorProto.FLOAT
 SIGMOID_FLIPS = (np.float32(-1.7805507), np.float32(-1.7805506))
 """a < b, and onnxruntime's Sigmoid(a) >= Sigmoid(b) although torch's is 1.5e-8 smaller."""

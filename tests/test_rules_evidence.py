@@ -26,6 +26,8 @@ from oracles.matchers import CaseFacts, in_scope, match_margin, match_ops
 from oracles.rules import Rule, RuleSet, load_rules
 from oracles.verdict import Judgement, Verdict
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 F32 = TensorProto.FLOAT
 X = np.array([[1.0, 1.0, 3.0, 5.0], [0.75, -1.5, 1.0, -0.5], [1.5, 0.25, -2.0, 0.5]], np.float32)
 """Row 0 has two equal elements below the mean, so -LayerNorm(x) ties at its maximum

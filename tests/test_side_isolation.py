@@ -30,6 +30,8 @@ from bot.sides.probe import cache_path
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, ToyRepo, build_cache, plain_case, toy_compiler_config, toy_repo, trigger_case
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 Cli = Callable[..., CliResult]

@@ -16,6 +16,8 @@ from backends.spec import parse_backend
 from oracles.signature import crash_site, is_meaningful_name, normalize
 from oracles.verdict import judge
 
+pytestmark = [pytest.mark.worker]
+
 TVM = BackendInfo(name="tvm", level="O0", version="0.27.0.post1")
 
 _TVM_FLOAT_ONLY = (

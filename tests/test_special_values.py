@@ -22,6 +22,8 @@ from oracles.references import onnx_reference
 from oracles.signature import op_signature
 from oracles.verdict import Verdict, judge
 
+pytestmark = [pytest.mark.worker]
+
 
 def _special_cases(count: int) -> list[GeneratedCase]:
     found = []

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from oracles.provenance import rounding_widths
 from tests.conftest import CliResult
+
+pytestmark = [pytest.mark.worker]
 
 Cli = Callable[..., CliResult]
 SHAPE = [2, 14, 7, 2]

@@ -34,6 +34,8 @@ from reducers import edit
 from reducers.candidate import Candidate
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 Cli = Callable[..., CliResult]
 
 SEEDS = range(30)

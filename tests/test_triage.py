@@ -34,6 +34,8 @@ from oracles.verdict import Judgement, Verdict
 from tests import release_cases as rc
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
 ORT = parse_backend("onnxruntime:all")
 
 

@@ -13,6 +13,8 @@ from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.venvs import cached_venv
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 TVM_025 = ["numpy==2.4.6", "onnx==1.23.2", "apache-tvm==0.25.0.post1", "apache-tvm-ffi==0.1.12"]
 
 

@@ -22,6 +22,8 @@ from tests.cases import stable_cases
 from tests.conftest import CliResult
 from tests.venvs import cached_venv
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 OLD = "1.20.1"
 
 

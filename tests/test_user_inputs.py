@@ -16,6 +16,8 @@ from onnx import TensorProto, helper
 
 from tests.conftest import CliResult
 
+pytestmark = [pytest.mark.worker]
+
 Cli = Callable[..., CliResult]
 
 

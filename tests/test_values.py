@@ -25,6 +25,8 @@ from generator.values.predicate import JUMP_MARGIN, Predicate, growth_limit
 from generator.values.proxies import ALPHA, with_proxy
 from oracles.margin import is_unstable, unstable_ops
 
+pytestmark = [pytest.mark.worker, pytest.mark.campaign]
+
 F32 = np.float32
 
 

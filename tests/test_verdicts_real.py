@@ -22,6 +22,8 @@ from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict
 from tests import oracle_cases as oc
 
+pytestmark = [pytest.mark.worker]
+
 CaseFn = Callable[[], oc.Case]
 
 

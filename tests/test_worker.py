@@ -28,6 +28,8 @@ from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.conftest import NEWER_OPSET, NEWEST_OPSET
 
+pytestmark = [pytest.mark.worker]
+
 HANG_EVERY_7: faults.FaultSpec = {"kind": "hang", "every": 7}
 
 

@@ -27,6 +27,8 @@ from tests.toy_repo import (
     trigger_case,
 )
 
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
 __all__ = ["build_cache", "toy_repo"]  # session fixtures shared with test_bisect: each commit is built once
 
 
