@@ -68,6 +68,11 @@ class CrossVerdict(StrEnum):
         )
 
     @property
+    def is_bug(self) -> bool:
+        """Reported, and a bug in some build: everything reported but `fixed` (good news)."""
+        return self.is_reported and self is not CrossVerdict.fixed
+
+    @property
     def fails_a_change(self) -> bool:
         """What a PR check fails on: what head broke, or brought in broken."""
         return self in (CrossVerdict.new_regression, CrossVerdict.new_in_head)

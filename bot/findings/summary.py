@@ -21,13 +21,14 @@ from oracles.perf import PerfJudgement
 from oracles.sides import CrossVerdict, SideName, as_label, finding_label
 from oracles.verdict import Verdict
 
-REPORTED = {CrossVerdict.new_regression.value, CrossVerdict.new_in_head.value, CrossVerdict.persistent.value}
-"""Count keys of a two-build campaign that are bugs (fixed is good news, flaky is listed apart,
-a crash on an undefined input is counted only)."""
+BUG_KEYS = frozenset(v.value for v in CrossVerdict if v.is_bug)
+"""Count keys of a two-build campaign that are bugs (CrossVerdict.is_bug: what is reported,
+but for fixed, which is good news; flaky is listed apart, a crash on an undefined input is
+counted only)."""
 
 
 def is_bug_key(count_key: str) -> bool:
-    if count_key in REPORTED:
+    if count_key in BUG_KEYS:
         return True
     try:
         return Verdict(count_key).is_bug
