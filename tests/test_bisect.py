@@ -12,9 +12,10 @@ import yaml
 
 from backends.client import WorkerClient
 from backends.spec import parse_backend
-from bot.bisect.search import BugIdentity, CommitTester, Outcome, Step, classify, search
+from bot.bisect.search import BugIdentity, CommitTester, Outcome, Step, as_bisected, classify, search
 from bot.findings.bundle import Finding, write_bundle
 from bot.sides.workspace import Commit, Workspace
+from oracles.sides import SideRuns
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict, judge
@@ -207,3 +208,15 @@ def test_a_reduced_death_is_shown_by_a_death_of_its_kind() -> None:
     assert classify(bug, [abort] * 3)[0] is Outcome.skip
     raised = Judgement(verdict=Verdict.crash, symptom="exception", signature="signal SIGSEGV", message="x")
     assert classify(bug, [raised] * 3)[0] is Outcome.skip
+
+
+def test_a_commit_whose_failure_the_judging_sets_aside_is_good_for_the_bug() -> None:
+    """Bisection judges as the campaign does: a failure a false-positive rule explains (or a
+    wrong result no second reading confirms) is not the bug, so such a commit is good; the
+    same failure unexplained is bad."""
+    identity = BugIdentity(Verdict.crash, "std::bad_alloc in Gemm", "exception")
+    shown = Judgement(verdict=Verdict.crash, signature="std::bad_alloc in Gemm", symptom="exception", message="oom")
+    explained = [as_bisected(SideRuns(side="head", runs=[shown], rule="resource-exhaustion")) for _ in range(3)]
+    assert classify(identity, explained)[0] is Outcome.good
+    assert "resource-exhaustion" in explained[0].message
+    assert classify(identity, [as_bisected(SideRuns(side="head", runs=[shown])) for _ in range(3)])[0] is Outcome.bad

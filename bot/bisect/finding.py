@@ -18,6 +18,7 @@ from bot.bisect.search import BisectError, BisectResult, CommitTester, bisect
 from bot.config import FuzzConfig
 from bot.findings.bundle import BundleError, load_bundle
 from bot.sides.workspace import Workspace, WorkspaceError
+from oracles.judging import Judging
 
 
 def bisect_finding(cfg: FuzzConfig, bundle_path: Path) -> BisectResult | None:
@@ -35,7 +36,8 @@ def bisect_finding(cfg: FuzzConfig, bundle_path: Path) -> BisectResult | None:
         identity = CommitTester.identity_of(finding, finding.across)
         workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
         spec = parse_backend(finding.spec or cfg.backend)  # a campaign's finding: its config names the backend
-        tester = CommitTester(workspace, spec, bundle, identity, cfg.oracles.reruns, cfg.tolerances, cfg.timeout)
+        judging = Judging(cfg.oracles, cfg.tolerances)
+        tester = CommitTester(workspace, spec, bundle, identity, judging, cfg.oracles.reruns, cfg.timeout)
         result = bisect(workspace, tester, compiler.base.ref, compiler.head.ref)
     except (BisectError, BundleError, WorkspaceError, BackendSpecError, BackendUnavailable) as e:
         print(f"warning: {bundle_path}: not bisected: {e}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """Culprit bisection: the first commit between a good and a bad ref that shows a finding's bug.
 
 Each tested commit is built (cached, by `bot.sides.workspace`) and runs the bundle's model k
-times on that build's worker. Bug identity decides the outcome, not mere failure: a
+times on that build's worker, each run judged by the campaign's own pipeline
+(oracles.judging). Bug identity decides the outcome, not mere failure: a
 commit is bad only when every run has the bundle's verdict class and signature, good
 when every run passes; a commit whose runs disagree, that fails another way (another
 signature, unsupported, a worker that cannot start), or that does not build is skipped,
@@ -21,10 +22,10 @@ from bot.errors import UserError
 from bot.findings.bundle import Bundle
 from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
 from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
-from oracles.sides import CrossVerdict
-from oracles.signature import op_signature
-from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Symptom, Verdict, crash_kind, judge
+from oracles.judging import Judging
+from oracles.references import Source
+from oracles.sides import CrossVerdict, SideRuns
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
 
 
 class BisectError(UserError):
@@ -133,7 +134,11 @@ def search(commits: Sequence[Commit], test: Callable[[Commit], Step]) -> tuple[l
 
 
 class CommitTester:
-    """Builds a commit and judges the bundle's model on it, k times, against the bundle's reference."""
+    """Builds a commit and judges the bundle's model on it, k times, against the bundle's
+    reference, as the campaign judged it (oracles.judging: the envelope, the rules shipped
+    and the user's, a wrong result against torch confirmed by a second reading): a commit
+    whose failure a false-positive rule explains, or that no second reading confirms, is
+    not showing the bug."""
 
     def __init__(
         self,
@@ -141,8 +146,8 @@ class CommitTester:
         spec: BackendSpec,
         bundle: Bundle,
         identity: BugIdentity,
+        judging: Judging,
         reruns: int = 3,
-        tolerances: ToleranceConfig | None = None,
         timeout_s: float = 10.0,
     ) -> None:
         if bundle.reference is None or not bundle.inputs:
@@ -155,9 +160,10 @@ class CommitTester:
         self.model = bundle.model
         self.model_bytes = bundle.model.SerializeToString()
         self.inputs = bundle.inputs
-        self.reference = bundle.reference
-        self.tolerances = tolerances or ToleranceConfig()
-        self.op_signature = op_signature(bundle.model)
+        self.judging = judging
+        judged_by = bundle.finding.judged_by if bundle.finding is not None else ""
+        source = Source(judged_by) if judged_by in {s.value for s in Source} else Source.torch
+        self.evidence = judging.evidence(bundle.model, bundle.inputs, bundle.reference, source)
 
     def __call__(self, commit: Commit) -> Step:
         try:
@@ -196,10 +202,17 @@ class CommitTester:
                     raise BisectError(str(e)) from e
             for _ in range(self.reruns):
                 result = client.run(self.model_bytes, self.inputs)
-                backend = result.backend.name if result.backend else None
-                per_output = self.tolerances.for_outputs(self.model, backend)
-                out.append(judge(result, self.reference, self.op_signature, per_output=per_output))
+                out.append(as_bisected(self.judging.run(self.evidence, result)))
         return out
+
+
+def as_bisected(runs: SideRuns) -> Judgement:
+    """A run's judgement, a failure the judging sets aside (a rule, an unconfirmed wrong
+    result) read as the pass it is for the bug's purposes."""
+    judged = runs.first
+    if runs.rule is None or not judged.verdict.is_bug:
+        return judged
+    return judged.model_copy(update={"verdict": Verdict.pass_, "message": f"set aside: {runs.rule}: {judged.message}"})
 
 
 def bisect(

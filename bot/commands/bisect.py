@@ -19,6 +19,7 @@ from bot.bisect.search import BisectError, BisectResult, CommitTester, Step, bis
 from bot.config import ConfigError, FuzzConfig, load_config, parse_duration
 from bot.findings.bundle import Bundle, load_bundle
 from bot.sides.workspace import Workspace
+from oracles.judging import Judging
 
 EXIT_CULPRIT, EXIT_UNDECIDABLE = 0, 3
 DEFAULT_CONFIG = Path("fuzzbot.yml")
@@ -102,7 +103,8 @@ def bisect_command(
     assert found.finding is not None
     identity = CommitTester.identity_of(found.finding, found.finding.across)
     workspace = Workspace(cfg.compiler, cache_dir or cfg.cache_dir / "sides", retry_failed=retry_failed)
-    tester = CommitTester(workspace, _spec(cfg, found, backend), found, identity, reruns, cfg.tolerances, timeout_s)
+    judging = Judging(cfg.oracles, cfg.tolerances)
+    tester = CommitTester(workspace, _spec(cfg, found, backend), found, identity, judging, reruns, timeout_s)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"bisecting {good}..{bad}: {identity.verdict.value}: {identity.signature}", markup=False)
     start = time.monotonic()
