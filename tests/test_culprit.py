@@ -19,7 +19,8 @@ from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
 from bot.reduce.culprit import name_culprit_rewrite
-from bot.reduce.finding import SideRun, rewrite_fingerprint
+from bot.reduce.finding import rewrite_fingerprint
+from bot.reduce.workers import SideRun
 from oracles.judging import Judging
 from oracles.sides import Localization
 from oracles.verdict import Verdict, judge

@@ -21,6 +21,7 @@ from bot.findings.bundle import Finding, load_bundle, write_bundle
 from bot.findings.repro import render_repro
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
+from oracles.judging import Judging
 from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict, judge
@@ -257,7 +258,8 @@ def test_a_reduced_trigger_that_fails_only_after_other_cases_is_not_kept(
     after its first: the finding and each candidate fail in the reduction's worker, and the
     reduced trigger passes in each fresh one, so the reduction is not kept."""
     from bot.config import ReduceSettings
-    from bot.reduce.finding import SidePools, SideRun, reduce_one
+    from bot.reduce.finding import reduce_one
+    from bot.reduce.workers import SidePools, SideRun
 
     case = generate(5, GenConfig(nodes=4))
     fault: FaultSpec = {"kind": "poison", "every": 1}
@@ -268,7 +270,7 @@ def test_a_reduced_trigger_that_fails_only_after_other_cases_is_not_kept(
     assert j.verdict is Verdict.crash and result.backend is not None, j
     finding = Finding(**dict(j), backend=result.backend, spec="onnxruntime:all")
     bundle = write_bundle(tmp_path / "stale", case.model, case.inputs, run_reference(case.model, case.inputs), finding)
-    pools = SidePools({"head": SideRun("onnxruntime:all", sys.executable, 30.0, fault)})
+    pools = SidePools({"head": SideRun("onnxruntime:all", sys.executable, 30.0, fault)}, Judging())
     try:
         reduced = reduce_one(bundle, finding, None, pools, ReduceSettings(budget=30, max_tests=40, generalize=False))
     finally:

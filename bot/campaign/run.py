@@ -43,7 +43,7 @@ from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import KnownShare, PerfFinding, RegressionSummary, Summary, in_output, write_summary
 from bot.findings.summary_md import write_summary_md
 from bot.reduce.campaign import CampaignReduction
-from bot.reduce.finding import SideRun
+from bot.reduce.workers import SideRun
 from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry

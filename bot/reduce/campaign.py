@@ -27,8 +27,6 @@ from bot.findings.summary import FindingRef, in_output, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.culprit import Rewrites, names_rewrites
 from bot.reduce.finding import (
-    SidePools,
-    SideRun,
     across_after_reduction,
     crash_site_fingerprint,
     finding_level,
@@ -40,6 +38,7 @@ from bot.reduce.finding import (
     rewrite_fingerprint,
 )
 from bot.reduce.recheck import disagreement
+from bot.reduce.workers import SidePools, SideRun
 from generator.avoid import Avoid
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget

@@ -21,18 +21,15 @@ name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from backends.client import WorkerClient
 from backends.results import RunResult
 from backends.rewrite_log import one_rewrite, rewrites_that_changed
 from backends.spec import BackendSpecError, adapter_class, parse_backend
 from bot.findings.bundle import Finding, load_bundle
+from bot.reduce.workers import SideRun
 from oracles.judging import Judging
 from oracles.verdict import Verdict
-
-if TYPE_CHECKING:
-    from bot.reduce.finding import SideRun  # which imports this module
 
 
 def needs_rewrite(finding: Finding) -> bool:

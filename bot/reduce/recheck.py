@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bot.findings.bundle import Finding, load_bundle
 from bot.reduce.candidates import CandidateJudge
-from bot.reduce.finding import SidePools
+from bot.reduce.workers import SidePools
 from oracles.verdict import Judgement, Verdict
 from reducers.candidate import Candidate
 
