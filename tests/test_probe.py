@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from bot.sides.probe import (
     probe_models,
     probe_opsets,
     probe_support,
+    save_cached,
 )
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
@@ -202,3 +204,27 @@ def test_a_pair_no_seed_writes_alone_is_kept_and_never_asked(tmp_path: Path) -> 
     assert _probe_pair(idle, matrix, "Mod", DType.bfloat16) is None
     assert matrix.unsupported["Mod"] == {"bfloat16": UNPLACEABLE} and idle.info is None
     assert matrix.declined() == 0, "summary.json counts the build's refusals, not the generator's"
+
+
+def test_campaigns_sharing_a_cache_never_rename_each_others_files(tmp_path: Path) -> None:
+    """Two campaigns on one cache folder (a benchmark's two modes, two checks on one
+    runner) write the same support file: each through a temporary file of its own, so
+    neither dies renaming one the other already renamed, and none is left behind."""
+    path = tmp_path / "support" / "tvm-opset13.json"
+    errors: list[OSError] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(300):
+                save_cached(path, json.dumps({"writer": n, "i": i}))
+        except OSError as e:
+            errors.append(e)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    assert not errors, errors[0]
+    assert json.loads(path.read_text())["i"] == 299
+    assert not list(path.parent.glob("*.tmp"))

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from backends.client import WorkerClient
 from backends.results import BackendInfo, Status
-from bot.sides.probe import build_stem
+from bot.sides.probe import build_stem, save_cached
 from generator.emit import IR_VERSION, NEWEST_OPSET
 
 FLOOR = min(IR_VERSION)
@@ -116,8 +116,5 @@ def probe_opset(
                 return cached.model_copy(update={"cached": True, "seconds": 0.0})
     answer = highest_opset(client, FLOOR, ceiling)
     if answer.highest is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(answer.model_dump_json(indent=1))
-        tmp.replace(path)
+        save_cached(path, answer.model_dump_json(indent=1))
     return answer

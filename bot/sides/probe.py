@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -314,9 +316,16 @@ def _probe_pair(client: WorkerClient, matrix: SupportMatrix, op: str, dtype: DTy
 def _save(path: Path, matrix: SupportMatrix) -> None:
     """Only what the backend really ran or really refused is written: an unexpected
     failure is probed again next time."""
+    save_cached(path, matrix.model_dump_json(indent=1))
+
+
+def save_cached(path: Path, text: str) -> None:
+    """Write a cache file whole, through a temporary file of this process and thread alone:
+    campaigns share a cache (two modes of one benchmark, two PR checks on one runner), and
+    a temporary name they shared was renamed by one under the other, which then died."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(matrix.model_dump_json(indent=1))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp.write_text(text)
     tmp.replace(path)
 
 
