@@ -121,9 +121,14 @@ class OpsetPlan:
     def case_config(self, cfg: GenConfig, seed: int, genome: Genome | None = None) -> tuple[GenConfig, Support | None]:
         """The generator config of one seed's case, at its opset, and the support it draws from."""
         lone = self.alone(seed) if genome is None else None
-        opset, support = lone if lone is not None else (self.opset_of(seed, genome), None)
+        support: Support | None
+        if lone is not None:
+            opset, support = lone
+        else:
+            opset = self.opset_of(seed, genome)
+            support = self.support(seed, opset)
         at = cfg if cfg.opset == opset else cfg.model_copy(update={"opset": opset})  # pinned for this case
-        return at, support if lone is not None else self.support(seed, opset)
+        return at, support
 
     def any_opset(self) -> Support | None:
         """What every side runs at some opset of the range: stored cases (bot.cases.corpus_feed)
