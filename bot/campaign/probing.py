@@ -20,7 +20,7 @@ from bot.campaign.triage import Side
 from bot.cases.opsets import OpsetPlan, campaign_range
 from bot.findings.summary import SupportSummary
 from bot.sides.opset_probe import OpsetAnswer, ceiling_for, probe_opset
-from bot.sides.probe import ProbeFailure, SupportMatrix, only_in, probe_opsets, shared_support
+from bot.sides.probe import ProbeFailure, SupportMatrix, beyond, only_in, probe_opsets, shared_support
 from generator.api import GenConfig, Support
 
 
@@ -108,16 +108,11 @@ def probe_range(
         if len(at) < 2:
             continue
         for index, matrix in enumerate(at):  # 0: base, 1: head
-            if beyond := _beyond(matrix.support(), both[opset]):
-                own[index][opset], alone[index][opset] = matrix.support(), beyond
+            if extra := beyond(matrix.support(), both[opset]):
+                own[index][opset], alone[index][opset] = matrix.support(), extra
     return OpsetPlan(
         plan.low, plan.high, both, own[1] or None, own[0] or None, alone[1] or None, alone[0] or None
     ), matrices
-
-
-def _beyond(support: Support, both: Support) -> Support:
-    """What `support` runs that `both` does not, op by op."""
-    return {op: dtypes - both.get(op, set()) for op, dtypes in support.items() if dtypes - both.get(op, set())}
 
 
 def plan_opsets(cfg: GenConfig, answers: list[OpsetAnswer | None] | None) -> OpsetPlan:

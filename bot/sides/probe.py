@@ -109,13 +109,14 @@ def shared_support(matrices: list[SupportMatrix]) -> tuple[Support, dict[str, li
     return both, only_in(supports[-1], both)
 
 
+def beyond(support: Support, both: Support) -> Support:
+    """What `support` runs that `both` does not, op by op."""
+    return {op: dtypes - both.get(op, set()) for op, dtypes in support.items() if dtypes - both.get(op, set())}
+
+
 def only_in(support: Support, both: Support) -> dict[str, list[str]]:
-    """op -> the dtypes `support` runs beyond `both`."""
-    return {
-        op: sorted(d.value for d in dtypes - both.get(op, set()))
-        for op, dtypes in support.items()
-        if dtypes - both.get(op, set())
-    }
+    """op -> the dtypes `support` runs beyond `both`, by name (summary.json)."""
+    return {op: sorted(d.value for d in dtypes) for op, dtypes in beyond(support, both).items()}
 
 
 PYTHON_TYPE_ERRORS = re.compile(r"unsupported operand type|not supported between instances|unsupported format")
