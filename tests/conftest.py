@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,8 +36,15 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 @pytest.fixture(scope="session")
 def probe_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One support-probe cache for the whole run: each backend build is probed once."""
-    return str(tmp_path_factory.mktemp("probe-cache"))
+    """One support-probe cache for the whole run: each backend build is probed once. Under
+    pytest-xdist every worker has its own base temp; the cache sits in their common parent,
+    so a build one worker probed is read by the others (the cache's writes are atomic)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    path = root / "probe-cache"
+    path.mkdir(exist_ok=True)
+    return str(path)
 
 
 def _ort_support(probe_cache: str, opset: int) -> Support:

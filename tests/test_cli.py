@@ -268,12 +268,12 @@ def test_every_example_config_loads() -> None:
         assert load_config(example, {}).backend, example
 
 
-def test_interrupted_campaign_keeps_its_summary(tmp_path: Path) -> None:
+def test_interrupted_campaign_keeps_its_summary(tmp_path: Path, probe_cache: str) -> None:
     def stop_after_three(s: CampaignState) -> None:
         if s.tests == 3:
             raise KeyboardInterrupt
 
-    campaign = Campaign(FuzzConfig(budget=60, out=tmp_path))
+    campaign = Campaign(FuzzConfig(budget=60, out=tmp_path, cache_dir=Path(probe_cache)))
     with pytest.raises(KeyboardInterrupt):
         campaign.run(stop_after_three)
     s = _summary(tmp_path)

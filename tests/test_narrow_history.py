@@ -77,8 +77,8 @@ def test_a_pr_that_adds_ops_is_fuzzed_where_it_acts_and_the_comment_says_so(
 ) -> None:
     """base -> head adds Max and Min: the cases that draw them are divergent (only base
     declines them), head gained support, and the hint reads Max and Min off the diff."""
-    r, summary = _fuzz(cli, _config(tmp_path, narrow, cache, "base", "head"), tmp_path / "out", 300)
-    assert r.code == 0 and summary["tests"] == 300
+    r, summary = _fuzz(cli, _config(tmp_path, narrow, cache, "base", "head"), tmp_path / "out", 150)
+    assert r.code == 0 and summary["tests"] == 150
     assert set(summary["support"]["head_only"]) == {"Max", "Min"}
     assert set(summary["hint"]["ops"]) == {"Max", "Min"} and summary["hint"]["source"].startswith("git diff")
     divergence = summary["divergence"]
@@ -117,29 +117,22 @@ def test_support_a_change_drops_is_kept_and_fails_the_check_when_asked(
     assert exit_code(report, fail_on_regression=True) == 2 and "**Dropped support: head declines" in pr_comment(report)
 
 
-@pytest.mark.timeout(900)  # two 600-test campaigns, counted in tests, not seconds: slow under load, never flaky
-def test_guidance_finds_both_pass_regressions_that_plain_generation_misses(
+@pytest.mark.timeout(600)  # a 450-test campaign, counted in tests, not seconds: slow under load, never flaky
+def test_guidance_finds_both_pass_regressions_within_450_tests(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
     """head -> leaky adds two miscompiling passes. With divergence, mutation, the diff's
-    hint and head's code coverage, both are new regressions within 600 tests; plain
-    generation meets neither pair (LeakyRelu feeding a boundless Clip, Transpose feeding
-    Softmax) in those tests. The passes are Python: head's worker measures them, and cases
-    reach the lines the change added."""
-    found = {}
-    plain = {"divergence": False, "mutation": False, "hint": False, "code_coverage": False}
-    for mode, guide in (("on", {}), ("off", plain)):
-        (tmp_path / mode).mkdir()
-        config = _config(tmp_path / mode, narrow, cache, "head", "leaky", guide=guide)
-        r, summary = _fuzz(cli, config, tmp_path / mode / "out", 600)
-        found[mode] = {f["signature"] for f in summary["findings"] if f["across"] == "new_regression"}
-        if mode == "on":
-            assert r.code == 2 and summary["mutation"]["mutants"] > 0
-            code = summary["code_coverage"]
-            assert code["measured"] == 600 and code["files"] > 0 and code["changed_lines"] > 0
-            assert 0 < code["changed_lines_reached"] <= code["changed_lines"] and code["cases_reaching_change"] > 0
-        else:
-            assert summary["code_coverage"] is None
-    assert any("Softmax" in s and "Transpose" in s for s in found["on"])
-    assert any("LeakyRelu" in s and "Clip" in s for s in found["on"])
-    assert not any("LeakyRelu" in s and "Clip" in s for s in found["off"])
+    hint and head's code coverage, both are new regressions within 450 tests (seeds 294 and
+    381 find them). The passes are Python: head's worker measures them, and cases reach the
+    lines the change added. Plain generation meets neither pair (LeakyRelu feeding a
+    boundless Clip, Transpose feeding Softmax) in 600 tests: that comparison, guidance off
+    against on in one run, is bench/regressions_found.py's (the narrowcc flips), not a test."""
+    config = _config(tmp_path, narrow, cache, "head", "leaky")
+    r, summary = _fuzz(cli, config, tmp_path / "out", 450)
+    found = {f["signature"] for f in summary["findings"] if f["across"] == "new_regression"}
+    assert r.code == 2 and summary["mutation"]["mutants"] > 0
+    code = summary["code_coverage"]
+    assert code["measured"] == 450 and code["files"] > 0 and code["changed_lines"] > 0
+    assert 0 < code["changed_lines_reached"] <= code["changed_lines"] and code["cases_reaching_change"] > 0
+    assert any("Softmax" in s and "Transpose" in s for s in found)
+    assert any("LeakyRelu" in s and "Clip" in s for s in found)
