@@ -53,6 +53,7 @@ from generator.coverage import Coverage
 from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 from oracles.config import OracleConfig
+from oracles.judging import Judging
 from oracles.references import read_reference
 from oracles.rules import RulesError, load_rules
 from oracles.sides import CrossJudgement
@@ -268,7 +269,7 @@ def run(
     pythons = _pythons(python, len(specs))
     limit = parse_duration(timeout, "--timeout")
     case = load_user_case(str(target), target, seed)
-    triage = Triage(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules()))
     rows = []
     for spec, py in zip(specs, pythons, strict=True):
         try:

@@ -20,6 +20,7 @@ from bot.campaign.triage import Side, Triage
 from oracles.case import CaseEvidence
 from oracles.compare import compare
 from oracles.config import OracleConfig
+from oracles.judging import Judging
 from oracles.references import read_reference
 from oracles.rules import load_rules
 from oracles.sides import CrossVerdict
@@ -143,7 +144,7 @@ class _Case:
 def test_with_no_reference_base_judges_head_and_nothing_is_persistent() -> None:
     case = _Case(_gelu_contrib(), {"x": np.linspace(-2, 2, 4, dtype=np.float32)})
     assert case.reference is None and case.source.value == "none" and "Gelu" in case.gap
-    triage = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     sides = [
         Side("base", WorkerClient(parse_backend("onnxruntime"), timeout_s=30)),
         Side("head", WorkerClient(parse_backend("onnxruntime"), timeout_s=30, fault={"kind": "perturb", "every": 1})),

@@ -243,7 +243,7 @@ def test_an_original_that_fails_only_now_and_then_is_asked_again_before_the_redu
         bundle = write_bundle(
             tmp_path / "flaky", case.model, case.inputs, reference, Finding(**dict(j), backend=result.backend)
         )
-        reduced = reduce_bundle(bundle, 30.0, max_tests=40, pool=pool)
+        reduced = reduce_bundle(bundle, 30.0, max_tests=40, pool=pool, judging=Judging())
     finally:
         pool.close()
     assert load_bundle(reduced).finding is not None

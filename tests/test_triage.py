@@ -25,6 +25,7 @@ from bot.config import FuzzConfig, load_config
 from bot.findings.bundle import Finding
 from oracles.conditioning import rounding_spread
 from oracles.config import OracleConfig
+from oracles.judging import Judging
 from oracles.perf import Metric, PerfConfig, judge_perf
 from oracles.references import Source
 from oracles.rules import load_rules
@@ -66,7 +67,7 @@ def _tanh_case(scale: float = 1.0) -> _Case:
 
 @pytest.fixture
 def triage() -> Triage:
-    return Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    return Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
 
 
 def _side(name: str, fault: str | None = None, spec: str = "onnxruntime:all", python: str = sys.executable) -> Side:
@@ -413,7 +414,7 @@ def test_a_defect_of_onnx_reference_does_not_hide_a_wrong_result(sides: Callable
     reference's rounding nor the backend's code, sides with torch, so the perturbed head
     is a finding, and the finding records what decided."""
     case = _lrn_case()
-    triage = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     head = sides("head", "perturb")
     cross = triage.triage(case, [head], _first(case, head))
     assert cross.verdict is CrossVerdict.persistent, cross.head.rule_detail
@@ -428,7 +429,7 @@ def test_a_torch_reference_the_float64_rerun_contradicts_is_set_aside(sides: Cal
     case = _tanh_case()
     assert case.reference is not None
     case.reference = {"y": case.reference["y"] * np.float32(1.1)}
-    triage = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     head = sides("head")
     cross = triage.triage(case, [head], _first(case, head))
     assert cross.key == "filtered:reference-disagreement"
@@ -444,7 +445,7 @@ def test_a_case_whose_rounding_alone_exceeds_its_bounds_is_set_aside(sides: Call
     nodes = [helper.make_node("Tan", [a], [b]) for a, b in (("x", "s"), ("s", "t"), ("t", "y"))]
     model = _model(nodes, {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [1])
     case = _Case(model, {"x": np.array([-0.998261], np.float32)})
-    triage = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     head = sides("head")
     cross = triage.triage(case, [head], _first(case, head))
     assert cross.key == "filtered:beyond-precision", cross.head.rule_detail
@@ -499,7 +500,7 @@ def test_the_kernel_that_computed_a_wrong_output_is_read_from_the_optimized_grap
     )
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 1, 4, 4)
     case = _Case(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), {"x": x})
-    triage = Triage(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules())
+    triage = Triage(Judging(OracleConfig(reruns=1, localize=False), ToleranceConfig(), load_rules()))
     for spec, kernel in (("onnxruntime:all", "com.microsoft.nchwc::Conv"), ("onnxruntime:disable", "ai.onnx::Relu")):
         head = sides("head", "perturb", spec)
         cross = triage.triage(case, [head], _first(case, head))

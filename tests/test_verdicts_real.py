@@ -14,6 +14,7 @@ from backends.spec import parse_backend
 from bot.campaign.triage import Side, Triage
 from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
+from oracles.judging import Judging
 from oracles.references import read_reference
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict
@@ -69,7 +70,7 @@ def workers() -> Iterator[Workers]:
 
 @pytest.fixture(scope="module")
 def triage() -> Triage:
-    return Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    return Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
 
 
 def _triage(triage: Triage, fn: CaseFn, *sides: Side) -> CrossJudgement:
@@ -100,7 +101,7 @@ def test_a_bug_only_the_old_release_has_is_fixed_or_new_depending_on_which_is_he
     assert forward.verdict is CrossVerdict.fixed, forward.note
     assert forward.culprit.side == "base" and forward.culprit.first.verdict is symptom
     # A triage of its own: one that saw this failure in a fresh worker already believes it.
-    fresh_eyes = Triage(OracleConfig(), ToleranceConfig(), load_rules())
+    fresh_eyes = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     back = _triage(
         fresh_eyes, fn, workers.side("base", "onnxruntime:all"), workers.side("head", "onnxruntime:all", old)
     )

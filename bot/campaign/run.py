@@ -48,6 +48,7 @@ from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry
 from oracles.case import CaseEvidence
+from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict, SideName
@@ -127,7 +128,7 @@ class Campaign:
         """Lane 0's head worker: the one that probes support."""
         self.judging = JudgingBudget(cfg.oracles.judging_share)
         """The worker runs judging may take while fuzzing (oracles.judging_budget)."""
-        self.triage = Triage(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules), budget=self.judging)
+        self.triage = Triage(Judging(cfg.oracles, cfg.tolerances, load_rules(cfg.oracles.rules)), budget=self.judging)
         self._deferred: list[Deferred] = []
         self._deferred_per: Counter[tuple[object, ...]] = Counter()
         self.store = FindingStore.in_dir(Path(cfg.out))

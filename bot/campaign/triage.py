@@ -27,13 +27,10 @@ import onnx
 from backends.client import WorkerClient
 from backends.results import RunResult, Status
 from oracles.case import CaseEvidence
-from oracles.config import OracleConfig
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.references import Source
-from oracles.rules import RuleSet
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
-from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict
 
 
@@ -83,19 +80,14 @@ class Triage:
     """Re-runs, the table across sides and localization around the one judging pipeline
     (oracles.judging), which every other caller shares."""
 
-    def __init__(
-        self,
-        cfg: OracleConfig,
-        tolerances: ToleranceConfig,
-        rules: RuleSet,
-        judging: Judging | None = None,
-        budget: JudgingBudget | None = None,
-    ) -> None:
-        """`budget`: the runs judging may take while fuzzing (oracles.judging_budget);
-        None, or a `triage(..., deferrable=False)`, judges every suspect in full."""
-        self.cfg = cfg
+    def __init__(self, judging: Judging, budget: JudgingBudget | None = None) -> None:
+        """`judging`: the pipeline with the config's re-runs, tolerances and rules, which
+        every other caller (reduction, recheck, bisection) shares. `budget`: the runs
+        judging may take while fuzzing (oracles.judging_budget); None, or a
+        `triage(..., deferrable=False)`, judges every suspect in full."""
+        self.cfg = judging.cfg
         self.budget = budget
-        self.judging = judging or Judging(cfg, tolerances, rules)
+        self.judging = judging
         self.seen_fresh: set[str] = set()
         """Fingerprints of failures seen in a fresh worker process: another sighting needs no
         restart to be believed (on TVM, where most cases are reported, a restart per case

@@ -39,6 +39,7 @@ from bot.findings.smaller import Outcome, check_dest, reduce_keeping_smaller
 from bot.findings.store import REDUCED_DIR
 from bot.findings.summary import FindingRef, in_output
 from bot.reduce.candidates import reduce_bundle, reduce_model_file
+from oracles.judging import Judging
 from reducers.driver import NotInteresting
 from reducers.driver import Progress as ReduceProgress
 
@@ -130,6 +131,7 @@ def reduce_command(
         python=python or sys.executable,
         timeout_s=parse_duration(timeout, "--timeout"),
         fault=fault.spec() if (fault := parse_test_fault(test_fault)) else None,
+        judging=Judging(),  # a bundle given without a config: the shipped rules and tolerances
     )
     with reduce_progress(console, budget_s) as on_progress:
         done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))

@@ -120,9 +120,9 @@ class CandidateJudge:
     whose repeats miss a dim, a Gemm whose C does not broadcast), and a crash on it is not
     the original's bug. Nor is one with an empty output the original did not have."""
 
-    def __init__(self, pool: ClientPool, judging: Judging | None = None, validity: Validity | None = None) -> None:
+    def __init__(self, pool: ClientPool, judging: Judging, validity: Validity | None = None) -> None:
         self.pool = pool
-        self.judging = judging or Judging()
+        self.judging = judging
         self.validity = validity or Validity()
 
     def judge(self, case: Candidate) -> Judgement | None:
@@ -142,7 +142,7 @@ class StillPasses:
     needs the optimizer): the candidate must still pass there, or the reduction could drift
     onto a bug both builds share, or onto one the optimizer has no part in."""
 
-    def __init__(self, pool: ClientPool, side: str = "base", judging: Judging | None = None) -> None:
+    def __init__(self, pool: ClientPool, side: str, judging: Judging) -> None:
         self.judge = CandidateJudge(pool, judging)
         self.side = side
 
@@ -157,7 +157,7 @@ class StillFails:
     reduced repro passes on a build the label says fails (one of a 1.22-to-1.23 campaign's
     persistent RMSNorm findings did)."""
 
-    def __init__(self, original: Judgement, pool: ClientPool, side: str, judging: Judging | None = None) -> None:
+    def __init__(self, original: Judgement, pool: ClientPool, side: str, judging: Judging) -> None:
         self.judge = CandidateJudge(pool, judging)
         self.original = original
         self.side = side
@@ -178,7 +178,7 @@ class SameBug:
     """One-sided identity: the candidate fails on `pool`'s backend the way `original` did."""
 
     def __init__(
-        self, original: Judgement, pool: ClientPool, judging: Judging | None = None, validity: Validity | None = None
+        self, original: Judgement, pool: ClientPool, judging: Judging, validity: Validity | None = None
     ) -> None:
         self.original = original
         self.candidates = CandidateJudge(pool, judging, validity)
@@ -230,7 +230,7 @@ def reduce_bundle(
     on_progress: Callable[[Progress], None] | None = None,
     also: Sequence[ShowsBug] = (),
     pool: ClientPool | None = None,
-    judging: Judging | None = None,
+    judging: Judging,
 ) -> Path:
     """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`
     unless `out` says otherwise). `fault` is the test-only fault injection. Each of `also`
@@ -238,7 +238,7 @@ def reduce_bundle(
     bug that needs the optimizer, the lowest level does. A `pool` given is the culprit
     build's workers, lent and left running (a campaign reduces many findings on one pool: a
     TVM worker takes seconds to start). `judging`: the campaign's pipeline (its config's
-    rules and tolerances); the shipped defaults without one. When the reference computes
+    rules and tolerances). When the reference computes
     the original, every candidate must be computed by it too (CandidateJudge)."""
     bundle = load_bundle(path)
     if bundle.finding is None or not bundle.inputs:
