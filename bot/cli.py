@@ -56,7 +56,7 @@ from oracles.config import OracleConfig
 from oracles.judging import Judging
 from oracles.references import read_reference
 from oracles.rules import RulesError, load_rules
-from oracles.sides import CrossJudgement
+from oracles.sides import CrossJudgement, SideName
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict
 
@@ -276,7 +276,7 @@ def run(
             with WorkerClient(spec, py, limit, memory_mb=memory_mb) as client:
                 result = client.run(case.model_bytes, case.inputs)
                 label = str(replace(spec, level=client.level))  # a plugin's default level comes from its worker
-                cross = triage.triage(case, [Side("head", client)], [result])
+                cross = triage.triage(case, [Side(SideName.head, client)], [result])
         except BackendUnavailable as e:
             if len(specs) == 1:
                 raise

@@ -114,7 +114,7 @@ def _outcome(runs: Mapping[str, RunResult]) -> list[Divergence]:
 
 
 def _verdict(verdicts: Mapping[str, Verdict]) -> list[Divergence]:
-    base, head = verdicts["base"], verdicts["head"]
+    base, head = verdicts[SideName.base], verdicts[SideName.head]
     if base == head:
         return []
     wrong = [s for s, v in verdicts.items() if v is not Verdict.pass_]

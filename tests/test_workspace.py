@@ -15,6 +15,7 @@ from backends.results import Status
 from backends.spec import parse_backend
 from bot.sides.config import CompilerConfig
 from bot.sides.workspace import BuildFailed, PreparedSide, Workspace, WorkspaceError, commits_between, prepare_side
+from oracles.sides import SideName
 from oracles.verdict import Verdict, judge
 from tests.toy_repo import (
     BACKEND,
@@ -35,7 +36,7 @@ __all__ = ["build_cache", "toy_repo"]  # session fixtures shared with test_bisec
 @pytest.fixture(scope="module")
 def sides(toy_repo: ToyRepo, build_cache: Path) -> tuple[PreparedSide, PreparedSide]:
     workspace = Workspace(toy_compiler_config(toy_repo, base="fusion", head="docs"), build_cache)
-    return workspace.prepare_side("base"), workspace.prepare_side("head")
+    return workspace.prepare_side(SideName.base), workspace.prepare_side(SideName.head)
 
 
 def _verdict(python: Path, case: ToyCase, level: str = "O1") -> Verdict:
@@ -66,7 +67,7 @@ def test_a_second_prepare_comes_from_the_cache_without_rerunning_the_recipe(
     assert head.log is not None
     before = head.log.stat().st_mtime_ns
     start = time.monotonic()
-    again = prepare_side(toy_compiler_config(toy_repo, head="docs"), "head", build_cache)
+    again = prepare_side(toy_compiler_config(toy_repo, head="docs"), SideName.head, build_cache)
     assert again.cached and time.monotonic() - start < 2.0
     assert again.python == head.python and again.commit == head.commit
     assert head.log.stat().st_mtime_ns == before
@@ -95,7 +96,7 @@ def test_two_builders_of_one_commit_build_it_once(toy_repo: ToyRepo, build_cache
 def test_a_side_that_fails_to_build_names_the_command_and_the_log(toy_repo: ToyRepo, build_cache: Path) -> None:
     cfg = toy_compiler_config(toy_repo, head="broken")
     with pytest.raises(BuildFailed) as e:
-        prepare_side(cfg, "head", build_cache)
+        prepare_side(cfg, SideName.head, build_cache)
     message, log = str(e.value), e.value.log
     assert "\n" not in message and log is not None
     assert message.startswith(f"head {toy_repo.sha('broken')}"[:17])
@@ -103,11 +104,11 @@ def test_a_side_that_fails_to_build_names_the_command_and_the_log(toy_repo: ToyR
     text = log.read_text()
     assert "$ pip install --no-build-isolation ." in text and "Unclosed array" in text  # pip's TOML error
     with pytest.raises(BuildFailed) as again:  # a failure is retried by default...
-        prepare_side(cfg, "head", build_cache)
+        prepare_side(cfg, SideName.head, build_cache)
     assert not again.value.cached
     built = log.stat().st_mtime_ns
     with pytest.raises(BuildFailed) as known:  # ...or, when asked, reported from the record
-        Workspace(cfg, build_cache, retry_failed=False).prepare_side("head")
+        Workspace(cfg, build_cache, retry_failed=False).prepare_side(SideName.head)
     assert known.value.cached and str(known.value) == message and log.stat().st_mtime_ns == built
 
 
@@ -115,22 +116,22 @@ def test_unknown_refs_and_missing_repos_are_one_line(toy_repo: ToyRepo, tmp_path
     recipe = toy_compiler_config(toy_repo).model_dump()
     cfg = CompilerConfig.model_validate({**recipe, "head": {"ref": "no-such-branch"}})
     with pytest.raises(WorkspaceError, match=r"^unknown ref 'no-such-branch' in "):
-        prepare_side(cfg, "head", tmp_path)
+        prepare_side(cfg, SideName.head, tmp_path)
     assert Workspace(cfg, tmp_path).resolve("origin/main") == toy_repo.sha("docs")  # as CI names it
     gone = CompilerConfig.model_validate({**cfg.model_dump(), "repo": str(tmp_path / "nowhere")})
     with pytest.raises(WorkspaceError, match=r"^cannot clone compiler.repo .*nowhere"):
-        prepare_side(gone, "base", tmp_path)
+        prepare_side(gone, SideName.base, tmp_path)
 
 
 def test_python_and_pip_sides(toy_repo: ToyRepo, build_cache: Path) -> None:
     cfg = CompilerConfig.model_validate(
         {**toy_compiler_config(toy_repo).model_dump(), "base": {"python": sys.executable}, "head": {"pip": ["numpy"]}}
     )
-    base = prepare_side(cfg, "base", build_cache)
+    base = prepare_side(cfg, SideName.base, build_cache)
     assert base.python == Path(sys.executable) and base.commit is None and base.log is None
-    head = prepare_side(cfg, "head", build_cache)
+    head = prepare_side(cfg, SideName.head, build_cache)
     assert head.commit is None and head.label == "head numpy" and head.python.is_file()
-    assert prepare_side(cfg, "head", build_cache).cached
+    assert prepare_side(cfg, SideName.head, build_cache).cached
 
 
 def test_commits_between_lists_the_range_oldest_first(toy_repo: ToyRepo) -> None:
@@ -152,7 +153,7 @@ def test_a_build_never_sees_a_token(
         monkeypatch.setenv(name, "ghs_" + "x" * 36)
     seen = tmp_path / "build-env.txt"
     cfg = toy_compiler_config(toy_repo).model_copy(update={"build": [f"env > {seen}"]})
-    side = Workspace(cfg, build_cache).prepare_side("head")
+    side = Workspace(cfg, build_cache).prepare_side(SideName.head)
     env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     assert "ghs_" + "x" * 36 not in seen.read_text()
     assert env["VIRTUAL_ENV"] == str(side.python.parent.parent)

@@ -21,7 +21,7 @@ from bot.findings.bundle import write_bundle
 from bot.findings.store import relative_to_root
 from bot.findings.summary import DivergenceSummary, DivergentKey, SupportChanges, SupportFinding
 from oracles.divergence import Divergence, DivergenceKind, divergences
-from oracles.sides import CrossJudgement, CrossVerdict, SideRuns
+from oracles.sides import CrossJudgement, CrossVerdict, SideName, SideRuns
 from oracles.verdict import Verdict
 
 TOP_KEYS = 12
@@ -133,7 +133,7 @@ class DivergenceLog:
         """The model on disk before summary.json names it: model, inputs, what base computed."""
         dest = self.out / SUPPORT_FOLDER / f"dropped-seed{case.seed}"
         write_bundle(dest, case.model, case.inputs, case.reference or dict(results[0].outputs))
-        said = {"key": key, "base": results[0].status.value, "head": results[1].message}
+        said = {"key": key, SideName.base: results[0].status.value, SideName.head: results[1].message}
         (dest / "support.json").write_text(json.dumps(said, indent=2) + "\n")
         message = " ".join(results[1].message.split())[:300]
         path = relative_to_root(dest, self.out)

@@ -315,7 +315,7 @@ def change_hint(
             if checkout.is_dir():
                 changes = with_python_scopes(git_changes(str(checkout), base.commit, head.commit), checkout)
                 return ChangeHint.of(changes, op_types, f"git diff {base.commit[:12]} {head.commit[:12]}")
-        pairs = [(imports.get("base", {}).get(m), imports.get("head", {}).get(m)) for m in systems]
+        pairs = [(imports.get(SideName.base, {}).get(m), imports.get(SideName.head, {}).get(m)) for m in systems]
         roots = [(package_root(b), package_root(h)) for b, h in pairs if b and h]
         changes = [c for b, h in roots if b is not None and h is not None and b != h for c in source_changes(b, h)]
     except (HintError, OSError, subprocess.TimeoutExpired) as e:

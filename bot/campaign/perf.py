@@ -11,6 +11,7 @@ import numpy as np
 from backends.client import WorkerClient
 from backends.results import RunResult, Status
 from oracles.perf import Metric, PerfConfig, PerfJudgement, judge_perf
+from oracles.sides import SideName
 
 
 def _times(result: RunResult) -> dict[Metric, float] | None:
@@ -24,12 +25,12 @@ def compare_perf(
 ) -> list[PerfJudgement]:
     """One judgement per metric; empty when either side fails to run the case at all
     (a failure is the correctness oracles' business, not a timing)."""
-    samples: dict[str, dict[Metric, list[float]]] = {"base": {m: [] for m in Metric}, "head": {m: [] for m in Metric}}
+    samples: dict[SideName, dict[Metric, list[float]]] = {s: {m: [] for m in Metric} for s in SideName}
     for _ in range(cfg.repeats):
-        for name, client in (("base", base), ("head", head)):
+        for name, client in ((SideName.base, base), (SideName.head, head)):
             times = _times(client.run(model, inputs))
             if times is None:
                 return []
             for metric, seconds in times.items():
                 samples[name][metric].append(seconds)
-    return [judge_perf(m, samples["base"][m], samples["head"][m], cfg) for m in Metric]
+    return [judge_perf(m, samples[SideName.base][m], samples[SideName.head][m], cfg) for m in Metric]

@@ -107,7 +107,7 @@ class Campaign:
         state: CampaignState | None = None,
     ) -> None:
         self.cfg = cfg
-        self.setups = sides or [SideSetup("head", parse_backend(cfg.backend), cfg.python or sys.executable)]
+        self.setups = sides or [SideSetup(SideName.head, parse_backend(cfg.backend), cfg.python or sys.executable)]
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
         self.state = state or CampaignState.of(cfg, shard)

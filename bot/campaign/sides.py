@@ -79,7 +79,7 @@ def prepare_sides(
     workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
     setups: list[SideSetup] = []
     records = {} if records is None else records
-    for which in (SideName.base.value, SideName.head.value):
+    for which in SideName:
         try:
             side = workspace.prepare_side(which)
         except WorkspaceError as e:  # its message names the side, the command and the log

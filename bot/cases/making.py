@@ -21,6 +21,7 @@ from generator.mutate import Genome
 from generator.values import NoValidValues
 from generator.z3_contexts import ContextSupply
 from oracles.references import Source, read_reference
+from oracles.sides import SideName
 
 ONE_SIDE_EVERY = 8
 """One seed in this many may draw op x dtype pairs only head runs (a change that adds an op
@@ -37,16 +38,16 @@ a converter's registration (onnx2torch mutants moved Or's to version 8 and took 
 version 12) is this kind."""
 
 
-def one_side(seed: int) -> str | None:
-    """Which side's own support `seed` draws from: "head", "base", or None (what both run)."""
+def one_side(seed: int) -> SideName | None:
+    """Which side's own support `seed` draws from, or None (what both run)."""
     if seed % ONE_SIDE_EVERY == ONE_SIDE_EVERY - 1:
-        return "head"
+        return SideName.head
     if seed % ONE_SIDE_EVERY == ONE_SIDE_EVERY // 2 - 1:
-        return "base"
+        return SideName.base
     return None
 
 
-def alone_side(seed: int) -> str | None:
+def alone_side(seed: int) -> SideName | None:
     """The side whose pairs alone `seed` draws (ALONE_EVERY), or None."""
     side = one_side(seed)
     return side if side is not None and (seed // ONE_SIDE_EVERY) % ALONE_EVERY == 0 else None
@@ -57,9 +58,9 @@ def seed_support(
 ) -> Support | None:
     """A seed's support matrix: a function of the seed, so the same seed gives the same case."""
     side = one_side(seed)
-    if head_support is not None and side == "head":
+    if head_support is not None and side is SideName.head:
         return head_support
-    if base_support is not None and side == "base":
+    if base_support is not None and side is SideName.base:
         return base_support
     return support
 

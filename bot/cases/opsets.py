@@ -24,6 +24,7 @@ from bot.cases.making import alone_side, seed_support
 from generator.api import OLDEST_GENERATED, GenConfig, Support
 from generator.emit import NEWEST_OPSET
 from generator.mutate import Genome
+from oracles.sides import SideName
 
 TOP_SHARE = 0.5
 """The share of cases at the highest opset of the range; the rest spread evenly below it."""
@@ -111,7 +112,7 @@ class OpsetPlan:
         where that side runs pairs the other does not, and those pairs; None for any other
         seed, or where the sides run the same. The opset is a function of the seed."""
         side = alone_side(seed)
-        per = self.head_alone if side == "head" else self.base_alone if side == "base" else None
+        per = self.head_alone if side is SideName.head else self.base_alone if side is SideName.base else None
         if not per:
             return None
         opsets = sorted(per)

@@ -16,6 +16,7 @@ from pathlib import Path
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
 from bot.findings.summary import FindingRef, Summary, is_bug_key, rewrites_fired, symbolic_share
+from oracles.sides import SideName
 
 SUMMARY_MD = "summary.md"
 MAX_ROWS = 200
@@ -80,9 +81,9 @@ def origin(raw: Mapping[str, object]) -> str | None:
 
 def _header(summary: Summary, where_from: str | None) -> list[str]:
     if summary.base is not None:
-        where = [f"base {summary.build('base')} → head {summary.build('head')}"]
+        where = [f"base {summary.build(SideName.base)} → head {summary.build(SideName.head)}"]
     else:
-        where = [summary.build("head")] if summary.backend is not None else []
+        where = [summary.build(SideName.head)] if summary.backend is not None else []
     seeds = f"seeds {summary.seed_first}..{summary.seed_last}" if summary.seed_last is not None else "no seed run"
     where.append(seeds)
     if where_from:

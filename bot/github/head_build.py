@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bot.findings.summary import Summary
 from bot.sides.workspace import Workspace, WorkspaceError
+from oracles.sides import SideName
 
 
 class HeadUnavailable(Exception):
@@ -21,7 +22,7 @@ class HeadUnavailable(Exception):
 
 def recorded_python(summary: Summary) -> str | None:
     """The head interpreter the campaign used, when it is on this machine."""
-    head = summary.sides.get("head")
+    head = summary.sides.get(SideName.head)
     candidates = [head.python if head is not None else None]
     candidates.append(summary.backend.executable if summary.backend is not None else None)
     return next((p for p in candidates if p and Path(p).is_file()), None)
@@ -39,7 +40,7 @@ def head_python(summary: Summary, cache_dir: Path) -> str:
             " (give --python)"
         )
     try:
-        side = Workspace(summary.compiler, cache_dir / "sides").prepare_side("head")
+        side = Workspace(summary.compiler, cache_dir / "sides").prepare_side(SideName.head)
     except WorkspaceError as e:
         raise HeadUnavailable(f"cannot build head to re-run repros: {e}") from e
     return str(side.python)

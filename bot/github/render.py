@@ -31,6 +31,7 @@ from bot.github.text import (
     recurrence_marker,
     trigger_marker,
 )
+from oracles.sides import SideName
 
 TITLE_CHARS = 120
 PART_CHARS = 20_000
@@ -54,7 +55,7 @@ def _build(info: BackendInfo | None) -> str:
 def head_commit(report: Report) -> str:
     """The head build's commit (or version) that a close comment names."""
     s = report.summary
-    head = s.sides.get("head")
+    head = s.sides.get(SideName.head)
     if head is not None and head.commit:
         return head.commit
     if s.backend is not None:  # a release: its version says more than the commit it was built from
@@ -181,10 +182,11 @@ def _builds(item: Item, report: Report) -> list[tuple[str, str]]:
     """The head and base rows: the campaign's builds with the commits they were built from
     (the header says the same), else what the finding recorded (an older summary)."""
     s, f = report.summary, item.finding
-    head = s.build("head") if s.backend is not None else _build(f.backend if f else None)
+    head = s.build(SideName.head) if s.backend is not None else _build(f.backend if f else None)
     if s.base is not None:
-        return [("head", head), ("base", s.build("base"))]
-    return [("head", head)] + ([("base", _build(f.base_backend))] if f is not None and f.base_backend else [])
+        return [(SideName.head, head), (SideName.base, s.build(SideName.base))]
+    base = [(SideName.base.value, _build(f.base_backend))] if f is not None and f.base_backend else []
+    return [(SideName.head.value, head), *base]
 
 
 def issue_title(item: Item, recurrence: int = 1) -> str:

@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from bot.credentials import without_credentials
 from bot.errors import UserError
 from bot.sides.config import CompilerConfig, SideSpec
+from oracles.sides import SideName
 
 COMPLETE = ".complete"
 FAILED = ".failed"
@@ -256,7 +256,7 @@ class Workspace:
 
     # -- sides ------------------------------------------------------------------------
 
-    def prepare_side(self, which: Literal["base", "head"]) -> PreparedSide:
+    def prepare_side(self, which: SideName) -> PreparedSide:
         side: SideSpec = getattr(self.cfg, which)
         if side.python:
             python = Path(side.python).expanduser()
@@ -367,6 +367,6 @@ def _site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def prepare_side(cfg: CompilerConfig, which: Literal["base", "head"], cache_dir: Path) -> PreparedSide:
+def prepare_side(cfg: CompilerConfig, which: SideName, cache_dir: Path) -> PreparedSide:
     """The interpreter for one side of a campaign, built (or found in the cache) as needed."""
     return Workspace(cfg, cache_dir).prepare_side(which)
