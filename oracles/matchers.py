@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from backends.reference import ReferenceError, run_reference
 from generator.ops.base import node_attrs
 from oracles.compare import Edges, bad_mask
+from oracles.count_keys import CountKey
 from oracles.evidence import (
     TIE_PICKS,
     Alternative,
@@ -68,7 +69,7 @@ class RuleHit(BaseModel):
 
     @property
     def count_key(self) -> str:
-        return f"filtered:{self.rule_id}"
+        return str(CountKey.filtered(self.rule_id))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import onnx.defs
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backends.spec import ADAPTERS
+from oracles.count_keys import CountKey
 from oracles.patterns import ANY_PRODUCER, TIE_OPS
 
 RuleVerdict = Literal["crash", "wrong_result", "timeout"]
@@ -150,7 +151,7 @@ class Rule(Strict):
     @property
     def count_key(self) -> str:
         """The campaign's counter for cases this rule filtered."""
-        return f"filtered:{self.id}"
+        return str(CountKey.filtered(self.id))
 
     @model_validator(mode="after")
     def _wrong_results_need_evidence(self) -> Rule:

@@ -36,6 +36,9 @@ from pydantic import BaseModel, BeforeValidator, Field
 from oracles.references import Source
 from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
 
+FILTERED_PREFIX = "filtered:"
+"""The count key of a known false positive is this and the rule's id (oracles.count_keys)."""
+
 
 class CrossVerdict(StrEnum):
     pass_ = "pass"
@@ -224,7 +227,7 @@ class CrossJudgement(BaseModel):
     @property
     def key(self) -> str:
         """The summary's count key: `filtered:<rule>` for filtered cases, else the verdict."""
-        return f"filtered:{self.rule}" if self.verdict is CrossVerdict.filtered else self.verdict.value
+        return f"{FILTERED_PREFIX}{self.rule}" if self.verdict is CrossVerdict.filtered else self.verdict.value
 
     @property
     def culprit(self) -> SideRuns:

@@ -48,6 +48,7 @@ from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator.ops import registry
 from oracles.case import CaseEvidence
+from oracles.count_keys import PERF_REGRESSION
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.rules import load_rules
@@ -658,6 +659,6 @@ class Campaign:
             dest = Path(self.cfg.out) / "perf" / f"seed{case.seed}"
             write_bundle(dest, case.model, case.inputs, case.reference)
             (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
-            self.counts["perf_regression"] += 1
+            self.counts[PERF_REGRESSION] += 1
             path = relative_to_root(dest, Path(self.cfg.out))
             self.state.perf.append(PerfFinding(path=path, seed=case.seed, judgements=judgements))

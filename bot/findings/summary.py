@@ -16,24 +16,11 @@ from bot.findings.store import FindingStore
 from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
 from generator.coverage import CoverageStats
+from oracles.count_keys import CountKey
 from oracles.judging_budget import JudgingSummary
 from oracles.perf import PerfJudgement
 from oracles.sides import CrossVerdict, SideName, as_label, finding_label
 from oracles.verdict import Verdict
-
-BUG_KEYS = frozenset(v.value for v in CrossVerdict if v.is_bug)
-"""Count keys of a two-build campaign that are bugs (CrossVerdict.is_bug: what is reported,
-but for fixed, which is good news; flaky is listed apart, a crash on an undefined input is
-counted only)."""
-
-
-def is_bug_key(count_key: str) -> bool:
-    if count_key in BUG_KEYS:
-        return True
-    try:
-        return Verdict(count_key).is_bug
-    except ValueError:  # pass-through keys: filtered:<rule>, flaky, fixed, perf_regression
-        return False
 
 
 def in_output(out: Path, path: str) -> Path:
@@ -107,7 +94,7 @@ def distinct_keys(findings: Iterable[FindingRef], two_builds: bool) -> dict[str,
 
 def bug_count(distinct: Mapping[str, int]) -> int:
     """Distinct findings that are bugs (fixed ones are good news), from `distinct_keys`."""
-    return sum(n for k, n in distinct.items() if is_bug_key(k))
+    return sum(n for k, n in distinct.items() if CountKey(k).is_bug)
 
 
 def seen_union(*forms: Iterable[str]) -> list[str]:

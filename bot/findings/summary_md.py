@@ -15,38 +15,18 @@ from pathlib import Path
 
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
-from bot.findings.summary import FindingRef, Summary, is_bug_key, rewrites_fired, symbolic_share
-from oracles.sides import SideName
+from bot.findings.summary import FindingRef, Summary, rewrites_fired, symbolic_share
+from oracles.count_keys import PERF_REGRESSION, CountKey
+from oracles.sides import CrossVerdict, SideName
 
 SUMMARY_MD = "summary.md"
 MAX_ROWS = 200
 """Findings listed in the table; beyond this a line says how many more there are."""
 SIGNATURE_CHARS = 70
 
-_COUNT_ORDER = (
-    "new_regression",
-    "new_in_head",
-    "fixed",
-    "persistent",
-    "crash",
-    "timeout",
-    "wrong_result",
-    "perf_regression",
-    "flaky",
-    "crash_on_undefined_input",
-    "dropped_support",
-    "gained_support",
-    "filtered:",
-    "unsupported",
-    "pass",
-)
-
 
 def _rank(key: str) -> tuple[int, str]:
-    for i, prefix in enumerate(_COUNT_ORDER):
-        if key == prefix or (prefix.endswith(":") and key.startswith(prefix)):
-            return i, key
-    return len(_COUNT_ORDER), key
+    return CountKey(key).rank
 
 
 def _cell(text: str, limit: int | None = None) -> str:
@@ -128,7 +108,11 @@ def _counts(summary: Summary) -> list[str]:
     lines = ["## Verdicts", "", "| verdict | tests | findings |", "|---|---:|---:|"]
     distinct = summary.distinct
     for key in sorted(set(summary.counts) | set(distinct), key=_rank):
-        found = str(distinct[key]) if key in distinct else ("0" if is_bug_key(key) or key == "fixed" else "")
+        found = (
+            str(distinct[key])
+            if key in distinct
+            else ("0" if CountKey(key).is_bug or key == CrossVerdict.fixed else "")
+        )
         lines.append(f"| {_cell(key)} | {summary.counts.get(key, 0)} |" + (f" {found} |" if found else " |"))
     for reason in sorted(summary.dropped):
         lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} | |")
@@ -243,21 +227,13 @@ def _findings(rows: list[StoredFinding], summary: Summary | None = None) -> list
     return [*lines, ""]
 
 
-def _is_aside(key: str) -> bool:
-    return key in ("flaky", "perf_regression") or key.startswith("filtered:")
-
-
-def _folder(key: str) -> str:
-    return {"flaky": "flaky/", "perf_regression": "perf/"}.get(key) or f"filtered/{key.partition(':')[2]}/"
-
-
 def _set_aside(summary: Summary, kept: Mapping[str, int]) -> list[str]:
-    classes = sorted({k for k in summary.counts if _is_aside(k)} | set(kept), key=_rank)
+    classes = sorted({k for k in summary.counts if CountKey(k).is_aside} | set(kept), key=_rank)
     if not classes:
         return []
     lines = ["## Set aside (never reported)", ""]
     for key in classes:
-        folder = _folder(key)
+        folder = CountKey(key).aside_folder or ""
         n = kept.get(key, 0)
         saved = f"{n} bundle(s) in {_link(folder)}" if n else "no bundle kept"
         lines.append(f"- {_cell(key)}: {summary.counts.get(key, 0)} case(s); {saved}")
@@ -281,10 +257,14 @@ def render_summary_md(
 
 def kept_aside(out: Path) -> dict[str, int]:
     """Bundles under OUT/flaky/, OUT/perf/ and OUT/filtered/<rule>/, by count key."""
-    folders = {"flaky": out / "flaky", "perf_regression": out / "perf"}
+    folders = {
+        key: out / folder
+        for key in (CrossVerdict.flaky.value, PERF_REGRESSION)
+        if (folder := CountKey(key).aside_folder)
+    }
     filtered = out / "filtered"
     for rule in sorted(filtered.iterdir()) if filtered.is_dir() else []:
-        folders[f"filtered:{rule.name}"] = rule
+        folders[str(CountKey.filtered(rule.name))] = rule
     kept = {key: _bundles_in(folder) for key, folder in folders.items()}
     return {key: n for key, n in kept.items() if n}
 

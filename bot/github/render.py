@@ -31,7 +31,8 @@ from bot.github.text import (
     recurrence_marker,
     trigger_marker,
 )
-from oracles.sides import SideName
+from oracles.count_keys import CountKey
+from oracles.sides import CrossVerdict, SideName
 
 TITLE_CHARS = 120
 PART_CHARS = 20_000
@@ -341,7 +342,7 @@ def _rest(report: Report, by: dict[str, list[Item]]) -> list[str]:
     if flaky or report.flaky:
         extra = [f"- {line}" for line in report.flaky[:LIST_LINES]]
         lines += [f"**Flaky (never counted as a regression): {_tests(flaky)}**", "", *extra, ""]
-    other = {k: n for k, n in counts.items() if k.startswith("filtered:") or k == "perf_regression"}
+    other = {k: n for k, n in counts.items() if CountKey(k).is_aside and k != CrossVerdict.flaky}
     if other:
         lines += ["Set aside (tests): " + ", ".join(f"{k} {n}" for k, n in sorted(other.items())), ""]
     return lines
