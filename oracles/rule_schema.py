@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from backends.spec import ADAPTERS
 from oracles.count_keys import CountKey
 from oracles.patterns import ANY_PRODUCER, TIE_OPS
+from oracles.verdict import Verdict
 
 RuleVerdict = Literal["crash", "wrong_result", "timeout"]
 DtypeClass = Literal["float", "int", "bool"]
@@ -156,7 +157,7 @@ class Rule(Strict):
     @model_validator(mode="after")
     def _wrong_results_need_evidence(self) -> Rule:
         static = [p for p in self.match.ops if p.values is None]
-        if "wrong_result" in self.scope.verdicts and static and not self.match.margin:
+        if Verdict.wrong_result in self.scope.verdicts and static and not self.match.margin:
             raise ValueError(
                 "match.ops: a rule for wrong results needs run-time evidence: give each op pattern "
                 "a values condition (ties, nan, near) or set margin: true"

@@ -348,13 +348,14 @@ def outputs(out: Path, root: Path) -> dict[str, str]:
     `distinct`, so a workflow that gates on them agrees with the comment it posts."""
     from bot.findings.summary import Summary
     from oracles.count_keys import CountKey
+    from oracles.sides import CrossVerdict
 
     summary = read_summary(out) or Summary()
     distinct = summary.distinct
     values = {name: str(distinct.get(key, 0)) for name, key in FINDING_OUTPUTS.items()}
     values["findings"] = str(sum(n for k, n in distinct.items() if CountKey(k).is_bug))
     values["tests"] = str(summary.tests)
-    values["flaky"] = str(summary.counts.get("flaky", 0))
+    values["flaky"] = str(summary.counts.get(CrossVerdict.flaky, 0))
     values["report-path"] = str(out.relative_to(root)) if out.is_relative_to(root) else str(out)
     return values
 

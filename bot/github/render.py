@@ -33,6 +33,7 @@ from bot.github.text import (
 )
 from oracles.count_keys import CountKey
 from oracles.sides import CrossVerdict, SideName
+from oracles.verdict import Verdict
 
 TITLE_CHARS = 120
 PART_CHARS = 20_000
@@ -197,7 +198,7 @@ def issue_title(item: Item, recurrence: int = 1) -> str:
     backend = f.backend.name if f else "backend"
     backend += f": {f.rewrite}" if f and f.rewrite else ""
     verdict = item.ref.verdict.value
-    stage = f" in {f.stage}" if f and f.stage and verdict != "wrong_result" else ""
+    stage = f" in {f.stage}" if f and f.stage and verdict != Verdict.wrong_result else ""
     suffix = f" ({recurrence})" if recurrence > 1 else ""
     return _one_line(f"[fuzzbot] {backend}: {verdict}{stage}: {item.ref.signature}", TITLE_CHARS - len(suffix)) + suffix
 
@@ -281,8 +282,12 @@ def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
     """Both builds by version and commit, what ran, and the findings that fail the check;
     a count of findings (distinct bugs) always says how many tests showed them."""
     s = report.summary
-    regressions, new_in_head = by.get("new_regression", []), by.get("new_in_head", [])
-    builds = f"base {s.build('base')} → head {s.build('head')}" if s.base else f"one build: {s.build('head')}"
+    regressions, new_in_head = by.get(CrossVerdict.new_regression, []), by.get(CrossVerdict.new_in_head, [])
+    builds = (
+        f"base {s.build(SideName.base)} → head {s.build(SideName.head)}"
+        if s.base
+        else f"one build: {s.build(SideName.head)}"
+    )
     head = [PR_MARKER, "## fuzzbot", "", f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
     if s.cannot_compare:
         head += [f"**Could not compare:** {_one_line(s.cannot_compare, 300)}", ""]
@@ -290,13 +295,14 @@ def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
         when = f" at {s.stopped_at}" if s.stopped_at else ""
         head += [f"**Interrupted by {s.stopped_by}{when}**: the tests run until then, not the whole budget.", ""]
     if regressions:
-        tests = _tests(s.counts.get("new_regression", 0))
+        tests = _tests(s.counts.get(CrossVerdict.new_regression, 0))
         head += [f"**{len(regressions)} new regression(s)** introduced by this change ({tests}).", ""]
     else:
         head += ["**0 new regression(s)**.", ""]
     if new_in_head:
+        tests = _tests(s.counts.get(CrossVerdict.new_in_head, 0))
         head += [
-            f"**{len(new_in_head)} model(s) new in head run wrong** ({_tests(s.counts.get('new_in_head', 0))}): "
+            f"**{len(new_in_head)} model(s) new in head run wrong** ({tests}): "
             "base declines them, so no regression, but the change brought them in broken.",
             "",
         ]
@@ -311,7 +317,7 @@ def pr_comment(report: Report) -> str:
     by = by_label(report)
     head = _pr_head(report, by)
     rest = _rest(report, by)
-    flagged = by.get("new_regression", []) + by.get("new_in_head", [])
+    flagged = by.get(CrossVerdict.new_regression, []) + by.get(CrossVerdict.new_in_head, [])
     budget = MAX_BODY - len("\n".join(head + rest)) - 500
     per_part = max(1_000, min(PART_CHARS, budget // max(1, 2 * len(flagged))))
     body: list[str] = []
@@ -330,15 +336,18 @@ def _rest(report: Report, by: dict[str, list[Item]]) -> list[str]:
     counts = report.summary.counts
     lines: list[str] = []
     if report.summary.base:
-        titles = {"fixed": "Fixed", "persistent": "Persistent (also on base)"}
+        titles = {CrossVerdict.fixed.value: "Fixed", CrossVerdict.persistent.value: "Persistent (also on base)"}
     else:
-        titles = {k: f"Bugs of this build, {k} (no base to compare)" for k in ("crash", "wrong_result", "timeout")}
+        titles = {
+            k.value: f"Bugs of this build, {k} (no base to compare)"
+            for k in (Verdict.crash, Verdict.wrong_result, Verdict.timeout)
+        }
     for key, title in titles.items():
         items = by.get(key, [])
         if items or counts.get(key):
             found = f"{len(items)} finding(s)** ({_tests(counts.get(key, 0))})"
             lines += [f"**{title}: {found}", "", *_short(items), ""]
-    flaky = counts.get("flaky", 0)
+    flaky = counts.get(CrossVerdict.flaky, 0)
     if flaky or report.flaky:
         extra = [f"- {line}" for line in report.flaky[:LIST_LINES]]
         lines += [f"**Flaky (never counted as a regression): {_tests(flaky)}**", "", *extra, ""]

@@ -134,7 +134,7 @@ Where-16). The build has no form of the op for that dtype: a limit, as a missing
 
 def is_unsupported(result: RunResult, written: frozenset[str] = frozenset()) -> bool:
     """`written`: the op types of the model that gave `result`, when known."""
-    if result.status.value == "unsupported":
+    if result.status is Status.unsupported:
         return True
     if result.status is not Status.error or PYTHON_TYPE_ERRORS.search(result.message):
         return False
