@@ -418,7 +418,7 @@ class WorkerClient:
 
     def log(self, limit: int = 1 << 20) -> str:
         """What the current process wrote to stderr, up to its last `limit` bytes: a build's
-        own log of what it did (onnxruntime's transformers, bot.reduce.culprit), which a
+        own log of what it did (onnxruntime's transformers, bot.reduce.rewrite_blame), which a
         run's result keeps only the tail of, and only on failure."""
         return self._tail(0, limit)
 

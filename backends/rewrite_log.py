@@ -3,7 +3,7 @@
 onnxruntime (1.18 and later) logs a line per graph transformer at INFO,
 `GraphTransformer <Name> modified: <0|1> ...`, and its `disabled_optimizers` turns one off
 by that name (the adapter's `disable` option). Together they say which rewrite a failure
-needs (bot.reduce.culprit). Older releases log nothing, and a build that logs nothing
+needs (bot.reduce.rewrite_blame). Older releases log nothing, and a build that logs nothing
 names no rewrite.
 """
 

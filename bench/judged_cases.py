@@ -89,7 +89,7 @@ def run(pair: tuple[str, str], where: Path) -> dict[str, Any]:
     aliases = campaign.reduction.aliases
     rows = []
     for name, (cross, _) in zip(CASES, judged, strict=True):
-        raw = cross.culprit.first.fingerprint if cross.verdict.is_reported else ""
+        raw = cross.failing.first.fingerprint if cross.verdict.is_reported else ""
         report = aliases.get(raw, raw)
         rows.append({"case": name, "cause": CASES[name][1], "verdict": cross.key, "report": report})
     return score(rows)

@@ -230,8 +230,10 @@ class CrossJudgement(BaseModel):
         return f"{FILTERED_PREFIX}{self.rule}" if self.verdict is CrossVerdict.filtered else self.verdict.value
 
     @property
-    def culprit(self) -> SideRuns:
-        """The side whose failure names the finding: head unless only base is bad."""
+    def failing(self) -> SideRuns:
+        """The failing side, whose failure names the finding: head unless only base is bad.
+        (Of the other two things once called a culprit, the first bad commit is
+        bot.bisect's `first_bad` and the rewrite to blame bot.reduce.rewrite_blame's.)"""
         if self.base is not None and self.base.bad and not self.head.bad:
             return self.base
         return self.head

@@ -99,7 +99,7 @@ def test_a_bug_only_the_old_release_has_is_fixed_or_new_depending_on_which_is_he
     old = str(oc.old_ort_python())
     forward = _triage(triage, fn, workers.side("base", "onnxruntime:all", old), workers.side("head", "onnxruntime:all"))
     assert forward.verdict is CrossVerdict.fixed, forward.note
-    assert forward.culprit.side == "base" and forward.culprit.first.verdict is symptom
+    assert forward.failing.side == "base" and forward.failing.first.verdict is symptom
     # A triage of its own: one that saw this failure in a fresh worker already believes it.
     fresh_eyes = Triage(Judging(OracleConfig(), ToleranceConfig(), load_rules()))
     back = _triage(

@@ -52,9 +52,9 @@ class Step:
 class BisectResult:
     good: Commit
     bad: Commit
-    culprit: Commit | None
+    first_bad: Commit | None
     candidates: list[Commit]
-    """Just the culprit when decided; otherwise every commit that may be the first bad one."""
+    """Just the first bad commit when decided; otherwise every commit that may be it."""
     steps: list[Step] = field(default_factory=list)
 
     @property
@@ -248,5 +248,5 @@ def bisect(
         candidates, _ = search(commits, run)
     except WorkspaceError as e:  # a checkout that git refuses, not a build failure: nothing to skip
         raise BisectError(str(e)) from e
-    culprit = candidates[0] if len(candidates) == 1 else None
-    return BisectResult(good_commit, bad_commit, culprit, candidates, steps)
+    first_bad = candidates[0] if len(candidates) == 1 else None
+    return BisectResult(good_commit, bad_commit, first_bad, candidates, steps)

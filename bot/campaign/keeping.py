@@ -63,7 +63,7 @@ class FindingKeeper:
         under the first fingerprint of a finding already reduced is an occurrence of the bug
         its reduction named (CampaignReduction.occurrence). `found_s`: when it was first seen,
         for a suspect judged after the fuzzing (default: now)."""
-        j = cross.culprit.first
+        j = cross.failing.first
         finding = self._finding(case, results, cross)
         known = self.reduction.occurrence(j.fingerprint, cross.key)
         if known is not None:
@@ -84,7 +84,7 @@ class FindingKeeper:
         for ref in superseded:
             self.kept.findings.remove(ref)
             move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
-        local = cross.culprit.localization
+        local = cross.failing.localization
         ref = FindingRef(
             found_s=round(self.clock(), 3) if found_s is None else found_s,
             mutation=f"{case.mutation} (parent seed {case.parent})" if case.mutation else "",
@@ -117,7 +117,7 @@ class FindingKeeper:
         self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
 
     def _culprit_index(self, cross: CrossJudgement) -> int:
-        return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.culprit.side)
+        return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.failing.side)
 
     def _spec(self, cross: CrossJudgement, results: list[RunResult]) -> BackendSpec:
         """The culprit's spec at the level the case ran at (bot.campaign.levels draws one per
@@ -151,7 +151,7 @@ class FindingKeeper:
     def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
         result = results[self._culprit_index(cross)]
         assert result.backend is not None
-        side = cross.culprit
+        side = cross.failing
         return Finding(
             **dict(side.first),
             backend=result.backend,

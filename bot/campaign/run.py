@@ -572,7 +572,7 @@ class Campaign:
             return 0.0
         seen = self.divergence.observe(case, results, cross)
         if cross.verdict.is_reported:
-            self._shown_keys.setdefault(cross.culprit.first.fingerprint, set()).update(seen.keys)
+            self._shown_keys.setdefault(cross.failing.first.fingerprint, set()).update(seen.keys)
             if self.source.shows_known(case.model):
                 return 0.0
         if seen.weight and self.cfg.guide.divergence and case.features is not None:
@@ -584,7 +584,7 @@ class Campaign:
     def _count_known(self, case: Prepared, cross: CrossJudgement) -> None:
         """One more test after each bug known so far, and whether it showed that bug: a
         reported case named after it, or holding its trigger."""
-        named = self.reduction.aliases.get(cross.culprit.first.fingerprint) if cross.verdict.is_reported else None
+        named = self.reduction.aliases.get(cross.failing.first.fingerprint) if cross.verdict.is_reported else None
         for name, share in self.state.known_share.items():
             share.tests_after += 1
             bug = self.reduction.known.get(name)
@@ -632,7 +632,7 @@ class Campaign:
         """One build: a reported case counts by its symptom (crash, wrong_result, ...);
         two builds: by the verdict across them (new_regression, fixed, persistent, ...)."""
         if cross.verdict.is_reported and not self.two_sided:
-            return cross.culprit.first.verdict.value
+            return cross.failing.first.verdict.value
         return cross.key
 
     def bisect_regressions(self) -> None:
@@ -641,8 +641,8 @@ class Campaign:
         for ref in self.state.kept.findings:
             if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 result = bisect_finding(self.cfg, in_output(Path(self.cfg.out), ref.path))
-                if result is not None and result.culprit is not None:
-                    ref.culprit = f"{result.culprit.sha} {result.culprit.subject}"
+                if result is not None and result.first_bad is not None:
+                    ref.culprit = f"{result.first_bad.sha} {result.first_bad.subject}"
 
     def _side_run(self, index: int) -> SideRun:
         setup = self.setups[index]

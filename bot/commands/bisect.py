@@ -63,8 +63,8 @@ def _print_step(console: Console, step: Step) -> None:
 
 
 def _report(out: Console, result: BisectResult, seconds: float) -> int:
-    if result.culprit is not None:
-        c = result.culprit
+    if result.first_bad is not None:
+        c = result.first_bad
         out.print(f"first bad commit: {c.sha} {c.subject}", markup=False)
         out.print(f"  author: {c.author}\n  date:   {c.date}", markup=False)
     else:
@@ -81,7 +81,7 @@ def _report(out: Console, result: BisectResult, seconds: float) -> int:
     out.print(f"steps ({len(result.steps)}, {result.builds} built, {seconds:.1f}s):", markup=False)
     for step in result.steps:
         _print_step(out, step)
-    return EXIT_CULPRIT if result.culprit is not None else EXIT_UNDECIDABLE
+    return EXIT_CULPRIT if result.first_bad is not None else EXIT_UNDECIDABLE
 
 
 def bisect_command(

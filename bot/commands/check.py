@@ -57,7 +57,7 @@ def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, 
 def case_row(
     case: UserCase, cross: CrossJudgement, results: list[RunResult], names: list[str], two_sided: bool = True
 ) -> dict[str, Any]:
-    culprit = cross.culprit.first
+    culprit = cross.failing.first
     return {
         "model": case.path,
         "verdict": verdict_of(cross, two_sided),
@@ -76,7 +76,7 @@ def verdict_of(cross: CrossJudgement, two_sided: bool) -> str:
     builds with two; with one there is nothing to compare, so a bug is its own verdict
     (crash, wrong_result, timeout), never `persistent`."""
     if cross.verdict.is_reported and not two_sided:
-        return cross.culprit.first.verdict.value
+        return cross.failing.first.verdict.value
     return cross.verdict.value
 
 

@@ -84,7 +84,7 @@ class Finding(Judgement):
     failing output or the crashing node; the report's identity, over the failure's own."""
     rewrite: str = ""
     """Of a reduced finding that needs the optimizer: the one rewrite whose absence alone
-    makes the build right (bot.reduce.culprit); the report's identity, over the kernel's."""
+    makes the build right (bot.reduce.rewrite_blame); the report's identity, over the kernel's."""
     kept: dict[str, str] = Field(default_factory=dict)
     """Of a reduced finding: what every candidate had to keep on each side (`head: wrong_result`,
     `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""

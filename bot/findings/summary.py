@@ -35,7 +35,7 @@ class FindingRef(BaseModel):
     path: str
     """The bundle folder, relative to the output folder (`in_output`)."""
     verdict: Verdict
-    """The culprit side's own verdict (crash, wrong_result, timeout)."""
+    """The failing side's own verdict (crash, wrong_result, timeout)."""
     across: CrossVerdict | None = None
     """The finding's label across sides: new_regression, new_in_head, persistent or fixed (a
     one-build campaign says persistent). One label per fingerprint, everywhere: the one that

@@ -192,7 +192,7 @@ def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str]
     return _rank(row.across or row.verdict), _rank(row.verdict), -row.count, row.fingerprint
 
 
-def _culprit(ref: FindingRef | None) -> str:
+def _first_bad(ref: FindingRef | None) -> str:
     """The first bad commit a bisection named (`SHA subject`), short."""
     if ref is None or not ref.culprit:
         return ""
@@ -220,7 +220,7 @@ def _findings(rows: list[StoredFinding], summary: Summary | None = None) -> list
         bundle = _link(row.smallest) if row.smallest else "(not kept)"
         lines.append(
             f"| {i} | `{row.fingerprint}` | {_cell(verdict)} | {_cell(row.signature, SIGNATURE_CHARS)} "
-            f"| {row.count} | {_size(row)} | {bundle} | {_culprit(refs.get(row.fingerprint))} |"
+            f"| {row.count} | {_size(row)} | {bundle} | {_first_bad(refs.get(row.fingerprint))} |"
         )
     if len(ordered) > MAX_ROWS:
         lines += ["", f"… and {len(ordered) - MAX_ROWS} more: see findings.sqlite and summary.json."]

@@ -128,9 +128,9 @@ def _localization(item: Item) -> str:
     return f"also fails at the lowest level `{loc.level}` ({loc.verdict.value})"
 
 
-def _culprit(item: Item) -> str | None:
+def _first_bad(item: Item) -> str | None:
     if item.bisect is not None:
-        c = item.bisect.get("culprit")
+        c = item.bisect.get("first_bad") or item.bisect.get("culprit")  # bisect.json before "first_bad"
         if isinstance(c, dict) and c.get("sha"):
             return f"`{str(c['sha'])[:12]}` {c.get('subject', '')} ({c.get('author', '')}, {c.get('date', '')})"
         cands = item.bisect.get("candidates")
@@ -156,7 +156,7 @@ def _facts(item: Item, report: Report) -> list[str]:
     if f is not None and (f.blamed or f.kernel):
         # where the build went wrong (bot.reduce.blame), or the kernel or pass it died in
         rows.append(("first wrong", f"`{f.blamed}`") if f.blamed else ("kernel", f"`{f.kernel}`"))
-    if f is not None and f.rewrite:  # the one rewrite whose absence makes it right (bot.reduce.culprit)
+    if f is not None and f.rewrite:  # the one rewrite whose absence makes it right (bot.reduce.rewrite_blame)
         rows.append(("rewrite", f"right with `{f.rewrite}` alone turned off"))
     if f is not None and f.dtypes is not None:
         rows.append(("dtypes", f.dtypes.describe()))
@@ -166,9 +166,9 @@ def _facts(item: Item, report: Report) -> list[str]:
         rows.append(("seen with", ", ".join(f"`{form}`" for form in item.ref.seen[:20])))
     if len(item.ref.triggers) > 1:
         rows.append(("triggers", "; ".join(f"`{t}`" for t in item.ref.triggers[:10])))
-    culprit = _culprit(item)
-    if culprit:
-        rows.append(("first bad commit", culprit))
+    first_bad = _first_bad(item)
+    if first_bad:
+        rows.append(("first bad commit", first_bad))
     if item.ref.regression_of:
         filed = report.filed.get(item.ref.regression_of)
         where = f", filed as #{filed}" if filed is not None else ""
@@ -193,7 +193,7 @@ def _builds(item: Item, report: Report) -> list[tuple[str, str]]:
 
 def issue_title(item: Item, recurrence: int = 1) -> str:
     """`[fuzzbot] onnxruntime: crash in compile: <normalized message>`, with syzbot's ` (2)` on a
-    recurrence; a bug named by a rewrite (bot.reduce.culprit) names it first, as its identity."""
+    recurrence; a bug named by a rewrite (bot.reduce.rewrite_blame) names it first, as its identity."""
     f = item.finding
     backend = f.backend.name if f else "backend"
     backend += f": {f.rewrite}" if f and f.rewrite else ""

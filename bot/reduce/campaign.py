@@ -25,7 +25,6 @@ from bot.findings.known_bugs import KnownBug, known_bug, read_known
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, in_output, seen_union
 from bot.reduce.blame import blame
-from bot.reduce.culprit import Rewrites, names_rewrites
 from bot.reduce.finding import (
     across_after_reduction,
     crash_site_fingerprint,
@@ -38,6 +37,7 @@ from bot.reduce.finding import (
     rewrite_fingerprint,
 )
 from bot.reduce.recheck import disagreement
+from bot.reduce.rewrite_blame import Rewrites, names_rewrites
 from bot.reduce.workers import SidePools, SideRun
 from generator.avoid import Avoid
 from oracles.judging import Judging
@@ -151,7 +151,7 @@ class CampaignReduction:
         """Fold each finding left unreduced into a reduced bug of its label when its own
         evidence gives one of that bug's names (FindingRef.keys): the check its message
         names, the kernel that computed its first wrong tensor (bot.reduce.blame), or a
-        rewrite whose absence alone makes the build right (bot.reduce.culprit). A campaign
+        rewrite whose absence alone makes the build right (bot.reduce.rewrite_blame). A campaign
         of onnxruntime 1.30.0 against 1.31.1 kept over a hundred findings in six minutes,
         most of them the QDQ selectors' per-channel defect, SimplifiedLayerNormFusion's and
         the "wrap" Pad's, each a model of its own; a reduction budget reduces a few dozen.

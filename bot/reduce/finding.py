@@ -39,8 +39,8 @@ from bot.reduce.candidates import (
     StillPasses,
     reduce_bundle,
 )
-from bot.reduce.culprit import name_culprit_rewrite
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
+from bot.reduce.rewrite_blame import name_guilty_rewrite
 from bot.reduce.workers import SidePools, SideRun
 from oracles.judging import Judging
 from oracles.references import Validity
@@ -121,7 +121,7 @@ def reduce_one(
         relocalize(reduced, pools.pool(culprit, local.level), pools.judging)
     name_optimizer_death(reduced, pools.side_run(culprit))
     name_first_wrong(reduced, pools.pool(culprit), pools.judging)
-    name_culprit_rewrite(reduced, pools.side_run(culprit), pools.judging)
+    name_guilty_rewrite(reduced, pools.side_run(culprit), pools.judging)
     return reduced
 
 
@@ -249,7 +249,7 @@ def kernel_fingerprint(finding: Finding, label: str) -> str:
 
 
 def rewrite_fingerprint(finding: Finding, label: str) -> str:
-    """A reduced failure's identity when one rewrite alone is to blame (bot.reduce.culprit):
+    """A reduced failure's identity when one rewrite alone is to blame (bot.reduce.rewrite_blame):
     that rewrite and the label, whatever the kernel and the symptom. A rewrite that builds a
     node its kernel cannot hold shows it as the kernel does: a type error at load, a failed
     check at run time, wrong values. Another label splits them, as for a kernel."""

@@ -1,6 +1,6 @@
 """The workers a reduction runs: how to start one side again (`SideRun`), and one long-lived
 worker per side and level for a whole reduction phase (`SidePools`). The reducer's passes
-(bot.reduce.finding, bot.reduce.culprit) take them from here, so neither needs the other
+(bot.reduce.finding, bot.reduce.rewrite_blame) take them from here, so neither needs the other
 for them.
 """
 

@@ -1,4 +1,4 @@
-"""Which rewrite a reduced failure needs (bot.reduce.culprit), on real onnxruntime 1.31.1:
+"""Which rewrite a reduced failure needs (bot.reduce.rewrite_blame), on real onnxruntime 1.31.1:
 one defect met through several kernels is one report, and two defects in two rewrites
 stay two."""
 
@@ -18,8 +18,8 @@ from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
-from bot.reduce.culprit import name_culprit_rewrite
 from bot.reduce.finding import rewrite_fingerprint
+from bot.reduce.rewrite_blame import name_guilty_rewrite
 from bot.reduce.workers import SideRun
 from oracles.judging import Judging
 from oracles.sides import Localization
@@ -68,7 +68,7 @@ def culprits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, F
     found = {}
     for name, (model, inputs) in cases.items():
         bundle = _finding(tmp, name, model, inputs)
-        rewrite = name_culprit_rewrite(bundle, SIDE, Judging())
+        rewrite = name_guilty_rewrite(bundle, SIDE, Judging())
         found[name] = (rewrite, Finding.model_validate_json((bundle / "finding.json").read_text()))
     return found
 
@@ -106,7 +106,7 @@ def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> N
     assert finding.localization is not None
     finding.localization.depends_on_optimization = False
     path.write_text(finding.model_dump_json())
-    assert name_culprit_rewrite(bundle, SIDE, Judging()) == ""
+    assert name_guilty_rewrite(bundle, SIDE, Judging()) == ""
     assert Finding.model_validate_json(path.read_text()).rewrite == ""
 
 

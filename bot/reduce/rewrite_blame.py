@@ -75,7 +75,7 @@ class Rewrites:
         return self.judging.judge(self.ev, result).verdict is Verdict.pass_
 
 
-def name_culprit_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
+def name_guilty_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
     """Record in the reduced finding the rewrite its failure needs, and return it ("" when
     none alone is to blame, or the build cannot tell)."""
     path = reduced / "finding.json"
