@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from bot.cli import main
+from bot.config import FuzzConfig
 from generator.api import Support
 
 
@@ -35,14 +36,14 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 
 @pytest.fixture(scope="session")
-def probe_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One support-probe cache for the whole run: each backend build is probed once. Under
-    pytest-xdist every worker has its own base temp; the cache sits in their common parent,
-    so a build one worker probed is read by the others (the cache's writes are atomic)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    path = root / "probe-cache"
+def probe_cache() -> str:
+    """The support-probe cache campaigns use by default (`cache_dir`, relative to the
+    repository root the tests run in), so that a test naming it and a campaign left at the
+    default probe each backend build once per clean clone, not once each. Entries are keyed
+    by build and probe format (bot.sides.probe), and written atomically, so pytest-xdist
+    workers share it too."""
+    default = FuzzConfig.model_fields["cache_dir"].default
+    path = Path(default).resolve()
     path.mkdir(exist_ok=True)
     return str(path)
 

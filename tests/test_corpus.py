@@ -167,13 +167,13 @@ def test_replayed_cases_join_the_coverage_that_steers_fresh_generation(
 
 
 def test_gen_for_a_backend_draws_only_what_its_probe_says_it_runs(
-    tmp_path: Path, cli: Callable[..., CliResult]
+    tmp_path: Path, cli: Callable[..., CliResult], probe_cache: str
 ) -> None:
     folder = tmp_path / "corpus"
-    _gen(cli, folder, 12, "--backend", "onnxruntime", "--cache-dir", str(tmp_path / "cache"))
+    _gen(cli, folder, 12, "--backend", "onnxruntime", "--cache-dir", probe_cache)
     feed = CorpusFeed.open(folder, CFG, 0)
     index = feed.corpus.index(feed.key)
-    support = probed_support("onnxruntime", CFG.opset, tmp_path / "cache")
+    support = probed_support("onnxruntime", CFG.opset, Path(probe_cache))
     assert len(index.seeds) >= 10 and not _unsupported(index, support)
     feed.close()
     bad = cli("gen", "--corpus", str(folder), "--count", "1", "--backend", "nosuch")

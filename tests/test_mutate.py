@@ -196,12 +196,12 @@ def test_a_check_z3_does_not_count_is_stopped_by_the_backstop_and_spends_the_mod
     assert solver.spent >= MODEL_RLIMIT and solver.check() == z3.unknown and fired == [1]
 
 
-def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None) -> int:
+def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None, cache: str) -> int:
     cfg = FuzzConfig(
         budget=120.0,
         max_tests=300,
         out=tmp / "out",
-        cache_dir=tmp / "cache",
+        cache_dir=Path(cache),
         compiler=compiler,
         reduce=ReduceSettings(enabled=False),
         # the models these counts were measured on: no templates, symbolic dims or wide types, whose
@@ -213,7 +213,7 @@ def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None) -> int:
     return summary.mutation.parents.get("near_miss", 0)
 
 
-def test_near_misses_are_parents_only_where_two_builds_are_compared(tmp_path: Path) -> None:
+def test_near_misses_are_parents_only_where_two_builds_are_compared(tmp_path: Path, probe_cache: str) -> None:
     """The same 300 seeds on onnxruntime: compared against itself as two builds, outputs close
     to the tolerance become parents; fuzzed as one build (a nightly), none does, because there
     their mutants yielded less than half of what fresh cases did."""
@@ -221,5 +221,5 @@ def test_near_misses_are_parents_only_where_two_builds_are_compared(tmp_path: Pa
     two = CompilerConfig.model_validate({"base": python, "head": python})
     (tmp_path / "two").mkdir()
     (tmp_path / "one").mkdir()
-    assert _near_miss_parents(tmp_path / "two", two) > 0
-    assert _near_miss_parents(tmp_path / "one", None) == 0
+    assert _near_miss_parents(tmp_path / "two", two, probe_cache) > 0
+    assert _near_miss_parents(tmp_path / "one", None, probe_cache) == 0
