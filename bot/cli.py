@@ -28,6 +28,7 @@ from backends.client import BackendUnavailable, WorkerClient
 from backends.reference import ReferenceError
 from backends.results import RunResult
 from backends.spec import BackendSpecError, parse_backend
+from bot import __version__
 from bot.campaign.display import coverage_table, live_progress, probe_progress, summary_table
 from bot.campaign.run import Campaign
 from bot.campaign.sides import open_campaign
@@ -68,6 +69,21 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_ERROR, EXIT_FINDINGS = 0, 1, 2
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"fuzzbot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Regression fuzzing for deep-learning compilers."""
 
 
 @app.command()
@@ -394,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
         return code if isinstance(code, int) else EXIT_OK
     except typer.TyperException as e:  # usage errors and bad parameters
-        err.print(f"error: {e.format_message()}", markup=False)
+        if message := e.format_message():  # a bare `fuzzbot` printed the help, and says no more
+            err.print(f"error: {message}", markup=False)
     except _USER_ERRORS as e:
         err.print(f"error: {e}", markup=False)
     except (Interrupted, KeyboardInterrupt, typer.Abort) as e:

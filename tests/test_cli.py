@@ -13,6 +13,7 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
+from bot import __version__
 from bot.campaign.run import Campaign
 from bot.campaign.state import CampaignState
 from bot.cases.making import Prepared
@@ -20,6 +21,8 @@ from bot.config import FuzzConfig, load_config
 from bot.config import TestFault as Fault
 from bot.findings.bundle import Finding
 from bot.findings.summary import Summary
+from bot.github.findings import load_report
+from bot.github.render import pr_comment
 from generator.api import GenConfig
 from tests.conftest import CliResult
 
@@ -48,6 +51,7 @@ def test_short_campaign_runs_twenty_tests_and_writes_a_valid_summary(
     assert 5.5 <= s.wall_s < 30
     assert "tests" in r.err and "verdict" in r.err
     assert f"on onnxruntime {s.backend.version}" in r.err  # the build, with its version
+    assert s.fuzzbot_version == __version__ and f"(fuzzbot {__version__})" in pr_comment(load_report(tmp_path))
 
 
 def test_perturbed_outputs_are_caught_as_wrong_results(cli: Cli, tmp_path: Path, probe_cache: str) -> None:
@@ -312,3 +316,11 @@ def test_a_difference_on_an_operand_inside_its_margin_is_filtered_not_reported(t
     assert finding.runs == ["wrong_result"] * 3 and finding.across == "persistent"
     assert finding.localization is not None and finding.localization.level == "disable"
     assert not finding.localization.depends_on_optimization  # the fault perturbs every level alike
+
+
+def test_version_is_printed_and_a_bare_command_shows_the_help_with_no_empty_error(cli: Cli) -> None:
+    r = cli("--version")
+    assert r.code == 0 and r.out.strip() == f"fuzzbot {__version__}" and not r.err
+    bare = cli()
+    assert bare.code == 1 and "Usage: fuzzbot" in bare.out + bare.err
+    assert not [line for line in bare.err_lines if line.strip() == "error:"]

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from backends.results import BackendInfo
+from bot import __version__
 from bot.cases.shard import Shard
 from bot.config import FuzzConfig
 from bot.findings.kept import KeptFindings
@@ -98,6 +99,7 @@ class CampaignState:
         t = tallies or Tallies()
         times = self.times.model_copy(update=asdict(t.times))
         return Summary(
+            fuzzbot_version=__version__,
             tests=self.tests,
             sides=self.sides,
             compiler=self.compiler,

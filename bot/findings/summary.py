@@ -305,6 +305,8 @@ class SideRecord(BaseModel):
 
 
 class Summary(BaseModel):
+    fuzzbot_version: str | None = None
+    """The fuzzbot that ran the campaign (None in summaries written before it was recorded)."""
     tests: int = 0
     cannot_compare: str | None = None
     """Why a two-build campaign ran no test: a side that failed to build or start."""

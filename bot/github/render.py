@@ -288,7 +288,8 @@ def _pr_head(report: Report, by: dict[str, list[Item]]) -> list[str]:
         if s.base
         else f"one build: {s.build(SideName.head)}"
     )
-    head = [PR_MARKER, "## fuzzbot", "", f"{builds}; {s.tests} tests in {s.wall_s:.0f} s.", ""]
+    ran_by = f" (fuzzbot {s.fuzzbot_version})" if s.fuzzbot_version else ""
+    head = [PR_MARKER, "## fuzzbot", "", f"{builds}; {s.tests} tests in {s.wall_s:.0f} s{ran_by}.", ""]
     if s.cannot_compare:
         head += [f"**Could not compare:** {_one_line(s.cannot_compare, 300)}", ""]
     if s.stopped_by:

@@ -183,7 +183,9 @@ def merge_summaries(summaries: list[Summary]) -> Summary:
     """Counts, dropped, tests, occurrences and timings add up; wall time is the longest
     shard's (matrix shards run side by side); `findings` is left for the caller."""
     seeds_last = [s.seed_last for s in summaries if s.seed_last is not None]
+    versions = sorted({s.fuzzbot_version for s in summaries if s.fuzzbot_version})
     return Summary(
+        fuzzbot_version=", ".join(versions) or None,
         tests=sum(s.tests for s in summaries),
         counts=_sum(s.counts for s in summaries),
         dropped=_sum(s.dropped for s in summaries),
