@@ -17,25 +17,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from backends.client import BackendUnavailable, WorkerClient
-from backends.reference import ReferenceError
-from backends.results import RunResult
-from backends.spec import BackendSpecError, parse_backend
 from bot import __version__
-from bot.campaign.display import coverage_table, live_progress, probe_progress, summary_table
-from bot.campaign.run import Campaign
-from bot.campaign.sides import open_campaign
-from bot.campaign.triage import Side, Triage
-from bot.cases.corpus_gen import fill_corpus, probed_support
-from bot.cases.shard import Shard
-from bot.cases.user_cases import load_user_case
 from bot.commands.bisect import bisect_command
 from bot.commands.check import check_command
 from bot.commands.config_schema import config_schema_command
@@ -43,23 +31,17 @@ from bot.commands.known import known_bugs_command
 from bot.commands.merge import merge_command
 from bot.commands.reduce import reduce_command
 from bot.commands.report import report_command
-from bot.config import FuzzConfig, load_config, parse_duration, parse_test_fault
 from bot.errors import EXIT_SIGNALLED, Interrupted, UserError, signal_of
-from bot.findings.bundle import write_bundle
-from bot.findings.out_folder import claim_out
-from bot.findings.outcome import findings_exit
-from bot.findings.summary import SideRecord, Summary, rewrites_fired, symbolic_share
-from generator.api import GenConfig, Support, generate, op_specs
-from generator.coverage import Coverage
-from generator.values import NoValidValues
-from generator.z3_contexts import ContextSupply
-from oracles.config import OracleConfig
-from oracles.judging import Judging
-from oracles.references import read_reference
-from oracles.rules import RulesError, load_rules
-from oracles.sides import CrossJudgement, SideName
-from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Verdict
+
+if TYPE_CHECKING:  # the commands import what they run when they run: `--help` needs none of it
+    from backends.results import RunResult
+    from bot.campaign.run import Campaign
+    from bot.cases.shard import Shard
+    from bot.config import FuzzConfig
+    from bot.findings.summary import SideRecord, Summary
+    from generator.api import GenConfig, Support
+    from generator.coverage import Coverage
+    from oracles.sides import CrossJudgement
 
 app = typer.Typer(
     add_completion=False,
@@ -127,6 +109,10 @@ def fuzz(
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Fuzz a backend against the reference and keep every finding as a bundle."""
+    from bot.config import load_config, parse_test_fault
+    from bot.findings.out_folder import claim_out
+    from bot.findings.outcome import findings_exit
+
     oracles = {k: v for k, v in {"rules": rules, "keep_filtered": keep_filtered}.items() if v is not None}
     overrides = {
         "budget": budget,
@@ -162,6 +148,10 @@ def fuzz(
 
 
 def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary:
+    from bot.campaign.display import live_progress, probe_progress, summary_table
+    from bot.campaign.sides import open_campaign
+    from bot.findings.summary import rewrites_fired, symbolic_share
+
     with probe_progress(console) as on_progress:
 
         def hooks(campaign: Campaign) -> None:
@@ -208,6 +198,18 @@ def gen(
     force: Annotated[bool, typer.Option("--force", help="clear earlier bundles from --out first")] = False,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
+    from pydantic import ValidationError
+
+    from bot.campaign.display import coverage_table
+    from bot.cases.corpus_gen import probed_support
+    from bot.findings.bundle import write_bundle
+    from bot.findings.out_folder import claim_out
+    from generator.api import GenConfig, generate, op_specs
+    from generator.coverage import Coverage
+    from generator.values import NoValidValues
+    from generator.z3_contexts import ContextSupply
+    from oracles.references import read_reference
+
     try:
         cfg = GenConfig(
             nodes=nodes,
@@ -256,6 +258,8 @@ def gen(
 
 
 def _gen_corpus(folder: Path, cfg: GenConfig, seeds: range, coverage: Coverage, support: Support | None) -> None:
+    from bot.cases.corpus_gen import fill_corpus
+
     filled = fill_corpus(folder, cfg, seeds, coverage, support=support)
     if filled.dropped == len(seeds):
         raise UserError(f"gen: none of the {len(seeds)} seed(s) gave a model with these ops, dtypes and opset")
@@ -281,6 +285,18 @@ def run(
 ) -> None:
     """Run one case on one or more backends and judge each as a campaign would: the
     reference with its fallback, the false-positive rules and the numeric margin."""
+    from backends.client import BackendUnavailable, WorkerClient
+    from backends.spec import parse_backend
+    from bot.campaign.triage import Side, Triage
+    from bot.cases.user_cases import load_user_case
+    from bot.config import parse_duration
+    from oracles.config import OracleConfig
+    from oracles.judging import Judging
+    from oracles.rules import load_rules
+    from oracles.sides import SideName
+    from oracles.tolerances import ToleranceConfig
+    from oracles.verdict import Verdict
+
     specs = [parse_backend(b) for b in (backend or ["onnxruntime:all"])]
     pythons = _pythons(python, len(specs))
     limit = parse_duration(timeout, "--timeout")
@@ -358,6 +374,8 @@ def _built(r: SideRecord) -> str:
 
 
 def _shard(text: str | None) -> Shard | None:
+    from bot.cases.shard import Shard
+
     if text is None:
         return None
     try:
@@ -394,9 +412,26 @@ app.command("bisect")(bisect_command)
 app.command("merge")(merge_command)
 app.command("config-schema")(config_schema_command)
 
-_USER_ERRORS = (UserError, BackendSpecError, BackendUnavailable, ReferenceError, RulesError)
+_USER_ERRORS = (
+    ("bot.errors", "UserError"),
+    ("backends.spec", "BackendSpecError"),
+    ("backends.client", "BackendUnavailable"),
+    ("backends.reference", "ReferenceError"),
+    ("oracles.rules", "RulesError"),
+)
 """fuzzbot's own family (bot.errors.UserError: every bot package's errors derive from it),
-and the families of the packages below the bot, which may not import it."""
+and the families of the packages below the bot, which may not import it: by module and
+name, since a command imports its modules only when it runs."""
+
+
+def _is_user_error(e: BaseException) -> bool:
+    """One of _USER_ERRORS. An exception's class is loaded, so a module not loaded yet
+    cannot have raised one of its own, and is not imported to find out."""
+    for module, name in _USER_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(e, getattr(loaded, name)):
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,15 +447,16 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as e:  # usage errors and bad parameters
         if message := e.format_message():  # a bare `fuzzbot` printed the help, and says no more
             err.print(f"error: {message}", markup=False)
-    except _USER_ERRORS as e:
-        err.print(f"error: {e}", markup=False)
     except (Interrupted, KeyboardInterrupt, typer.Abort) as e:
         sig = signal_of(e)
         note = f"; {e.note}" if isinstance(e, Interrupted) and e.note else ""
         err.print(f"error: interrupted by {sig}{note}", markup=False)
         return EXIT_SIGNALLED[sig]
     except Exception as e:  # noqa: BLE001 - the last line of defence keeps it to one line
-        err.print(f"internal error: {type(e).__name__}: {e}", markup=False)
+        if _is_user_error(e):
+            err.print(f"error: {e}", markup=False)
+        else:
+            err.print(f"internal error: {type(e).__name__}: {e}", markup=False)
     return EXIT_ERROR
 
 

@@ -9,23 +9,25 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from backends.spec import BackendSpec, BackendSpecError, parse_backend
-from bot.bisect.search import BisectError, BisectResult, CommitTester, Step, bisect
-from bot.config import ConfigError, FuzzConfig, load_config, parse_duration
-from bot.findings.bundle import Bundle, load_bundle
-from bot.sides.workspace import Workspace
-from oracles.judging import Judging
+if TYPE_CHECKING:  # imported when the command runs: `fuzzbot --help` needs none of it
+    from backends.spec import BackendSpec
+    from bot.bisect.search import BisectResult, Step
+    from bot.config import FuzzConfig
+    from bot.findings.bundle import Bundle
 
 EXIT_CULPRIT, EXIT_UNDECIDABLE = 0, 3
 DEFAULT_CONFIG = Path("fuzzbot.yml")
 
 
 def _config(path: Path | None) -> FuzzConfig:
+    from bot.bisect.search import BisectError
+    from bot.config import ConfigError, load_config
+
     if path is None:
         if not DEFAULT_CONFIG.is_file():
             raise BisectError("no config: pass --config FILE with a compiler: section (repo and build recipe)")
@@ -41,6 +43,9 @@ def _config(path: Path | None) -> FuzzConfig:
 
 def _spec(cfg: FuzzConfig, bundle: Bundle, override: str | None) -> BackendSpec:
     """--backend, else the config's backend when it sets one, else the finding's."""
+    from backends.spec import BackendSpecError, parse_backend
+    from bot.bisect.search import BisectError
+
     assert bundle.finding is not None
     text = override or (cfg.backend if "backend" in cfg.model_fields_set else None) or bundle.finding.spec_text
     try:
@@ -50,6 +55,9 @@ def _spec(cfg: FuzzConfig, bundle: Bundle, override: str | None) -> BackendSpec:
 
 
 def _bundle(path: Path) -> Bundle:
+    from bot.bisect.search import BisectError
+    from bot.findings.bundle import load_bundle
+
     bundle = load_bundle(path)
     if bundle.finding is None or not bundle.finding.verdict.is_bug:
         raise BisectError(f"{path}: not a finding bundle (needs finding.json with a failing verdict)")
@@ -96,6 +104,11 @@ def bisect_command(
     retry_failed: Annotated[bool, typer.Option(help="build again the commits whose build failed before")] = False,
 ) -> int:
     """Find the first commit between --good and --bad that shows the bundle's bug (exit 3: undecidable)."""
+    from bot.bisect.search import CommitTester, bisect
+    from bot.config import parse_duration
+    from bot.sides.workspace import Workspace
+    from oracles.judging import Judging
+
     timeout_s = parse_duration(timeout, "--timeout")
     cfg = _config(config)
     assert cfg.compiler is not None

@@ -18,25 +18,29 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from backends.reference import ReferenceError
-from backends.results import RunResult
-from bot.campaign.sides import open_campaign
-from bot.cases.user_cases import UserCase, find_targets, load_user_case, user_case_config
 from bot.errors import UserError
-from bot.findings.out_folder import claim_out
-from bot.findings.outcome import EXIT_ERROR, EXIT_OK, findings_exit
-from oracles.sides import CrossJudgement, SideName
 
-UNREADABLE = (UserError, ReferenceError)
-"""What keeps one target from being judged: a bad file or inputs, said in its line."""
+if TYPE_CHECKING:  # imported when the command runs: `fuzzbot --help` needs none of it
+    from backends.results import RunResult
+    from bot.cases.user_cases import UserCase
+    from oracles.sides import CrossJudgement
+
+
+def _unreadable() -> tuple[type[Exception], ...]:
+    """What keeps one target from being judged: a bad file or inputs, said in its line."""
+    from backends.reference import ReferenceError
+
+    return (UserError, ReferenceError)
 
 
 def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, Any]:
+    from oracles.sides import SideName
+
     runs = cross.head if name == SideName.head else cross.base
     first = runs.first if runs is not None else None
     info = result.backend
@@ -84,12 +88,14 @@ def load_cases(targets: list[tuple[str, Path]], seed: int) -> tuple[list[UserCas
     """Every target that can be judged, and one `{"model", "error"}` for each that cannot
     (unreadable, inputs that do not fit, none that can be drawn): one bad file beside
     good ones must not keep those from being checked."""
+    from bot.cases.user_cases import load_user_case
+
     cases: list[UserCase] = []
     unreadable: list[dict[str, str]] = []
     for given, path in targets:
         try:
             cases.append(load_user_case(given, path, seed))
-        except UNREADABLE as e:
+        except _unreadable() as e:
             unreadable.append({"model": given, "error": " ".join(str(e).split())})
     return cases, unreadable
 
@@ -104,6 +110,11 @@ def check_command(
     force: Annotated[bool, typer.Option("--force", help="clear an earlier run's results from --out first")] = False,
 ) -> int:
     """The verdict across base and head (or of one build) for models you already have."""
+    from bot.campaign.sides import open_campaign
+    from bot.cases.user_cases import find_targets, user_case_config
+    from bot.findings.out_folder import claim_out
+    from bot.findings.outcome import EXIT_ERROR, EXIT_OK, findings_exit
+
     if out is not None:
         claim_out(out, force)
     targets = find_targets(paths)

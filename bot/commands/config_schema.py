@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from bot.config import FuzzConfig
 from bot.errors import UserError
 
 
@@ -23,6 +22,8 @@ def config_schema_command(
     out: Annotated[Path | None, typer.Option(help="write the schema to FILE instead of stdout")] = None,
 ) -> None:
     """Print the JSON schema of fuzzbot.yml, for editors and CI validation."""
+    from bot.config import FuzzConfig  # the config model imports the generator: only when asked
+
     text = json.dumps(FuzzConfig.model_json_schema(), indent=2) + "\n"
     if out is None:
         typer.echo(text, nl=False)

@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from bot.commands.report import DEFAULT_API
-from bot.findings.known_bugs import KnownBug, write_known
 
 
 def known_bugs_command(
@@ -27,6 +25,9 @@ def known_bugs_command(
     backoff: Annotated[float, typer.Option(min=0, hidden=True)] = 1.0,
 ) -> None:
     """Write the triggers of the bot's open issues, for `known_bugs: files:` in fuzzbot.yml."""
+    from pydantic import ValidationError
+
+    from bot.findings.known_bugs import KnownBug, write_known
     from bot.github.errors import ReportError
 
     try:

@@ -1,7 +1,7 @@
 """`fuzzbot merge`: the command-line face of bot/merge/outputs.py, registered by bot/cli.py.
 
 Kept apart from cli.py so that merge's wording lives with merge; every mistake a user
-can make is a `MergeError`, which cli.py prints as one `error:` line.
+can make is a `MergeError` (bot.merge.outputs), which cli.py prints as one `error:` line.
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from bot.cases.regression_corpus import RegressionCorpus
-from bot.findings.outcome import findings_exit
-from bot.findings.summary_md import SUMMARY_MD
-from bot.merge.outputs import MergeError, merge_outputs
 
 
 def merge_command(
@@ -28,6 +23,11 @@ def merge_command(
 ) -> None:
     """Merge shard outputs into one: counts add up, findings are deduplicated by fingerprint.
     A sharded run leaves the regression corpus alone; the merge adds what the shards reduced."""
+    from bot.cases.regression_corpus import RegressionCorpus
+    from bot.findings.outcome import findings_exit
+    from bot.findings.summary_md import SUMMARY_MD
+    from bot.merge.outputs import merge_outputs
+
     summary, report = merge_outputs(shards, out)
     if regressions is not None:
         corpus = RegressionCorpus.open(regressions)
@@ -46,4 +46,4 @@ def merge_command(
     raise typer.Exit(findings_exit(summary))  # exactly as `fuzzbot fuzz` exits on the same findings
 
 
-__all__ = ["MergeError", "merge_command"]
+__all__ = ["merge_command"]

@@ -23,25 +23,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bot.campaign.sides import open_campaign
-from bot.cases.user_cases import find_targets, load_user_case, user_case_config
-from bot.config import parse_duration, parse_test_fault
 from bot.errors import UserError
-from bot.findings.bundle import load_bundle
-from bot.findings.out_folder import claim_out
-from bot.findings.smaller import Outcome, check_dest, reduce_keeping_smaller
-from bot.findings.store import REDUCED_DIR
-from bot.findings.summary import FindingRef, in_output
-from bot.reduce.candidates import reduce_bundle, reduce_model_file
-from oracles.judging import Judging
-from reducers.driver import NotInteresting
-from reducers.driver import Progress as ReduceProgress
+
+if TYPE_CHECKING:  # imported where the command runs: `fuzzbot --help` needs none of it
+    from bot.findings.smaller import Outcome
+    from bot.findings.summary import FindingRef
+    from reducers.driver import Progress as ReduceProgress
 
 
 class ReduceError(UserError):
@@ -100,6 +93,13 @@ def reduce_command(
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Shrink a failing model to a minimal one that fails the same way, with a repro."""
+    from bot.config import parse_duration, parse_test_fault
+    from bot.findings.out_folder import claim_out
+    from bot.findings.smaller import check_dest, reduce_keeping_smaller
+    from bot.findings.store import REDUCED_DIR
+    from bot.reduce.candidates import reduce_bundle
+    from oracles.judging import Judging
+
     budget_s = parse_duration(budget, "--budget")
     console = Console(stderr=True)
     if force and config is None:
@@ -154,6 +154,8 @@ def _say_kept(console: Console, done: Outcome) -> None:
 def _reduce_across(
     console: Console, target: Path, config: Path, out: Path | None, budget_s: float, max_tests: int | None, timeout: str
 ) -> None:
+    from bot.findings.bundle import load_bundle
+
     done = reduce_across(target, config, out, budget_s, max_tests, console, timeout)
     ref, kept = done.ref, load_bundle(done.reduced).finding
     checked = ", ".join(f"{side} {what}" for side, what in kept.kept.items()) if kept else ""
@@ -190,6 +192,10 @@ def reduce_across(
 ) -> AcrossResult:
     """Judge `target` on the config's sides, then reduce its finding on them; UserError when
     there is nothing to reduce (it passes, or a rule explains it) or it does not reproduce."""
+    from bot.campaign.sides import open_campaign
+    from bot.cases.user_cases import find_targets, load_user_case, user_case_config
+    from bot.findings.summary import in_output
+
     found = find_targets([target])
     if len(found) != 1:
         raise UserError(f"{target}: give one model or bundle to reduce, not a folder of {len(found)}")
@@ -221,6 +227,9 @@ def _reduce_with_check(
     max_tests: int | None,
     failure: tuple[int | None, str | None],
 ) -> None:
+    from bot.reduce.candidates import reduce_model_file
+    from reducers.driver import NotInteresting
+
     if "{model}" not in check:
         raise ReduceError("--check: the command must contain {model}, the candidate's path")
     fail_code, fail_regex = failure
