@@ -75,6 +75,7 @@ def test_support_is_probed_per_opset_where_a_kernel_comes_or_goes(tmp_path: Path
     assert all(cache_path(tmp_path, client.info, o).is_file() for o in range(17, 23))
 
 
+@pytest.mark.timeout(600)  # two fresh releases probed at every opset of the range: minutes on a loaded machine
 def test_a_two_release_campaign_draws_opsets_up_to_the_lower_sides_highest(
     tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
