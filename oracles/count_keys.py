@@ -10,7 +10,7 @@ bundles) is said here once, not by string tests at each reader.
 
 from __future__ import annotations
 
-__all__ = ["FILTERED_PREFIX", "ORDER", "PERF_REGRESSION", "CountKey"]
+__all__ = ["ASIDE_FOLDERS", "FILTERED_PREFIX", "ORDER", "PERF_REGRESSION", "CountKey"]
 
 from dataclasses import dataclass
 
@@ -38,7 +38,8 @@ ORDER: tuple[str, ...] = (
 )
 """The order tables list keys in: what a PR check fails on first, good news and passes last."""
 
-_ASIDE_FOLDERS = {CrossVerdict.flaky.value: "flaky/", PERF_REGRESSION: "perf/"}
+ASIDE_FOLDERS = {CrossVerdict.flaky.value: "flaky/", PERF_REGRESSION: "perf/"}
+"""The set-aside keys with a folder of their own; a `filtered:<rule>` key's is filtered/<rule>/."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class CountKey:
         filtered/<rule>/); None for a key whose cases are findings or only counted."""
         if self.rule is not None:
             return f"filtered/{self.rule}/"
-        return _ASIDE_FOLDERS.get(self.text)
+        return ASIDE_FOLDERS.get(self.text)
 
     @property
     def is_aside(self) -> bool:

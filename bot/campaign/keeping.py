@@ -116,13 +116,13 @@ class FindingKeeper:
         finding = self._finding(case, results, cross)
         self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
 
-    def _culprit_index(self, cross: CrossJudgement) -> int:
+    def _failing_index(self, cross: CrossJudgement) -> int:
         return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.failing.side)
 
     def _spec(self, cross: CrossJudgement, results: list[RunResult]) -> BackendSpec:
-        """The culprit's spec at the level the case ran at (bot.campaign.levels draws one per
+        """The failing side's spec at the level the case ran at (bot.campaign.levels draws one per
         case), so the repro, the reduction and the bisection run there too."""
-        index = self._culprit_index(cross)
+        index = self._failing_index(cross)
         spec, ran = self.setups[index].spec, results[index].backend
         return replace(spec, level=ran.level) if ran is not None and ran.level else spec
 
@@ -149,7 +149,7 @@ class FindingKeeper:
         return gen.model_copy(update={"opset": opset})
 
     def _finding(self, case: Prepared, results: list[RunResult], cross: CrossJudgement) -> Finding:
-        result = results[self._culprit_index(cross)]
+        result = results[self._failing_index(cross)]
         assert result.backend is not None
         side = cross.failing
         return Finding(

@@ -16,7 +16,7 @@ from pathlib import Path
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
 from bot.findings.summary import FindingRef, Summary, rewrites_fired, symbolic_share
-from oracles.count_keys import PERF_REGRESSION, CountKey
+from oracles.count_keys import ASIDE_FOLDERS, CountKey
 from oracles.sides import CrossVerdict, SideName
 
 SUMMARY_MD = "summary.md"
@@ -257,11 +257,7 @@ def render_summary_md(
 
 def kept_aside(out: Path) -> dict[str, int]:
     """Bundles under OUT/flaky/, OUT/perf/ and OUT/filtered/<rule>/, by count key."""
-    folders = {
-        key: out / folder
-        for key in (CrossVerdict.flaky.value, PERF_REGRESSION)
-        if (folder := CountKey(key).aside_folder)
-    }
+    folders = {key: out / folder for key, folder in ASIDE_FOLDERS.items()}
     filtered = out / "filtered"
     for rule in sorted(filtered.iterdir()) if filtered.is_dir() else []:
         folders[str(CountKey.filtered(rule.name))] = rule

@@ -187,8 +187,8 @@ def _builds(item: Item, report: Report) -> list[tuple[str, str]]:
     head = s.build(SideName.head) if s.backend is not None else _build(f.backend if f else None)
     if s.base is not None:
         return [(SideName.head, head), (SideName.base, s.build(SideName.base))]
-    base = [(SideName.base.value, _build(f.base_backend))] if f is not None and f.base_backend else []
-    return [(SideName.head.value, head), *base]
+    base: list[tuple[str, str]] = [(SideName.base, _build(f.base_backend))] if f is not None and f.base_backend else []
+    return [(SideName.head, head), *base]
 
 
 def issue_title(item: Item, recurrence: int = 1) -> str:
