@@ -6,6 +6,12 @@ the message, never a traceback.
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
 
 class UserError(Exception):
     """Bad input or an unusable environment, reported in one line with exit status 1."""
@@ -33,3 +39,35 @@ def signal_of(interrupt: BaseException) -> str:
 EXIT_SIGNALLED = {"SIGINT": 130, "SIGTERM": 143}
 """A command's exit code when a signal stopped it (docs/exit-codes.md): 128 + the signal's
 number, as a shell reports a process the signal ended."""
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A SIGINT or SIGTERM that comes inside waits for the section's end, then acts as it
+    would have. A section that writes a finding's bundle and lists it is done whole: an
+    interrupt between the two left a bundle that the interrupted campaign's summary.json
+    did not list (one CI run of tests/test_outputs_kept.py). Only a Python handler waits
+    (an ignored signal stays ignored, a default one still ends the process); outside the
+    main thread, where no handler runs, nothing changes. Nested, the outermost section
+    holds the signal. Keep the section short: a signal waits for all of it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def wait(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    held: dict[int, Callable[[int, FrameType | None], object]] = {}
+    for s in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(s)
+        if callable(handler):
+            held[s] = handler
+            signal.signal(s, wait)
+    try:
+        yield
+    finally:
+        for number, kept in held.items():
+            signal.signal(number, kept)
+        if caught:
+            held[caught[0]](caught[0], None)

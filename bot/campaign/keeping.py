@@ -15,6 +15,7 @@ from bot.campaign.side_setup import SideSetup
 from bot.campaign.state import CampaignState
 from bot.cases.making import Prepared
 from bot.config import FuzzConfig
+from bot.errors import interrupts_deferred
 from bot.findings.bundle import Finding, move_bundle, write_bundle
 from bot.findings.repro import render_repro
 from bot.findings.store import FindingStore, relative_to_root
@@ -54,6 +55,13 @@ class FindingKeeper:
 
     def keep(
         self, case: Prepared, results: list[RunResult], cross: CrossJudgement, found_s: float | None = None
+    ) -> FindingRef | None:
+        """Kept whole or not at all: a signal waits for the bundle to be listed (bot.errors)."""
+        with interrupts_deferred():
+            return self._keep(case, results, cross, found_s)
+
+    def _keep(
+        self, case: Prepared, results: list[RunResult], cross: CrossJudgement, found_s: float | None
     ) -> FindingRef | None:
         """Write the bundle first, then the store: nothing is counted or shown before it is on disk.
 
@@ -114,7 +122,8 @@ class FindingKeeper:
         else:
             where = f"filtered/{cross.verdict.value}"
         finding = self._finding(case, results, cross)
-        self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
+        with interrupts_deferred():
+            self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)
 
     def _failing_index(self, cross: CrossJudgement) -> int:
         return [s.side for s in (cross.base, cross.head) if s is not None].index(cross.failing.side)

@@ -37,6 +37,7 @@ from bot.cases.regression_corpus import RegressionCorpus
 from bot.cases.shard import Shard
 from bot.cases.source import CaseSource
 from bot.config import FuzzConfig
+from bot.errors import interrupts_deferred
 from bot.findings.bundle import write_bundle
 from bot.findings.known_bugs import KNOWN_FILE, KnownBug, holds, write_known
 from bot.findings.store import FindingStore, relative_to_root
@@ -655,7 +656,7 @@ class Campaign:
         judgements = compare_perf(base, head, case.model_bytes, case.inputs, self.cfg.oracles.perf)
         if not any(j.regression for j in judgements):
             return
-        with self._lock:
+        with self._lock, interrupts_deferred():
             dest = Path(self.cfg.out) / "perf" / f"seed{case.seed}"
             write_bundle(dest, case.model, case.inputs, case.reference)
             (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")

@@ -19,6 +19,7 @@ from pathlib import Path
 import onnx
 
 from bot.config import FuzzConfig
+from bot.errors import interrupts_deferred
 from bot.findings.bundle import Finding, load_bundle, move_bundle
 from bot.findings.kept import KeptFindings
 from bot.findings.known_bugs import KnownBug, known_bug, read_known
@@ -210,8 +211,9 @@ class CampaignReduction:
         ) + self.kept.occurrences.pop(ref.fingerprint, 0)
         target.seen = seen_union(target.seen, ref.seen)
         self.aliases[ref.fingerprint] = target.fingerprint
-        self.kept.findings.remove(ref)
-        move_bundle(bundle, self.out / "duplicates" / bundle.name)
+        with interrupts_deferred():
+            self.kept.findings.remove(ref)
+            move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
     def reduce(self, ref: FindingRef, budget_s: float, max_tests: int | None = None) -> None:
         """Reduce, relabel, generalize and name one finding; fold it into an earlier one
@@ -250,8 +252,9 @@ class CampaignReduction:
         first = next(r for r in self.kept.findings if r.fingerprint == ref.fingerprint and r is not ref)
         first.seen = seen_union(first.seen, ref.seen)
         first.triggers = seen_union(first.triggers, ref.triggers)
-        self.kept.findings.remove(ref)
-        move_bundle(bundle, self.out / "duplicates" / bundle.name)
+        with interrupts_deferred():
+            self.kept.findings.remove(ref)
+            move_bundle(bundle, self.out / "duplicates" / bundle.name)
 
     def _ask_again(self, ref: FindingRef, bundle: Path, finding: Finding, guard: str, pools: SidePools) -> None:
         """A regression or fix that did not reproduce: when one side now answers otherwise
@@ -294,8 +297,9 @@ class CampaignReduction:
         prefix = f"{was.value}-"
         if ref.across == was or not bundle.name.startswith(prefix):
             return bundle, reduced
-        moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
-        ref.path = relative_to_root(moved, self.out)
+        with interrupts_deferred():
+            moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
+            ref.path = relative_to_root(moved, self.out)
         _update(moved, {"across": ref.across})
         moved_reduced = moved / reduced.name
         if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate

@@ -1,0 +1,75 @@
+"""A signal that comes while a finding is written and listed waits for the listing: one CI
+run signalled a campaign between the two, and its summary.json missed a bundle on disk.
+Real signals sent to this process, with the handler the CLI installs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+import pytest
+
+from bot.errors import Interrupted, interrupts_deferred
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@pytest.fixture
+def handled() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `Interrupted`, as under `fuzzbot` (bot.cli)."""
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _signal_self(sig: signal.Signals) -> None:
+    os.kill(os.getpid(), sig)
+    time.sleep(0.05)  # a Python handler runs between bytecodes, soon after delivery
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_inside_the_section_raises_at_its_end(handled: None, sig: signal.Signals) -> None:
+    done: list[str] = []
+    with pytest.raises(Interrupted) as raised, interrupts_deferred():
+        _signal_self(sig)
+        done.append("written")
+        done.append("listed")
+    assert done == ["written", "listed"]
+    assert raised.value.signal == sig.name
+    assert signal.getsignal(sig) is _interrupt, "the handler is the CLI's again"
+
+
+def test_outside_the_section_a_signal_still_interrupts_at_once(handled: None) -> None:
+    done: list[str] = []
+    with pytest.raises(Interrupted):
+        _signal_self(signal.SIGTERM)
+        done.append("written")
+    assert done == []
+
+
+def test_nested_sections_hold_the_signal_to_the_outermost_end(handled: None) -> None:
+    done: list[str] = []
+    with pytest.raises(Interrupted), interrupts_deferred():
+        with interrupts_deferred():
+            _signal_self(signal.SIGTERM)
+            done.append("inner")
+        done.append("outer")
+    assert done == ["inner", "outer"]
+
+
+def test_an_ignored_signal_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with interrupts_deferred():
+            _signal_self(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
