@@ -204,6 +204,7 @@ def test_a_head_that_does_not_build_is_an_error_not_a_clean_run(
     [
         ({"mode": "nightly"}, "error: mode: 'nightly' is not one of pr, schedule, fuzz-only"),
         ({"mode": "pr", "backend": BACKEND}, "error: base-ref: required in pr mode"),
+        ({"mode": "pr", "base-ref": "v1", "base-wheel": "dist/"}, "error: base-ref and base-wheel: give one of them"),
         ({"mode": "fuzz-only", "budget": "soon"}, "error: budget: 'soon' is not a duration"),
         ({"mode": "fuzz-only", "config": "missing.yml"}, "error: config: missing.yml is not a file"),
         ({"mode": "pr", "merge": "out", "pr-number": "7; rm -rf /"}, "error: pr-number: '7; rm -rf /' is not"),
@@ -240,6 +241,19 @@ def test_inputs_are_laid_over_the_users_config(tmp_path: Path) -> None:
         "base": {"ref": "v1.0"},
         "build": ["make", "pip install ."],
     }
+
+
+def test_wheel_inputs_make_wheel_sides_in_the_workspace(tmp_path: Path) -> None:
+    """A CI's wheels, downloaded into the workspace, are the sides; the config validates."""
+    from bot.config import FuzzConfig
+    from bot.github.entrypoint import build_config, parse_inputs
+
+    env = {"GITHUB_WORKSPACE": str(tmp_path), "INPUT_BASE-WHEEL": "base-dist", "INPUT_HEAD-WHEEL": "head-dist/*.whl"}
+    data = build_config(parse_inputs(env), {"compiler": {"head": {"ref": "main"}}}, tmp_path)
+    compiler = FuzzConfig.model_validate(data).compiler
+    assert compiler is not None
+    assert compiler.base.wheel == str(tmp_path / "base-dist")
+    assert compiler.head.wheel == str(tmp_path / "head-dist" / "*.whl") and compiler.head.ref is None
 
 
 def test_the_corpus_folders_are_workspace_paths_the_config_validates(tmp_path: Path) -> None:

@@ -240,3 +240,17 @@ def test_how_a_failure_is_questioned_is_told_once() -> None:
         str(d.relative_to(ROOT)) for d in doc_files() for line in prose_lines(d.read_text()) if heading.match(line)
     ]
     assert len(found) == 1, f"one section on how a failure is questioned, not {found}"
+
+
+def test_the_example_workflows_give_the_action_only_inputs_it_has() -> None:
+    """A misspelt input is a warning on GitHub, and the step then runs without it."""
+    inputs = set(action()["inputs"])
+    given: list[str] = []
+    for workflow in sorted((ROOT / "examples" / "workflows").glob("*.yml")):
+        data = yaml.safe_load(workflow.read_text())
+        steps = [step for job in data["jobs"].values() for step in job.get("steps", [])]
+        for step in steps:
+            if str(step.get("uses", "")).startswith("your-org/fuzzbot@"):
+                given += [f"{workflow.name}: {key}" for key in step.get("with", {})]
+    assert any(g.endswith(": head-wheel") for g in given), "the workflows were not read"
+    assert [g for g in given if g.split(": ")[1] not in inputs] == []

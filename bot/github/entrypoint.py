@@ -73,6 +73,9 @@ class Inputs:
     pr_number: str
     close_after: str = ""
     corpus: str = ""
+    base_wheel: str = ""
+    """Wheels the compiler's CI built for base (a file, a folder or a glob in the workspace)."""
+    head_wheel: str = ""
     regressions: str = ""
 
 
@@ -125,13 +128,24 @@ def parse_inputs(env: Mapping[str, str]) -> Inputs:
         close_after=read_input(env, "close-after"),
         corpus=read_input(env, "corpus"),
         regressions=read_input(env, "regressions"),
+        base_wheel=read_input(env, "base-wheel"),
+        head_wheel=read_input(env, "head-wheel"),
     )
+    for name, ref, wheel in (
+        ("base", inputs.base_ref, inputs.base_wheel),
+        ("head", inputs.head_ref, inputs.head_wheel),
+    ):
+        if ref and wheel:
+            raise InputError(f"{name}-ref and {name}-wheel: give one of them, not both")
     if inputs.pr_number and not inputs.pr_number.isdigit():
         raise InputError(f"pr-number: {inputs.pr_number!r} is not a pull request number")
     if inputs.close_after and not (inputs.close_after.isdigit() and int(inputs.close_after) >= 1):
         raise InputError(f"close-after: {inputs.close_after!r} is not a number of runs (1 or more)")
-    if mode == "pr" and not inputs.merge and not inputs.base_ref and not _file_gives_base(config):
-        raise InputError("base-ref: required in pr mode (e.g. ${{ github.event.pull_request.base.sha }})")
+    given_base = inputs.base_ref or inputs.base_wheel or _file_gives_base(config)
+    if mode == "pr" and not inputs.merge and not given_base:
+        raise InputError(
+            "base-ref: required in pr mode (e.g. ${{ github.event.pull_request.base.sha }}), or base-wheel"
+        )
     return inputs
 
 
@@ -177,12 +191,16 @@ def build_config(inputs: Inputs, user: dict[str, Any], root: Path) -> dict[str, 
         if folder:  # relative to the workspace, where actions/cache restores it
             data[key] = str(root / folder)
     compiler = dict(data.get("compiler") or {})
-    if inputs.base_ref or compiler:  # two builds only when a base exists somewhere
+    if inputs.base_ref or inputs.base_wheel or compiler:  # two builds only when a base exists somewhere
         if inputs.compiler_repo or not compiler.get("repo"):
             compiler["repo"] = str(root / inputs.compiler_repo) if inputs.compiler_repo else str(root)
         if inputs.base_ref:
             compiler["base"] = {"ref": inputs.base_ref}
-        if inputs.head_ref or not compiler.get("head"):
+        if inputs.base_wheel:  # relative to the workspace, where actions/download-artifact put it
+            compiler["base"] = {"wheel": str(root / inputs.base_wheel)}
+        if inputs.head_wheel:
+            compiler["head"] = {"wheel": str(root / inputs.head_wheel)}
+        elif inputs.head_ref or not compiler.get("head"):
             compiler["head"] = {"ref": inputs.head_ref or "HEAD"}
         if inputs.build:
             compiler["build"] = inputs.build

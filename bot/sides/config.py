@@ -1,11 +1,14 @@
 """The `compiler:` section of fuzzbot.yml: which two builds a regression campaign compares.
 
 A side is either a git ref of the compiler's repository, built by the recipe in its
-own venv, or a pip requirement list for a released version, or an interpreter that
+own venv, or a pip requirement list for a released version (from PyPI or from another
+index, a nightly feed), or wheels the compiler's own CI built, or an interpreter that
 already has the build (a CI job that built it earlier).
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,12 +19,24 @@ class SideSpec(BaseModel):
     ref: str | None = Field(None, description="git ref (branch, tag, SHA) of compiler.repo, built by compiler.build")
     pip: list[str] | None = Field(None, description="pip requirements of a release, e.g. [onnxruntime==1.30.0]")
     python: str | None = Field(None, description="an interpreter that already has this side's build")
+    wheel: str | None = Field(
+        None,
+        description="wheels the compiler's CI built: a .whl file, a folder of wheels or a glob (dist/*.whl);"
+        " the side's venv is rebuilt when a wheel's bytes change",
+    )
+    index: str | None = Field(
+        None, description="with pip: the package index its requirements come from, e.g. a nightly feed"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SideSpec:
-        given = [k for k in ("ref", "pip", "python") if getattr(self, k)]
+        given = [k for k in ("ref", "pip", "wheel", "python") if getattr(self, k)]
         if len(given) != 1:
-            raise ValueError(f"a side needs exactly one of ref, pip or python (got {', '.join(given) or 'none'})")
+            raise ValueError(
+                f"a side needs exactly one of ref, pip, wheel or python (got {', '.join(given) or 'none'})"
+            )
+        if self.index and not self.pip:
+            raise ValueError("index names where a side's pip requirements come from: it needs pip")
         return self
 
     @property
@@ -30,8 +45,14 @@ class SideSpec(BaseModel):
         if self.ref:
             return self.ref
         if self.pip:
-            return " ".join(self.pip)
-        return str(self.python)
+            return " ".join(self.pip) + (f" from {_no_userinfo(self.index)}" if self.index else "")
+        return str(self.wheel or self.python)
+
+
+def _no_userinfo(url: str) -> str:
+    """A private feed's URL may carry a token (https://user:token@host/...): reports show
+    the host and path only."""
+    return re.sub(r"^([a-z+]+://)[^/@]*@", r"\1", url)
 
 
 class CompilerConfig(BaseModel):

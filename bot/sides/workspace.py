@@ -5,7 +5,8 @@ Layout under `cache_dir`:
     repos/<digest>.git           one mirror clone of compiler.repo, fetched once per Workspace
     builds/packages-<digest>/    a venv holding compiler.packages, shared by every build
     builds/<sha12>-<digest>/     a commit's build: checkout-<sha12>/ (git worktree), venv/, build.log
-    builds/pip-<digest>/         a pip side's venv, keyed by its requirement list
+    builds/pip-<digest>/         a pip side's venv, keyed by its requirement list (and index)
+    builds/wheel-<digest>/       a wheel side's venv, keyed by the wheels' bytes
 
 A commit's venv is created without pip and layered over the shared packages venv by a
 `.pth` file, so numpy (or torch) is installed once rather than once per commit, while
@@ -22,6 +23,7 @@ Workspace is told to trust recorded failures.
 from __future__ import annotations
 
 import fcntl
+import glob
 import hashlib
 import os
 import shutil
@@ -33,6 +35,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from packaging.tags import Tag, sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from bot.credentials import without_credentials
 from bot.errors import UserError
@@ -107,6 +112,37 @@ def file_lock(path: Path) -> Iterator[None]:
 
 def digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
+
+
+def wheel_files(given: str, which: SideName) -> list[Path]:
+    """The wheels a `wheel:` side names (a file, a folder, a glob) that this interpreter can
+    install: a CI's dist/ folder holds a wheel per Python version and platform, and pip
+    refuses a list that holds one it cannot install."""
+    path = Path(given).expanduser()
+    if path.is_dir():
+        found = sorted(path.glob("*.whl"))
+    elif path.is_file():
+        found = [path]
+    else:
+        found = sorted(Path(p) for p in glob.glob(str(path)))
+    wheels = [w.resolve() for w in found if w.is_file() and w.suffix == ".whl"]
+    if not wheels:
+        raise WorkspaceError(f"{which}: wheel {given}: no .whl file there")
+    ours = set(sys_tags())
+    usable = [w for w in wheels if _wheel_tags(w, which) & ours]
+    if not usable:
+        names = ", ".join(w.name for w in wheels)
+        raise WorkspaceError(
+            f"{which}: wheel {given}: none of {names} installs on this Python ({next(iter(sys_tags()))})"
+        )
+    return usable
+
+
+def _wheel_tags(wheel: Path, which: SideName) -> frozenset[Tag]:
+    try:
+        return parse_wheel_filename(wheel.name)[3]
+    except InvalidWheelFilename as e:
+        raise WorkspaceError(f"{which}: wheel {wheel}: not a wheel's file name ({e})") from e
 
 
 def git(cwd: Path, *args: str, timeout_s: float = 600.0) -> str:
@@ -264,7 +300,10 @@ class Workspace:
                 raise WorkspaceError(f"{which}: python {side.python} is not an executable file")
             return PreparedSide(python, None, f"{which} {side.label}", None, cached=True)
         if side.pip:
-            return self.prepare_pip(side.pip, f"{which} {side.label}")
+            index = ["--index-url", side.index] if side.index else []
+            return self.prepare_pip([*index, *side.pip], f"{which} {side.label}")
+        if side.wheel:
+            return self.prepare_wheels(wheel_files(side.wheel, which), which)
         assert side.ref is not None
         sha = self.resolve(side.ref)
         named = side.ref if not sha.startswith(side.ref) else ""
@@ -296,6 +335,20 @@ class Workspace:
             log.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", *requirements], root)
 
         side = self._cached(root, f"{label}: installing {' '.join(requirements)} failed", label, None, build)
+        return self._rooted(side, root)
+
+    def prepare_wheels(self, wheels: list[Path], which: SideName) -> PreparedSide:
+        """A venv with wheels a CI built, keyed by their bytes: a CI that rebuilds into the
+        same path (dist/*.whl on every PR) gets a new venv, never the last PR's build."""
+        hashes = [f"{w.name}:{hashlib.sha256(w.read_bytes()).hexdigest()}" for w in wheels]
+        root = self.cache_dir / "builds" / f"wheel-{digest(*hashes, self._packages_digest())}"
+        label = f"{which} {', '.join(w.name for w in wheels)}"
+
+        def build(log: BuildLog) -> None:
+            self._layered_venv(root / "venv", log)
+            log.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", *map(str, wheels)], root)
+
+        side = self._cached(root, f"{label}: installing the wheels failed", label, None, build)
         return self._rooted(side, root)
 
     # -- building ---------------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""Sides from builds that already exist: the wheels a compiler's CI built (a file, a folder,
+a glob) and a package index serving a build (a nightly feed). Real wheels of the toy
+compiler built at two commits of its history, a real PEP 503 index over local HTTP, and
+a real campaign between them through the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.sides.config import CompilerConfig, SideSpec
+from bot.sides.workspace import Workspace, wheel_files
+from oracles.sides import SideName
+from tests.conftest import CliResult
+from tests.toy_repo import BACKEND, ToyRepo, toy_repo
+
+pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
+
+__all__ = ["toy_repo"]  # a session fixture: the toy history is made once per run
+
+Cli = Callable[..., CliResult]
+PACKAGES = ["numpy", "onnx"]
+TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
+
+
+def _wheel_at(repo: ToyRepo, commit: str, dest: Path) -> Path:
+    """toycc's wheel as a CI would build it at `commit`, in `dest`."""
+    source = dest.with_name(dest.name + "-src")
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", repo.sha(commit)], cwd=repo.path, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest)]
+    subprocess.run([*build, str(source)], check=True, capture_output=True)
+    (wheel,) = dest.glob("toycc-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheels(toy_repo: ToyRepo, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The good commit's wheel and the buggy head's, each in its own dist/ folder."""
+    tmp = tmp_path_factory.mktemp("wheels")
+    return {name: _wheel_at(toy_repo, name, tmp / name / "dist") for name in ("fusion", "docs")}
+
+
+@contextlib.contextmanager
+def _index(wheel: Path, root: Path) -> Iterator[str]:
+    """A PEP 503 simple index serving `wheel` over HTTP on this machine."""
+    project = root / "simple" / "toycc"
+    project.mkdir(parents=True)
+    shutil.copy(wheel, project / wheel.name)
+    (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    (root / "simple" / "index.html").write_text('<a href="toycc/">toycc</a>\n')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_campaign_between_an_index_build_and_a_ci_wheel_finds_the_regression(
+    cli: Cli, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    """Base from a nightly-style index, head from the glob a CI's dist/ folder matches: the
+    head's fused kernel is wrong, and the campaign says so as a new regression."""
+    with _index(wheels["fusion"], tmp_path / "index") as url:
+        config = tmp_path / "fuzzbot.yml"
+        compiler = {
+            "packages": PACKAGES,
+            "base": {"pip": ["toycc==0.1.0"], "index": url},
+            "head": {"wheel": str(wheels["docs"].parent / "*.whl")},
+        }
+        data = {
+            "backend": BACKEND,
+            "compiler": compiler,
+            "cache_dir": str(tmp_path / "cache"),
+            "probe": False,
+            "budget": "90s",
+            "max_tests": 200,
+            "reduce": {"enabled": False},
+            "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+        }
+        config.write_text(yaml.safe_dump(data))
+        r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+    assert r.code == 2, r.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
+    sides = summary["sides"]
+    assert sides["base"]["label"] == f"base toycc==0.1.0 from {url}"
+    assert sides["head"]["label"] == f"head {wheels['docs'].name}"
+    assert Path(sides["base"]["python"]).parent.parent.parent.name.startswith("pip-")
+    assert Path(sides["head"]["python"]).parent.parent.parent.name.startswith("wheel-")
+
+
+def _workspace(tmp_path: Path, head: str) -> Workspace:
+    cfg = CompilerConfig(packages=PACKAGES, base={"wheel": head}, head={"wheel": head})
+    return Workspace(cfg, tmp_path / "cache")
+
+
+def _installed(python: Path) -> str:
+    """The source of toycc's fused kernel as the side's venv installed it."""
+    code = "import inspect, toycc.kernels as k; print(inspect.getsource(k))"
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_wheel_rebuilt_at_the_same_path_gets_a_new_venv(wheels: dict[str, Path], tmp_path: Path) -> None:
+    """A CI writes dist/toycc-0.1.0-py3-none-any.whl on every PR: the same path, other bytes."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    shutil.copy(wheels["fusion"], dist)
+    workspace = _workspace(tmp_path, str(dist))
+    first = workspace.prepare_side(SideName.head)
+    again = workspace.prepare_side(SideName.head)
+    assert again.cached and again.python == first.python
+    shutil.copy(wheels["docs"], dist)  # same name: the head commit's build
+    rebuilt = workspace.prepare_side(SideName.head)
+    assert not rebuilt.cached and rebuilt.python != first.python
+    assert "c - a * b" in _installed(rebuilt.python) and "c - a * b" not in _installed(first.python)
+
+
+def test_a_folder_of_wheels_for_many_pythons_installs_the_one_this_python_takes(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    shutil.copy(wheels["docs"], dist)
+    (dist / "toycc-0.1.0-cp27-cp27m-win32.whl").write_bytes(b"not for this machine")
+    assert wheel_files(str(dist), SideName.head) == [(dist / wheels["docs"].name).resolve()]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: None, "error: cannot compare: base: wheel {given}: no .whl file there"),
+        (
+            lambda d: (d / "toycc-0.1.0-cp27-cp27m-win32.whl").write_bytes(b"x"),
+            "error: cannot compare: base: wheel {given}: none of toycc-0.1.0-cp27-cp27m-win32.whl installs on this",
+        ),
+        (
+            lambda d: (d / "toycc.whl").write_bytes(b"x"),
+            "error: cannot compare: base: wheel {given}/toycc.whl: not a wheel's file name",
+        ),
+    ],
+    ids=["empty", "other-platform", "bad-name"],
+)
+def test_a_wheel_side_that_names_nothing_installable_is_one_line(
+    cli: Cli, tmp_path: Path, make: Callable[[Path], object], message: str
+) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    make(dist)
+    config = tmp_path / "fuzzbot.yml"
+    compiler = {"packages": PACKAGES, "base": {"wheel": str(dist)}, "head": {"python": sys.executable}}
+    data = {"backend": BACKEND, "compiler": compiler, "cache_dir": str(tmp_path / "cache"), "probe": False}
+    config.write_text(yaml.safe_dump(data))
+    r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"), "--budget", "5s")
+    assert r.code == 1, r.err
+    lines = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith(message.format(given=dist.resolve())), r.err
+
+
+def test_a_side_config_names_one_source_and_hides_a_feed_s_token() -> None:
+    with pytest.raises(ValueError, match="exactly one of ref, pip, wheel or python"):
+        SideSpec.model_validate({"wheel": "dist/", "pip": ["x"]})
+    with pytest.raises(ValueError, match=r"index .* needs pip"):
+        SideSpec.model_validate({"wheel": "dist/", "index": "https://feed/simple/"})
+    side = SideSpec.model_validate({"pip": ["ort-nightly==1.33.0.dev1"], "index": "https://me:t0ken@feed.test/simple/"})
+    assert side.label == "ort-nightly==1.33.0.dev1 from https://feed.test/simple/"
