@@ -161,7 +161,13 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
                 markup=False,
             )
 
-        campaign = open_campaign(cfg, shard, lambda name, r: console.print(_built(r), markup=False), hooks)
+        campaign = open_campaign(
+            cfg,
+            shard,
+            lambda name, r: console.print(_built(r), markup=False),
+            hooks,
+            lambda line: console.print(line, markup=False, soft_wrap=True),
+        )
     if campaign.state.support is not None:
         s = campaign.state.support
         console.print(f"support: {s.supported} op x dtype pairs run, {s.unsupported} unsupported (left out)")

@@ -3,6 +3,7 @@ recipe, and the toy adapter answering from each build in its own worker process.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,15 @@ from backends.client import WorkerClient
 from backends.results import Status
 from backends.spec import parse_backend
 from bot.sides.config import CompilerConfig
-from bot.sides.workspace import BuildFailed, PreparedSide, Workspace, WorkspaceError, commits_between, prepare_side
+from bot.sides.workspace import (
+    BuildFailed,
+    BuildLog,
+    PreparedSide,
+    Workspace,
+    WorkspaceError,
+    commits_between,
+    prepare_side,
+)
 from oracles.sides import SideName
 from oracles.verdict import Verdict, judge
 from tests.toy_repo import (
@@ -110,6 +119,31 @@ def test_a_side_that_fails_to_build_names_the_command_and_the_log(toy_repo: ToyR
     with pytest.raises(BuildFailed) as known:  # ...or, when asked, reported from the record
         Workspace(cfg, build_cache, retry_failed=False).prepare_side(SideName.head)
     assert known.value.cached and str(known.value) == message and log.stat().st_mtime_ns == built
+
+
+def test_a_failed_build_shows_its_log_s_last_lines_before_the_one_error(toy_repo: ToyRepo, tmp_path: Path) -> None:
+    """The terminal says a build started and where its log is, and on failure the log's tail
+    (pip's own error here) above the one error line: no one opens a log to learn why."""
+    lines: list[str] = []
+    workspace = Workspace(toy_compiler_config(toy_repo, head="broken"), tmp_path / "cache", say=lines.append)
+    with pytest.raises(BuildFailed) as e:
+        workspace.prepare_side(SideName.head)
+    assert lines[0] == f"head {toy_repo.sha('broken')[:12]}: building (log: {e.value.log})"
+    assert lines[1].startswith("compiler.packages (numpy onnx setuptools wheel): building (log: ")  # shared, first
+    tail = lines[2:]
+    assert tail and all(line.startswith("  | ") for line in tail)
+    assert any("Unclosed array" in line for line in tail), tail  # pip's TOML error, from the log
+    assert tail[-1] == f"  | {(e.value.log or Path()).read_text().splitlines()[-1]}"
+
+
+def test_a_long_build_step_says_so_with_the_log_s_last_line(tmp_path: Path) -> None:
+    lines: list[str] = []
+    log = BuildLog(tmp_path / "build.log", "head main: build failed", 60.0, lines.append, "head main", every_s=0.3)
+    log.run("echo '[1/2] compiling kernels.cc'; sleep 1.2; echo '[2/2] linking'", tmp_path)
+    assert lines, "a step over every_s says it is still building"
+    assert all(re.fullmatch(r"head main: building, \d+s so far: \[1/2\] compiling kernels\.cc", x) for x in lines)
+    assert len(lines) <= 4
+    assert "[2/2] linking" in (tmp_path / "build.log").read_text()
 
 
 def test_unknown_refs_and_missing_repos_are_one_line(toy_repo: ToyRepo, tmp_path: Path) -> None:

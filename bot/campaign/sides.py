@@ -69,14 +69,16 @@ def prepare_sides(
     cfg: FuzzConfig,
     on_side: Callable[[str, SideRecord], None] = lambda name, rec: None,
     records: dict[str, SideRecord] | None = None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> tuple[list[SideSetup], dict[str, SideRecord]]:
     """Build (or reuse) base and head, each recorded in `records` (a campaign's state) as it
     is ready, so that a signal during the next build still finds it. On failure,
-    summary.json records why before raising."""
+    summary.json records why before raising. `say`: a line as a build starts, while it
+    runs long, and its log's tail when it fails (bot.sides.workspace.BuildLog)."""
     assert cfg.compiler is not None
     spec = parse_backend(cfg.backend)
     compiler = with_worker_requirements(cfg.compiler, spec, cfg.guide.code_coverage)
-    workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
+    workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides", say=say)
     setups: list[SideSetup] = []
     records = {} if records is None else records
     for which in SideName:
@@ -115,6 +117,7 @@ def open_campaign(
     shard: Shard | None = None,
     on_side: Callable[[str, SideRecord], None] = lambda name, rec: None,
     configure: Callable[[Campaign], None] = lambda campaign: None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> Campaign:
     """A started campaign: sides built or reused, every worker up and proven to import its
     own build. A side that fails any of it is `cannot compare`, in summary.json and in the
@@ -125,7 +128,7 @@ def open_campaign(
     try:
         setups: list[SideSetup] | None = None
         if cfg.compiler is not None:
-            setups, _ = prepare_sides(cfg, on_side, state.sides)
+            setups, _ = prepare_sides(cfg, on_side, state.sides, say)
             state.compiler = pinned(cfg.compiler, state.sides)
         campaign = Campaign(cfg, setups, shard, state)
     except (Interrupted, KeyboardInterrupt):

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -189,13 +190,41 @@ def _build_env(venv: Path) -> dict[str, str]:
     return env
 
 
-class BuildLog:
-    """Runs commands into one log file, and says which one failed."""
+Say = Callable[[str], None]
+"""Where a build's progress lines go (the terminal of `fuzzbot fuzz`); each is one line."""
 
-    def __init__(self, path: Path, what: str, timeout_s: float) -> None:
+PROGRESS_EVERY_S = 60.0
+"""A build that runs longer than this says so this often: a 40-minute C++ build that
+printed nothing until it ended looked like a hang."""
+
+TAIL_LINES = 15
+"""Lines of a failed build's log shown before its one error line."""
+
+
+def _quiet(line: str) -> None:
+    """Say nothing: a caller with no terminal (bisection, the Action's head build)."""
+
+
+class BuildLog:
+    """Runs commands into one log file, says which one failed, and, while one runs long,
+    what it last wrote."""
+
+    def __init__(
+        self,
+        path: Path,
+        what: str,
+        timeout_s: float,
+        say: Say = _quiet,
+        label: str = "",
+        every_s: float = PROGRESS_EVERY_S,
+    ) -> None:
         self.path = path
         self.what = what
         self.timeout_s = timeout_s
+        self.say = say
+        self.label = label or what
+        self.every_s = every_s
+        self.start = time.monotonic()
         path.write_text("")
 
     def run(self, command: str | list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
@@ -204,26 +233,54 @@ class BuildLog:
             log.write(f"$ {shown}\n")
             log.flush()
             try:
-                done = subprocess.run(
-                    command,
-                    shell=isinstance(command, str),
-                    cwd=cwd,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=self.timeout_s,
-                )
+                code = self._wait(command, cwd, env, log)
             except subprocess.TimeoutExpired:
-                raise BuildFailed(self._failed(shown, f"timed out after {self.timeout_s:g}s"), self.path) from None
+                raise self._failed(shown, f"timed out after {self.timeout_s:g}s") from None
             except OSError as e:
-                raise BuildFailed(self._failed(shown, str(e.strerror or e)), self.path) from e
-            log.write(f"[exit {done.returncode}]\n")
-        if done.returncode != 0:
-            raise BuildFailed(self._failed(shown, f"exited with code {done.returncode}"), self.path)
+                raise self._failed(shown, str(e.strerror or e)) from e
+            log.write(f"[exit {code}]\n")
+        if code != 0:
+            raise self._failed(shown, f"exited with code {code}")
 
-    def _failed(self, command: str, why: str) -> str:
-        return f"{self.what}: `{command}` {why} (log: {self.path})"
+    def _wait(self, command: str | list[str], cwd: Path, env: dict[str, str] | None, log: IO[str]) -> int:
+        """The command's exit code; every `every_s` a line with the log's last line."""
+        proc = subprocess.Popen(
+            command,
+            shell=isinstance(command, str),
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=max(0.0, min(self.every_s, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        raise
+                    last = next(iter(reversed(self.tail(1))), "")
+                    self.say(f"{self.label}: building, {time.monotonic() - self.start:.0f}s so far: {last[:160]}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def tail(self, lines: int) -> list[str]:
+        """The log's last non-empty lines (read from its last 64 KiB: a build log can be large)."""
+        with open(self.path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            text = f.read().decode(errors="replace")
+        return [line for line in text.splitlines() if line.strip()][-lines:]
+
+    def _failed(self, command: str, why: str) -> BuildFailed:
+        """The one error line, after the log's last lines (indented, so no line reads as
+        an error of its own)."""
+        for line in self.tail(TAIL_LINES):
+            self.say(f"  | {line[:300]}")
+        return BuildFailed(f"{self.what}: `{command}` {why} (log: {self.path})", self.path)
 
 
 class Workspace:
@@ -236,6 +293,7 @@ class Workspace:
         python: str = sys.executable,
         timeout_s: float = BUILD_TIMEOUT_S,
         retry_failed: bool = True,
+        say: Say = _quiet,
     ) -> None:
         """`retry_failed=False` reuses a recorded build failure instead of building again: a
         bisection rerun need not spend another long failing build on a commit known broken;
@@ -245,6 +303,8 @@ class Workspace:
         self.python = python
         self.timeout_s = timeout_s
         self.retry_failed = retry_failed
+        self.say = say
+        """A line when a build starts, while it runs long, and its log's tail when it fails."""
         self._mirror: Path | None = None
 
     # -- the repository ---------------------------------------------------------------
@@ -376,8 +436,9 @@ class Workspace:
                 raise BuildFailed((root / FAILED).read_text().strip(), root / "build.log", cached=True)
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
+            self.say(f"{label}: building (log: {root / 'build.log'})")
             try:
-                build(BuildLog(root / "build.log", what, self.timeout_s))
+                build(BuildLog(root / "build.log", what, self.timeout_s, self.say, label))
             except BuildFailed as e:
                 (root / FAILED).write_text(f"{e}\n")
                 raise
@@ -405,7 +466,8 @@ class Workspace:
             pip = [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
             log.run([*pip, *self.cfg.packages], root)
 
-        return self._cached(root, what, "packages", None, build).python.parent.parent
+        label = f"compiler.packages ({' '.join(self.cfg.packages)})"
+        return self._cached(root, what, label, None, build).python.parent.parent
 
 
 def _site_packages(python: Path) -> Path:
