@@ -17,7 +17,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /opt/fuzzbot
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY generator/ generator/
 COPY backends/ backends/
 COPY oracles/ oracles/
