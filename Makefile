@@ -35,7 +35,7 @@ lint: $(BIN)/fuzzbot
 	$(BIN)/ruff format --check .
 	$(BIN)/actionlint -shellcheck= -pyflakes= $(WORKFLOWS)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
-	$(BIN)/check-jsonschema --builtin-schema vendor.github-actions action.yml
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-actions action.yml composite/action.yml
 	$(BIN)/hadolint Dockerfile
 
 typecheck: $(BIN)/fuzzbot
