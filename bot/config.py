@@ -224,10 +224,32 @@ class FuzzConfig(BaseModel):
             raise ValueError(str(e)) from e
 
 
-def _first_error(e: ValidationError) -> str:
+def _first_error(e: ValidationError, overrides: dict[str, Any]) -> str:
+    """The first error, named as the user gave the value: by the flag when a flag gave it
+    (`--jobs 0`, not the config key `jobs` they never wrote), else by its key in the file."""
     err = e.errors()[0]
+    message = str(err["msg"]).removeprefix("Value error, ")
+    flag = _flag_of(tuple(str(p) for p in err["loc"]), overrides)
+    if flag is not None:
+        return f"{flag}: {message}"
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    return f"key '{key}': {err['msg']}"
+    return f"key '{key}': {message}"
+
+
+def _flag_of(loc: tuple[str, ...], overrides: dict[str, Any]) -> str | None:
+    """The flag and value a config key came from, if a flag gave it (bot.cli's overrides)."""
+    if loc[:2] == ("generator", "nodes"):
+        key, value = "nodes", overrides.get("nodes")
+    elif loc[:1] == ("oracles",) and len(loc) > 1:
+        key, value = loc[1], (overrides.get("oracles") or {}).get(loc[1])
+    elif loc and loc[0] != "oracles":
+        key, value = loc[0], overrides.get(loc[0])
+    else:
+        return None
+    if value is None:
+        return None
+    shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return f"--{key.replace('_', '-')} {shown}"
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -290,7 +312,8 @@ def load_config(path: Path | None, overrides: dict[str, Any]) -> FuzzConfig:
     try:
         cfg = FuzzConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"{where}: {_first_error(e)}") from e
+        first = _first_error(e, overrides)
+        raise ConfigError(first if first.startswith("--") else f"{where}: {first}") from e
     _check_rules(cfg.oracles.rules)
     for known in cfg.known_bugs.files:
         _check_text(known, "known_bugs.files")

@@ -187,6 +187,25 @@ def _one_line_error(r: CliResult, *needles: str) -> None:
         assert n in r.err_lines[0]
 
 
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--jobs", "0"], "error: --jobs 0: Input should be greater than or equal to 1"),
+        (["--max-tests", "-1"], "error: --max-tests -1: Input should be greater than or equal to 1"),
+        (["--timeout", "-1"], "error: --timeout -1: '-1' is not a duration such as 90s, 2m or 1h"),
+        (["--nodes", "0"], "error: --nodes 0: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_bad_flag_value_is_named_by_its_flag(cli: Cli, tmp_path: Path, flags: list[str], line: str) -> None:
+    """Not by the config key the user never wrote (`key 'jobs'`): the flag and its value."""
+    r = cli("fuzz", *flags, "--out", str(tmp_path / "out"))
+    assert r.code == 1 and [x for x in r.err.splitlines() if x.strip()] == [line], r.err
+    config = tmp_path / "fuzzbot.yml"
+    config.write_text("jobs: 0\n")
+    r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))  # from the file: its key
+    assert r.err.strip() == f"error: {config}: key 'jobs': Input should be greater than or equal to 1", r.err
+
+
 def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07garbage\xff\xff\xff")
