@@ -4,7 +4,9 @@ almost nothing on them (torch 2.13 has no add, where, gather or maximum for them
 An op computes on a signed stand-in. uint16 and uint32 widen to int32 and int64, where
 values, order and quotients are exact. uint64 has nothing wider, so it is read bit for bit
 as int64: sums, differences, products, bits and equality are exact there, order is not past
-2**63, so no op that orders takes uint64 (generator.dtypes.ORDERED_WIDE). A result that the
+2**63, so no op that compares or divides takes uint64 (generator.dtypes.ORDERED_WIDE), and
+an op that only picks values by their order computes on a stand-in that orders as uint64
+does (ORDERING). A result that the
 op's schema types by the same type parameter as an unsigned input goes back to that type,
 wrapped as the unsigned type wraps: 3 - 5 in uint16 is 65534.
 """
@@ -53,11 +55,39 @@ def carried(op_type: str, reference: Reference) -> Reference:
         types = [None if t is None else t.dtype for t in inputs]
         if not any(d in STAND_IN or d in SAME_BITS for d in types):
             return reference(attrs, inputs)
-        outs = reference(attrs, [None if t is None else stand_in(t) for t in inputs])
+        flip = orders(op_type, attrs) and torch.uint64 in types
+        args = [None if t is None else _ordered(stand_in(t), flip and t.dtype == torch.uint64) for t in inputs]
+        outs = reference(attrs, args)
         shared = _shared_inputs(op_type, len(inputs), len(outs))
-        return [_back(out, [types[i] for i in shared[j]]) for j, out in enumerate(outs)]
+        backs = [[types[i] for i in shared[j]] for j in range(len(outs))]
+        return [
+            _back(_ordered(out, flip and torch.uint64 in back), back) for out, back in zip(outs, backs, strict=True)
+        ]
 
     return cast(Reference, compute)
+
+
+ORDERING = {"Unique": None, "ScatterElements": ("max", "min"), "ScatterND": ("max", "min")}
+"""Ops that take uint64 and pick values by their order: every Unique (it sorts), and the
+scatters under a max or min reduction (under add or mul the bits are exact). Read bit for
+bit as int64, 2**63 and up would order below 0: a ScatterElements max over uint64 was
+reported against onnxruntime and onnx.reference, which agreed with each other. Such an
+op computes on the stand-in with its sign bit flipped, which orders as uint64 does."""
+
+TOP_BIT = -(2**63)
+
+
+def orders(op_type: str, attrs: Attrs) -> bool:
+    """Whether this node picks its uint64 values by their order (ORDERING)."""
+    if op_type not in ORDERING:
+        return False
+    reductions = ORDERING[op_type]
+    return reductions is None or str(attrs.get("reduction", "none")) in reductions
+
+
+def _ordered(t: torch.Tensor, flip: bool) -> torch.Tensor:
+    """uint64's int64 stand-in with its top bit flipped, an order-keeping bijection both ways."""
+    return t ^ TOP_BIT if flip and t.dtype == torch.int64 else t
 
 
 def stand_in(t: torch.Tensor) -> torch.Tensor:
