@@ -567,3 +567,16 @@ def saved(tmp: Path, cases: list[Case]) -> list[Path]:
         np.savez(tmp / f"case{i}.npz", **inputs)  # type: ignore[arg-type]
         paths.append(tmp / f"case{i}.onnx")
     return paths
+
+
+MVN_AXES_DECLINED = "1.15.1"
+"""MeanVarianceNormalization over axes other than [0, 2] or [0, 2, 3] is refused at session
+creation ("only supports NHW and NCHW reduction for axes attribute"); 1.19.0 runs it."""
+
+
+def mvn_over_channels() -> Case:
+    """MeanVarianceNormalization over axes [1, 2, 3] of an NCHW input."""
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[1, 2, 3])
+    model = _model([node], [_value("x", _F32, [2, 3, 4, 5])], [_value("y", _F32, [2, 3, 4, 5])], opset=13)
+    x = np.random.default_rng(5).uniform(-2, 2, (2, 3, 4, 5)).astype(np.float32)
+    return model, {"x": x}

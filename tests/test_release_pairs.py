@@ -87,6 +87,16 @@ def test_a_process_killed_by_an_integer_division_by_zero_is_judged_without_a_ref
     assert back_code == 2 and back["verdict"] == "new_regression" and "undefined input" in back["note"]
 
 
+def test_a_kernel_s_declared_limit_on_an_old_release_is_unsupported(cli: Cli, tmp_path: Path) -> None:
+    """1.15.1's MeanVarianceNormalization refuses the axes it does not take, by name: a
+    declared limit, never a crash report; a release that runs it computes it right."""
+    code, found = _check(cli, tmp_path, rc.mvn_over_channels(), None, rc.MVN_AXES_DECLINED)
+    assert code == 0 and found["verdict"] == "unsupported", found
+    assert "only supports NHW and NCHW" in found["sides"]["head"]["message"]
+    code, found = _check(cli, tmp_path, rc.mvn_over_channels(), None, "1.31.1")
+    assert code == 0 and found["verdict"] == "pass", found
+
+
 def test_a_crash_on_an_undefined_input_is_counted_never_reported(cli: Cli, tmp_path: Path) -> None:
     """One build that dies on a Mod by zero: its own verdict, and exit 0 (nothing reported);
     the build that raises instead has nothing wrong at all."""

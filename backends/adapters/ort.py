@@ -90,11 +90,14 @@ class OrtAdapter(Adapter):
         r"official support for domain \S+ is till opset",
         r"operations \(layout == 1\) are not supported",
         r"does not support \w+ yet",
+        r"only supports NHW and NCHW reduction for axes attribute",
     )
     """Also a model newer than the build reads (its IR version or opset): a declared limit,
     not a crash of the build (`fuzzbot check` judged an IR-14 model a crash on 1.31.1); and
     the recurrent kernels' own refusals: "Batchwise recurrent operations (layout == 1) are
-    not supported", "GRU operator does not support double yet". But a kernel missing for a
+    not supported", "GRU operator does not support double yet"; and MeanVarianceNormalization's
+    before 1.19, which takes only the axes [0, 2] and [0, 2, 3] ("CPU EP only supports NHW and
+    NCHW reduction for axes attribute"), reported as a crash on 1.15.1. But a kernel missing for a
     node the build's own optimizer made (`<node>/QuickGeluFusion/`: a float64 x * Sigmoid(x)
     * 1.702 becomes a com.microsoft.QuickGelu, which has no float64 kernel, so a model that
     runs at `disable` fails to load at `all`) is no declared limit but the optimizer's bug,
