@@ -7,6 +7,7 @@ Exit codes: 0 no finding, 2 findings (bot.findings.outcome), 1 usage or internal
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import signal
 import sys
@@ -442,6 +443,11 @@ def _is_user_error(e: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not faulthandler.is_enabled():
+        # A crash inside a C extension in this process (a campaign died of SIGSEGV in onnx's
+        # checker or shape inference) then prints every thread's Python stack, naming the
+        # call and the case, where it printed nothing.
+        faulthandler.enable(file=2, all_threads=True)  # fd 2: pytest or a caller may swap sys.stderr
     try:
         # Generated values reach inf and NaN by design (an overflowing float16 sum, a cast of
         # inf), and the oracles judge them as values: numpy's warnings about them filled a

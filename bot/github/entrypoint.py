@@ -420,6 +420,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
             code = campaign(inputs, env, root, Path(tmp))
     except InputError as e:
         return fail(str(e))
+    if code < 0:  # killed by a signal it could not catch: no summary of its own
+        died = f"fuzzbot died of {signal.Signals(-code).name}"
+        return fail(f"{died}; its Python stack is above, and the findings it wrote are in {inputs.out}")
     values = outputs(inputs.out, root)
     write_outputs(env.get("GITHUB_OUTPUT"), values)
     write_summary(env.get("GITHUB_STEP_SUMMARY"), inputs.out, values)
