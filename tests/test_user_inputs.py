@@ -187,3 +187,41 @@ def test_a_one_build_finding_is_named_by_its_verdict_everywhere(cli: Cli, tmp_pa
     report = json.loads(cli("check", "--config", str(config), "--json", str(model)).out)
     assert report["cases"][0]["verdict"] == "wrong_result" and report["counts"] == {"wrong_result": 1}
     assert "persistent" not in (out / "summary.md").read_text()
+
+
+def _random_model(path: Path) -> onnx.ModelProto:
+    """y draws from RandomUniformLike; z is the input negated, computed without it."""
+    nodes = [
+        helper.make_node("RandomUniformLike", ["x"], ["r"]),
+        helper.make_node("Add", ["r", "x"], ["y"]),
+        helper.make_node("Neg", ["x"], ["z"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("y", "z")]
+    model = _model(nodes, [x], outs)
+    onnx.save(model, str(path))
+    return model
+
+
+def test_values_drawn_by_a_random_op_are_never_a_wrong_result(cli: Cli, tmp_path: Path) -> None:
+    """RandomUniformLike's values are the build's own draw: onnxruntime's, judged against
+    onnx.reference's draw, were reported as a wrong result. An output computed without the
+    random op is still judged by value."""
+    from backends.results import RunResult, Status
+    from oracles.case import CaseEvidence
+    from oracles.verdict import Verdict
+
+    model = _random_model(tmp_path / "random.onnx")
+    r = cli("check", str(tmp_path / "random.onnx"), "--json")
+    assert r.code == 0, r.err
+    (found,) = json.loads(r.out)["cases"]
+    assert found["verdict"] == "pass", found
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    evidence = CaseEvidence.compute(model, {"x": x})
+    assert evidence.random == {"y"}
+    noise = np.full((2, 3), 7.0, np.float32)
+    assert evidence.judge(RunResult(status=Status.ok, outputs={"y": noise, "z": -x})).verdict is Verdict.pass_
+    wrong = evidence.judge(RunResult(status=Status.ok, outputs={"y": noise, "z": x}))
+    assert wrong.verdict is Verdict.wrong_result and wrong.comparison is not None
+    assert [o.name for o in wrong.comparison.outputs if o.mismatch] == ["z"]
