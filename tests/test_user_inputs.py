@@ -225,3 +225,28 @@ def test_values_drawn_by_a_random_op_are_never_a_wrong_result(cli: Cli, tmp_path
     wrong = evidence.judge(RunResult(status=Status.ok, outputs={"y": noise, "z": x}))
     assert wrong.verdict is Verdict.wrong_result and wrong.comparison is not None
     assert [o.name for o in wrong.comparison.outputs if o.mismatch] == ["z"]
+
+
+def test_a_nan_the_user_feeds_into_topk_is_an_undefined_input(cli: Cli, tmp_path: Path) -> None:
+    """TopK's spec orders values and says nothing of NaN: where a build puts it among the k
+    best is its own, and onnxruntime's differed from the reference's. Not a wrong result;
+    the same model on NaN-free inputs is judged by value."""
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    outs = [
+        helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 2]),
+        helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2]),
+    ]
+    graph = helper.make_graph([node], "g", [x], outs, [helper.make_tensor("k", TensorProto.INT64, [1], [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, str(tmp_path / "topk.onnx"))
+    np.savez(tmp_path / "topk.npz", x=np.array([[1, np.nan, 3, 2], [np.nan, 5, 0, 1]], dtype=np.float32))
+    r = cli("check", str(tmp_path / "topk.onnx"), "--json")
+    assert r.code == 0, r.err
+    (found,) = json.loads(r.out)["cases"]
+    assert found["verdict"] == "pass" and "not 'x has no NaN' in 2 element(s)" in found["sides"]["head"]["message"]
+
+    from oracles.undefined import undefined_inputs
+
+    assert undefined_inputs(model, {"x": np.array([[1, 4, 3, 2], [7, 5, 0, 1]], dtype=np.float32)}) == []
+    assert undefined_inputs(model, {"x": np.array([[1, np.inf, 3, 2], [7, 5, 0, 1]], dtype=np.float32)}) == []

@@ -213,6 +213,14 @@ CAST: tuple[Predicate, ...] = (
 """Cast and CastLike: a float must fit an integer target after truncation, or float16."""
 
 
+def _nan_in(ops: Operands, attrs: Attrs) -> torch.Tensor:
+    """Violated (NaN) where x is NaN: TopK's spec orders values and says nothing of NaN, so
+    which of k places a NaN takes is every build's own (onnxruntime's differed from the
+    reference's on a user's input, and was reported as a bug on both builds)."""
+    x = operand(ops)
+    return torch.full(x.shape, -1.0, dtype=torch.float64).masked_fill(x.isnan(), float("nan"))
+
+
 UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "Log": (Predicate("x > 0", (0,), lambda ops, a: -operand(ops), strict=True),),
     "Sqrt": (Predicate("x >= 0", (0,), lambda ops, a: -operand(ops)),),
@@ -315,7 +323,10 @@ UNSAFE: dict[str, tuple[Predicate, ...]] = {
     "ArgMax": (_jump("a clear maximum", arg_gap(True), applies=arg_applies()),),
     "ArgMin": (_jump("a clear minimum", arg_gap(False), applies=arg_applies()),),
     "Hardmax": (_jump("a clear maximum", arg_gap(True, -1), applies=arg_applies(-1)),),
-    "TopK": (_jump("no near-ties among the k + 1 best", topk_gap, applies=lambda o, a: topk_count(o, a) >= 2),),
+    "TopK": (
+        _jump("no near-ties among the k + 1 best", topk_gap, applies=lambda o, a: topk_count(o, a) >= 2),
+        Predicate("x has no NaN", (0,), _nan_in, applies=lambda ops, a: is_float(ops[0]), undefined=True),
+    ),
     "LpNormalization": (Predicate("norm > 0 or exactly 0", (0,), lp_norm),),
     "MeanVarianceNormalization": (Predicate("variance > 0", (0,), mvn_variance, strict=True),),
 }
