@@ -250,3 +250,22 @@ def test_a_nan_the_user_feeds_into_topk_is_an_undefined_input(cli: Cli, tmp_path
 
     assert undefined_inputs(model, {"x": np.array([[1, 4, 3, 2], [7, 5, 0, 1]], dtype=np.float32)}) == []
     assert undefined_inputs(model, {"x": np.array([[1, np.inf, 3, 2], [7, 5, 0, 1]], dtype=np.float32)}) == []
+
+
+def test_run_and_check_name_a_crash_on_an_undefined_input_alike(cli: Cli, tmp_path: Path) -> None:
+    """TVM 0.27 dies of SIGFPE on an int32 division by zero. The input is undefined, so the
+    death is counted as `crash_on_undefined_input`, not a finding: `fuzzbot run` said
+    `crash` and exited 2 where `fuzzbot check` said otherwise."""
+    nodes = [helper.make_node("Div", ["a", "b"], ["y"])]
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT32, [4]) for n in ("a", "b")]
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [4])
+    onnx.save(_model(nodes, ins, [y]), str(tmp_path / "div.onnx"))
+    np.savez(tmp_path / "div.npz", a=np.array([1, 2, 3, 4], np.int32), b=np.array([1, 0, 3, 0], np.int32))
+    r = cli("run", str(tmp_path / "div.onnx"), "--backend", "tvm", "--json")
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)["results"]
+    assert row["status"] == "crash" and row["verdict"] == "crash_on_undefined_input" and not row["reported"], row
+    (tmp_path / "fuzzbot.yml").write_text("backend: tvm\n")
+    r = cli("check", str(tmp_path / "div.onnx"), "--config", str(tmp_path / "fuzzbot.yml"), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["cases"][0]["verdict"] == row["verdict"]
