@@ -48,6 +48,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: "[default: X]" in it is text, not a Rich tag
     help="Regression fuzzing for deep-learning compilers.",
 )
 
@@ -72,22 +73,24 @@ def _root(
 @app.command()
 def fuzz(
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml")] = None,
-    budget: Annotated[str | None, typer.Option(help="campaign length, e.g. 120s, 2m")] = None,
-    out: Annotated[Path | None, typer.Option(help="output folder [fuzzbot-out]")] = None,
-    seed: Annotated[int | None, typer.Option(help="first seed [0]")] = None,
-    backend: Annotated[str | None, typer.Option(help="NAME[:LEVEL], e.g. onnxruntime:all")] = None,
+    budget: Annotated[str | None, typer.Option(help="campaign length, e.g. 90s, 2m [default: 120s]")] = None,
+    out: Annotated[Path | None, typer.Option(help="output folder [default: fuzzbot-out]")] = None,
+    seed: Annotated[int | None, typer.Option(help="first seed [default: 0]")] = None,
+    backend: Annotated[str | None, typer.Option(help="NAME[:LEVEL] [default: onnxruntime:all]")] = None,
     levels: Annotated[
         str | None, typer.Option(help="comma-separated levels each case draws one of, e.g. default,fold,inference")
     ] = None,
-    nodes: Annotated[int | None, typer.Option(help="operators per model [10]")] = None,
+    nodes: Annotated[int | None, typer.Option(help="operators per model [default: 10]")] = None,
     python: Annotated[str | None, typer.Option(help="interpreter for the backend worker")] = None,
-    timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [10s]")] = None,
-    compile_timeout: Annotated[str | None, typer.Option(help="per-test import+compile limit [120s]")] = None,
+    timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [default: 10s]")] = None,
+    compile_timeout: Annotated[str | None, typer.Option(help="per-test import+compile limit [default: 120s]")] = None,
     max_tests: Annotated[int | None, typer.Option(help="stop after N tests")] = None,
-    jobs: Annotated[int | None, typer.Option(help="parallel lanes, each with a worker per side [1]")] = None,
+    jobs: Annotated[int | None, typer.Option(help="parallel lanes, each with a worker per side [default: 1]")] = None,
     shard: Annotated[str | None, typer.Option(help="I/N: run the I-th of N disjoint seed partitions")] = None,
-    probe: Annotated[bool | None, typer.Option("--probe/--no-probe", help="probe op x dtype support first")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="support-matrix cache [.fuzzbot-cache]")] = None,
+    probe: Annotated[
+        bool | None, typer.Option("--probe/--no-probe", help="probe op x dtype support first [default: probe]")
+    ] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="support-matrix cache [default: .fuzzbot-cache]")] = None,
     rules: Annotated[Path | None, typer.Option(help="your known-false-positive rules (YAML), besides ours")] = None,
     keep_filtered: Annotated[
         bool | None,
@@ -193,7 +196,7 @@ def gen(
     ops: Annotated[str | None, typer.Option(help="comma-separated op types to draw from")] = None,
     dtypes: Annotated[str | None, typer.Option(help="comma-separated element types, e.g. float32,int64")] = None,
     patterns: Annotated[
-        float | None, typer.Option(help="share of insertions that try a rewrite template (0: none) [0.4]")
+        float | None, typer.Option(help="share of insertions that try a rewrite template (0: none) [default: 0.4]")
     ] = None,
     corpus: Annotated[
         Path | None, typer.Option(help="write the cases into this case corpus instead of bundles (fuzz --corpus)")
@@ -461,7 +464,10 @@ def main(argv: list[str] | None = None) -> int:
             code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
         return code if isinstance(code, int) else EXIT_OK
     except typer.TyperException as e:  # usage errors and bad parameters
-        if message := e.format_message():  # a bare `fuzzbot` printed the help, and says no more
+        # A bare `fuzzbot` is the help, with no error line (typer vendors click privately).
+        if type(e).__name__ == "NoArgsIsHelpError":
+            err.print(e.format_message(), markup=False)
+        elif message := e.format_message():
             err.print(f"error: {message}", markup=False)
     except (Interrupted, KeyboardInterrupt, typer.Abort) as e:
         sig = signal_of(e)

@@ -342,4 +342,38 @@ def test_version_is_printed_and_a_bare_command_shows_the_help_with_no_empty_erro
     assert r.code == 0 and r.out.strip() == f"fuzzbot {__version__}" and not r.err
     bare = cli()
     assert bare.code == 1 and "Usage: fuzzbot" in bare.out + bare.err
-    assert not [line for line in bare.err_lines if line.strip() == "error:"]
+    assert not [line for line in bare.err_lines if line.startswith("error:")], bare.err
+
+
+def test_fuzz_help_shows_the_config_s_defaults_one_way(cli: Cli) -> None:
+    """Every default `fuzz --help` shows reads `[default: X]` (typer's own way, plain text,
+    not a Rich tag that swallowed it), and is the campaign config's default."""
+    import re
+
+    from bot.config import FuzzConfig
+
+    r = cli("fuzz", "--help")
+    assert r.code == 0
+    options: dict[str, str] = {}
+    for line in r.out.splitlines():
+        if line.startswith("  --"):
+            name = line.split()[0].removeprefix("--")
+            options[name] = line
+        elif options and line.startswith("      "):
+            options[name] += " " + line.strip()
+    shown = {k: m.group(1) for k, v in options.items() if (m := re.search(r"\[default: ([^\]]+)\]", v))}
+    text = r.out
+    cfg = FuzzConfig()
+    expected = {
+        "budget": f"{cfg.budget:g}s",
+        "out": str(cfg.out),
+        "seed": str(cfg.seed),
+        "backend": cfg.backend,
+        "nodes": str(cfg.generator.nodes),
+        "timeout": f"{cfg.timeout:g}s",
+        "compile-timeout": f"{cfg.compile_timeout:g}s",
+        "jobs": str(cfg.jobs),
+        "cache-dir": str(cfg.cache_dir),
+    }
+    assert {k: v.replace("- ", "-").replace(" ", "") for k, v in shown.items() if k in expected} == expected, shown
+    assert "(default" not in text and "default is" not in text  # no other spelling

@@ -96,10 +96,14 @@ def bisect_command(
     bundle: Annotated[Path, typer.Argument(help="a finding bundle folder (model, inputs, reference, finding.json)")],
     good: Annotated[str, typer.Option(help="a ref where the bug is absent")],
     bad: Annotated[str, typer.Option(help="a ref where the bug shows")],
-    config: Annotated[Path | None, typer.Option(help="fuzzbot.yml with the compiler: section [./fuzzbot.yml]")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="fuzzbot.yml with the compiler: section [default: ./fuzzbot.yml]")
+    ] = None,
     reruns: Annotated[int, typer.Option(min=1, max=20, help="runs per commit; all must agree")] = 3,
-    backend: Annotated[str | None, typer.Option(help="override NAME[:LEVEL] (default: config, then finding)")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="build cache [CONFIG cache_dir/sides, as campaigns]")] = None,
+    backend: Annotated[str | None, typer.Option(help="override NAME[:LEVEL] [default: config, then finding]")] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="build cache [default: CONFIG cache_dir/sides, as campaigns]")
+    ] = None,
     timeout: Annotated[str, typer.Option(help="per-run limit")] = "10s",
     retry_failed: Annotated[bool, typer.Option(help="build again the commits whose build failed before")] = False,
 ) -> int:

@@ -105,7 +105,7 @@ def check_command(
     config: Annotated[Path | None, typer.Option(help="fuzzbot.yml: backend, and compiler: for base and head")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     out: Annotated[Path | None, typer.Option(help="write findings and summary.json here")] = None,
-    timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [10s]")] = None,
+    timeout: Annotated[str | None, typer.Option(help="per-test run-stage limit [default: 10s]")] = None,
     seed: Annotated[int, typer.Option(help="seed for the inputs of a bare .onnx without an .npz")] = 0,
     force: Annotated[bool, typer.Option("--force", help="clear an earlier run's results from --out first")] = False,
 ) -> int:

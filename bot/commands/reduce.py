@@ -69,13 +69,13 @@ def reduce_command(
     max_tests: Annotated[int | None, typer.Option(min=1, help="stop after N tests")] = None,
     budget: Annotated[str, typer.Option(help="time limit, e.g. 90s, 5m")] = "5m",
     out: Annotated[
-        Path | None, typer.Option(help="reduced bundle folder [BUNDLE/reduced]; with --check, OUT.onnx")
+        Path | None, typer.Option(help="reduced bundle folder; with --check, OUT.onnx [default: BUNDLE/reduced]")
     ] = None,
     check: Annotated[
         str | None, typer.Option(help="shell command with {model}; non-zero exit = still failing = keep")
     ] = None,
     fail_code: Annotated[
-        int | None, typer.Option(help="with --check: the exit code that means still failing [the original's]")
+        int | None, typer.Option(help="with --check: the exit code that means still failing [default: the original's]")
     ] = None,
     fail_regex: Annotated[
         str | None, typer.Option(help="with --check: a regex the check's output must match to count as failing")

@@ -46,16 +46,17 @@ def _pr_number(flag: int | None) -> int:
 
 def report_command(
     out_dir: Annotated[Path, typer.Argument(help="a campaign or merge output folder")],
-    repo: Annotated[str | None, typer.Option(help="OWNER/NAME [GITHUB_REPOSITORY]")] = None,
+    repo: Annotated[str | None, typer.Option(help="OWNER/NAME [default: GITHUB_REPOSITORY]")] = None,
     mode: Annotated[Mode, typer.Option(help="pr: one sticky comment; schedule: issues")] = Mode.pr,
-    pr: Annotated[int | None, typer.Option(min=1, help="pull request number [from GITHUB_EVENT_PATH]")] = None,
+    pr: Annotated[int | None, typer.Option(min=1, help="pull request number [default: from GITHUB_EVENT_PATH]")] = None,
     dry_run: Annotated[Path | None, typer.Option(help="write the Markdown and plan.json here; send nothing")] = None,
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression/--no-fail-on-regression", help="pr mode: exit 2 on new regressions")
     ] = True,
     close_after: Annotated[int, typer.Option(min=1, help="close an issue after K clean runs in a row")] = 3,
     python: Annotated[
-        str | None, typer.Option(help="head's interpreter for re-running repros [the campaign's, or head rebuilt]")
+        str | None,
+        typer.Option(help="head's interpreter for re-running repros [default: the campaign's, or head rebuilt]"),
     ] = None,
     cache_dir: Annotated[
         Path, typer.Option(help="where head is found built, or built from summary.json's pinned config")
