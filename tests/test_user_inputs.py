@@ -269,3 +269,16 @@ def test_run_and_check_name_a_crash_on_an_undefined_input_alike(cli: Cli, tmp_pa
     r = cli("check", str(tmp_path / "div.onnx"), "--config", str(tmp_path / "fuzzbot.yml"), "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["cases"][0]["verdict"] == row["verdict"]
+
+
+def test_check_says_which_level_it_asked_of_a_build_that_declares_several(cli: Cli, tmp_path: Path) -> None:
+    """A bug that needs another configuration passes at the one asked (two TVM bugs need
+    FoldConstant first): the answer says it asked one, and which others the build runs."""
+    _relu(tmp_path / "relu.onnx")
+    r = cli("check", str(tmp_path / "relu.onnx"), "--json")
+    assert r.code == 0, r.err
+    levels = json.loads(r.out)["levels"]
+    assert levels["asked"] == ["all"] and {"all", "disable", "basic"} <= set(levels["declared"]), levels
+    others = ", ".join(lv for lv in levels["declared"] if lv != "all")
+    note = f"note: judged at onnxruntime:all only; the build also runs at {others}, and a bug that needs one of"
+    assert any(line.startswith(note) for line in r.err_lines), r.err

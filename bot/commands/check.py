@@ -27,6 +27,7 @@ from bot.errors import UserError
 
 if TYPE_CHECKING:  # imported when the command runs: `fuzzbot --help` needs none of it
     from backends.results import RunResult
+    from bot.campaign.run import Campaign
     from bot.cases.user_cases import UserCase
     from oracles.sides import CrossJudgement
 
@@ -132,21 +133,49 @@ def check_command(
                 console.print(f"{case.path}: inputs {case.inputs_from}", markup=False)
         campaign = open_campaign(cfg, on_side=lambda name, r: console.print(f"{name}: {r.label}", markup=False))
         judged = campaign.run_cases(list(cases))
+        asked = asked_levels(campaign)
+        if len(asked["declared"]) > 1:
+            console.print(levels_note(campaign.cfg.backend, asked), markup=False)
         names = [s.name for s in campaign.setups]
         rows = [
             case_row(c, cross, results, names, campaign.two_sided)
             for c, (cross, results) in zip(cases, judged, strict=True)
         ]
-    _print(json_output, rows, unreadable, campaign.summary.counts)
+    _print(json_output, rows, unreadable, campaign.summary.counts, asked)
     code = findings_exit(campaign.summary)
     return code if code != EXIT_OK or not unreadable else EXIT_ERROR
 
 
+def asked_levels(campaign: Campaign) -> dict[str, list[str]]:
+    """The level the cases ran at, and every level head's build declares. A bug that needs
+    one of the others (two TVM bugs need FoldConstant before the default pipeline) passes
+    at the one asked, so the answer says which it was."""
+    client = campaign.lanes[0][-1].client
+    level = client.level or ""
+    declared = [str(v) for v in client.handshake.get("levels") or [level] if v]
+    return {"asked": [level] if level else [], "declared": declared}
+
+
+def levels_note(backend: str, asked: dict[str, list[str]]) -> str:
+    name = backend.split(":", 1)[0]
+    others = [lv for lv in asked["declared"] if lv not in asked["asked"]]
+    at = ", ".join(f"{name}:{lv}" for lv in asked["asked"]) or name
+    return (
+        f"note: judged at {at} only; the build also runs at {', '.join(others)}, and a bug that needs one of"
+        f" them passes here (backend: {name}:LEVEL asks one)"
+    )
+
+
 def _print(
-    json_output: bool, rows: list[dict[str, Any]], unreadable: list[dict[str, str]], counts: dict[str, int]
+    json_output: bool,
+    rows: list[dict[str, Any]],
+    unreadable: list[dict[str, str]],
+    counts: dict[str, int],
+    levels: dict[str, list[str]] | None = None,
 ) -> None:
     if json_output:
-        typer.echo(json.dumps({"cases": rows, "unreadable": unreadable, "counts": counts}, indent=2))
+        data = {"cases": rows, "unreadable": unreadable, "counts": counts, "levels": levels or {}}
+        typer.echo(json.dumps(data, indent=2))
         return
     for row in rows:
         rule = f" ({row['rule']})" if row["rule"] else ""
