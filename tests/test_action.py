@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
+from tests.toy_repo import BACKEND, ToyRepo, action_user_config, build_cache, toy_repo
 
 pytestmark = [pytest.mark.worker, pytest.mark.release]
 
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 ROOT = Path(__file__).resolve().parent.parent
-TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
 TOKEN = "ghs_not-a-real-token-0123456789"
 
 
@@ -55,21 +54,6 @@ def run_action(workspace: Path, **inputs: str) -> ActionRun:
     return ActionRun(done.returncode, done.stdout, done.stderr, dict(x.split("=", 1) for x in lines), workspace)
 
 
-def _user_config(workspace: Path, repo: ToyRepo, cache: Path) -> str:
-    """What a compiler repo would commit as .github/fuzzbot.yml: the knobs inputs do not cover."""
-    compiler = toy_compiler_config(repo).model_dump(exclude_none=True)
-    data = {
-        "compiler": {"packages": compiler["packages"]},
-        "cache_dir": str(cache.parent / "fuzzbot-cache"),
-        "probe": False,
-        "max_tests": 200,
-        "reduce": {"enabled": False},
-        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
-    }
-    (workspace / "fuzzbot.yml").write_text(yaml.safe_dump(data))
-    return "fuzzbot.yml"
-
-
 @pytest.fixture(scope="module")
 def fuzz_only(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> ActionRun:
     """One campaign from the good commit (`fusion`) to the buggy head (`docs`) through the Action."""
@@ -83,7 +67,7 @@ def fuzz_only(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.Tem
         build="pip install --no-build-isolation .\n",
         backend=BACKEND,
         budget="90s",
-        config=_user_config(ws, toy_repo, build_cache),
+        config=action_user_config(ws, toy_repo, build_cache),
         github_token=TOKEN,
     )
 
@@ -117,7 +101,7 @@ def test_the_action_in_the_compilers_own_checkout_finds_the_new_regression(
         build="pip install --no-build-isolation .\n",
         backend=BACKEND,
         budget="90s",
-        config=_user_config(ws, toy_repo, build_cache),
+        config=action_user_config(ws, toy_repo, build_cache),
     )
     assert r.code == 2, r.err[-2000:]
     assert int(r.outputs["new-regressions"]) >= 1 and r.outputs["persistent"] == "0", r.outputs
@@ -142,7 +126,7 @@ def pr_dry_run(toy_repo: ToyRepo, build_cache: Path, tmp_path_factory: pytest.Te
         head_ref="docs",
         build="pip install --no-build-isolation .",
         backend=BACKEND,
-        config=_user_config(ws, toy_repo, build_cache),
+        config=action_user_config(ws, toy_repo, build_cache),
         dry_run="comment",
         pr_number="7",
     )
@@ -188,7 +172,7 @@ def test_a_head_that_does_not_build_is_an_error_not_a_clean_run(
         head_ref="broken",
         build="pip install --no-build-isolation .",
         backend=BACKEND,
-        config=_user_config(tmp_path, toy_repo, build_cache),
+        config=action_user_config(tmp_path, toy_repo, build_cache),
         dry_run="true",
         pr_number="7",
     )

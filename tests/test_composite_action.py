@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
+from tests.toy_repo import BACKEND, ToyRepo, action_user_config, build_cache, toy_repo
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 ROOT = Path(__file__).resolve().parent.parent
-TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -70,15 +69,7 @@ def test_the_composite_fuzz_step_finds_the_regression(toy_repo: ToyRepo, build_c
     (runner_temp / "fuzzbot-venv").symlink_to(sys.prefix, target_is_directory=True)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    config = {
-        "compiler": {"packages": toy_compiler_config(toy_repo).packages},
-        "cache_dir": str(build_cache.parent / "fuzzbot-cache"),
-        "probe": False,
-        "max_tests": 200,
-        "reduce": {"enabled": False},
-        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
-    }
-    (workspace / "fuzzbot.yml").write_text(yaml.safe_dump(config))
+    config = action_user_config(workspace, toy_repo, build_cache)
     inputs = {
         "mode": "fuzz-only",
         "compiler-repo": str(toy_repo.path),
@@ -87,7 +78,7 @@ def test_the_composite_fuzz_step_finds_the_regression(toy_repo: ToyRepo, build_c
         "build": "pip install --no-build-isolation .\n",
         "backend": BACKEND,
         "budget": "60s",
-        "config": "fuzzbot.yml",
+        "config": config,
         "github-token": "",
     }
     step = _step("fuzzbot")

@@ -15,15 +15,13 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult
-from tests.toy_repo import BACKEND, ToyRepo, build_cache, toy_compiler_config, toy_repo
+from tests.toy_repo import BACKEND, TOY_OPS, ToyRepo, build_cache, toy_compiler_config, toy_repo
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 Cli = Callable[..., CliResult]
-
-TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
 
 
 def _config(tmp: Path, repo: ToyRepo, cache: Path, base: str = "fusion", head: str = "docs", **extra: Any) -> Path:

@@ -28,14 +28,22 @@ from backends.spec import parse_backend
 from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
 from bot.sides.probe import cache_path
 from tests.conftest import CliResult
-from tests.toy_repo import BACKEND, ToyRepo, build_cache, plain_case, toy_compiler_config, toy_repo, trigger_case
+from tests.toy_repo import (
+    BACKEND,
+    TOY_OPS,
+    ToyRepo,
+    build_cache,
+    plain_case,
+    toy_compiler_config,
+    toy_repo,
+    trigger_case,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
 __all__ = ["build_cache", "toy_repo"]  # session fixtures: each toy commit is built once per run
 
 Cli = Callable[..., CliResult]
-TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
 
 
 def _config(tmp: Path, repo: str, toy: ToyRepo, cache: Path, **extra: Any) -> Path:

@@ -23,7 +23,7 @@ from bot.sides.config import CompilerConfig, SideSpec
 from bot.sides.workspace import Workspace, wheel_files
 from oracles.sides import SideName
 from tests.conftest import CliResult
-from tests.toy_repo import BACKEND, ToyRepo, toy_repo
+from tests.toy_repo import BACKEND, TOY_OPS, ToyRepo, toy_repo
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
@@ -31,7 +31,6 @@ __all__ = ["toy_repo"]  # a session fixture: the toy history is made once per ru
 
 Cli = Callable[..., CliResult]
 PACKAGES = ["numpy", "onnx"]
-TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
 
 
 def _wheel_at(repo: ToyRepo, commit: str, dest: Path) -> Path:

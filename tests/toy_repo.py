@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import yaml
 from onnx import TensorProto, helper
 
 from bot.sides.config import CompilerConfig
@@ -46,6 +47,8 @@ NO_PASS_LEVEL = ('"O1": (fuse_mul_add,),', '"O1": (),')
 Edit = tuple[str, str]
 
 BACKEND = "toycc.fuzzbot:ToyAdapter:O1"
+TOY_OPS = ["Add", "Sub", "Mul", "Neg", "Relu", "Sigmoid", "Tanh"]
+"""The ops toycc runs: what a campaign on it generates."""
 
 
 @dataclass(frozen=True)
@@ -234,3 +237,18 @@ def plain_case() -> ToyCase:
     ]
     i = _inputs()
     return ToyCase(_model(nodes, "mul_add_relu"), i, {"out": np.maximum(i["x"] * i["y"] + i["z"], 0)})
+
+
+def action_user_config(workspace: Path, repo: ToyRepo, cache: Path) -> str:
+    """What the toy compiler's repo would commit as its fuzzbot.yml for the Action (the
+    knobs its inputs do not cover), written into `workspace`; its name there."""
+    data = {
+        "compiler": {"packages": toy_compiler_config(repo).packages},
+        "cache_dir": str(cache.parent / "fuzzbot-cache"),
+        "probe": False,
+        "max_tests": 200,
+        "reduce": {"enabled": False},
+        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+    }
+    (workspace / "fuzzbot.yml").write_text(yaml.safe_dump(data))
+    return "fuzzbot.yml"
