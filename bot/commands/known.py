@@ -20,7 +20,9 @@ from bot.commands.report import DEFAULT_API
 def known_bugs_command(
     out_file: Annotated[Path, typer.Argument(help="known-bugs.json to write")],
     repo: Annotated[str | None, typer.Option(help="OWNER/NAME [default: GITHUB_REPOSITORY]")] = None,
-    api_url: Annotated[str | None, typer.Option(help=f"REST API address [GITHUB_API_URL or {DEFAULT_API}]")] = None,
+    api_url: Annotated[
+        str | None, typer.Option(help=f"REST API address [default: GITHUB_API_URL or {DEFAULT_API}]")
+    ] = None,
     retries: Annotated[int, typer.Option(min=1, max=20, help="tries per GitHub step")] = 5,
     backoff: Annotated[float, typer.Option(min=0, hidden=True)] = 1.0,
 ) -> None:

@@ -62,7 +62,9 @@ def report_command(
         Path, typer.Option(help="where head is found built, or built from summary.json's pinned config")
     ] = Path(".fuzzbot-cache"),
     repro_timeout: Annotated[float, typer.Option(min=1, help="seconds per repro re-run")] = 300.0,
-    api_url: Annotated[str | None, typer.Option(help=f"REST API address [GITHUB_API_URL or {DEFAULT_API}]")] = None,
+    api_url: Annotated[
+        str | None, typer.Option(help=f"REST API address [default: GITHUB_API_URL or {DEFAULT_API}]")
+    ] = None,
     retries: Annotated[int, typer.Option(min=1, max=20, help="tries per GitHub step")] = 5,
     max_wait: Annotated[float, typer.Option(min=0, help="longest wait in seconds for a rate limit or backoff")] = 60.0,
     backoff: Annotated[float, typer.Option(min=0, hidden=True)] = 1.0,
