@@ -129,13 +129,12 @@ def wheel_files(given: str, which: SideName) -> list[Path]:
     wheels = [w.resolve() for w in found if w.is_file() and w.suffix == ".whl"]
     if not wheels:
         raise WorkspaceError(f"{which}: wheel {given}: no .whl file there")
-    ours = set(sys_tags())
-    usable = [w for w in wheels if _wheel_tags(w, which) & ours]
+    ours = list(sys_tags())
+    takes = set(ours)
+    usable = [w for w in wheels if _wheel_tags(w, which) & takes]
     if not usable:
         names = ", ".join(w.name for w in wheels)
-        raise WorkspaceError(
-            f"{which}: wheel {given}: none of {names} installs on this Python ({next(iter(sys_tags()))})"
-        )
+        raise WorkspaceError(f"{which}: wheel {given}: none of {names} installs on this Python ({ours[0]})")
     return usable
 
 
