@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from backends import faults
+from backends import faults, memory
 from backends.adapters.base import Unavailable, is_unsupported
 from backends.code_coverage import CodeCoverage, start_coverage
 from backends.protocol import PROTOCOL_VERSION, read_message, write_message
@@ -303,6 +303,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
 
 
 def main() -> int:
+    memory.lift()  # the bot's own bound is not the system's (backends.memory)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

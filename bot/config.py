@@ -44,6 +44,27 @@ def parse_duration(value: Any, name: str = "") -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 
+_SIZES = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Any, name: str = "") -> int:
+    """Bytes from `4GiB`, `4G`, `512MiB`, `512m` or a plain count; binary units either way
+    (a memory bound in decimal gigabytes helps nobody)."""
+    where = f"{name}: " if name else ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", str(value), re.IGNORECASE)
+        if not m:
+            raise ConfigError(f"{where}{value!r} is not a size such as 4GiB or 512MiB")
+        size = int(float(m.group(1)) * _SIZES[m.group(2).lower()])
+    if size <= 0:
+        raise ConfigError(f"{where}a size must be positive")
+    return size
+
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+
 
 class TestFault(BaseModel):
     """Test-only: make the worker fail for real on every `every`-th model (by hash)."""
@@ -194,6 +215,11 @@ class FuzzConfig(BaseModel):
         None,
         description="regression corpus folder (bot.cases.regression_corpus): every bundle in it is judged before"
         " fuzzing, and each new reduced finding is added to it; created if missing",
+    )
+    memory: Size | None = Field(
+        4 << 30,
+        description="bound on the bot's own memory while it fuzzes, judges and reduces (backends.memory), e.g. 4GiB:"
+        " a case that asks for more is dropped and counted (summary.json dropped.over_memory_bound); null: none",
     )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")

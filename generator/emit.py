@@ -17,6 +17,7 @@ import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
 
+from generator import onnx_checks
 from generator.binning import ABSENT, AT_DEFAULT, BinWeight, Solution
 from generator.dtypes import DType
 from generator.graph import Fragment, GNode, Graph
@@ -551,9 +552,9 @@ def _strictly_inferred(model: onnx.ModelProto, check: bool) -> onnx.ModelProto |
     """The model through strict shape inference (and, with `check`, the full checker); None
     where either refuses it."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inferred = onnx_checks.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
         if check:
-            onnx.checker.check_model(inferred, full_check=True)
+            onnx_checks.check_model(inferred, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError):
         return None
     return inferred

@@ -22,6 +22,7 @@ import onnx
 import torch
 from onnx import helper
 
+from generator import onnx_checks
 from generator.ops.base import schema_dtypes
 from generator.values.interp import Program
 from generator.values.special import SPECIALS, with_specials
@@ -139,8 +140,8 @@ def _probed(
     g.node.extend(probe.nodes)
     g.output.append(helper.make_value_info(probe.nodes[-1].output[0], onnx.TypeProto()))
     try:
-        inferred = onnx.shape_inference.infer_shapes(extended, strict_mode=True)
-        onnx.checker.check_model(inferred, full_check=True)
+        inferred = onnx_checks.infer_shapes(extended, strict_mode=True)
+        onnx_checks.check_model(inferred, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
         return None
     found = {o.name: o for o in inferred.graph.value_info}

@@ -18,6 +18,7 @@ import onnx
 import torch
 
 from backends.reference import ReferenceError, Substitute, run_reference
+from generator import onnx_checks
 from generator.ops.base import Attrs
 from generator.ops.reduce import ReduceOp
 
@@ -96,7 +97,7 @@ def float16_accumulations(model: onnx.ModelProto) -> dict[int, Substitute]:
 
 def _float16_tensors(model: onnx.ModelProto) -> set[str]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx_checks.infer_shapes(model, strict_mode=False)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
         inferred = model
     g = inferred.graph

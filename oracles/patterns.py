@@ -16,6 +16,8 @@ from functools import cached_property
 import onnx
 from onnx import TensorProto
 
+from generator import onnx_checks
+
 DATA_MOVEMENT: dict[str, tuple[int, ...] | None] = {
     "Identity": (0,),
     "Reshape": (0,),
@@ -95,7 +97,7 @@ class GraphView:
         unknown type then does not match, which errs on the side of reporting."""
         graph = self.model.graph
         with contextlib.suppress(onnx.checker.ValidationError, onnx.shape_inference.InferenceError, RuntimeError):
-            graph = onnx.shape_inference.infer_shapes(self.model).graph
+            graph = onnx_checks.infer_shapes(self.model).graph
         types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info, *graph.output)}
         types.update({t.name: t.data_type for t in graph.initializer})
         return {name: t for name, t in types.items() if t != TensorProto.UNDEFINED}

@@ -21,6 +21,7 @@ from functools import cache
 import onnx
 from onnx import helper
 
+from generator import onnx_checks
 from generator.values.unsafe import same_bits
 
 _FLOAT_BITS = {"bfloat16": 8, "float16": 16, "float32": 32, "float64": 64}
@@ -60,7 +61,7 @@ def _np_name(elem: int) -> str:
 def tensor_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     """numpy dtype names of every typed tensor, after shape inference fills in the middle."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx_checks.infer_shapes(model)
     except (onnx.shape_inference.InferenceError, RuntimeError):  # judge with what is declared
         inferred = model
     g = inferred.graph

@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from backends.memory import out_of_memory
 from backends.reference import ReferenceError, RefusedForm, run_reference, trace_reference
 from generator.ops.narrow import as_numpy
 from oracles.provenance import tensor_dtypes
@@ -76,7 +77,9 @@ def onnx_reference(
     try:
         with counted_warnings(warned):
             values = ReferenceEvaluator(model).run(None, dict(inputs))
-    except Exception as e:  # noqa: BLE001 - any evaluator failure means "no reading"
+    except Exception as e:  # any evaluator failure means "no reading", but one past the memory bound
+        if out_of_memory(e):
+            raise  # past the bot's bound (backends.memory): the case is dropped, not judged without a reading
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return None, f"onnx.reference failed: {type(e).__name__}: {first}"[:300]
     names = [o.name for o in model.graph.output]

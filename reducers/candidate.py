@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from generator.onnx_checks import check_model, infer_shapes
+
 TensorValues = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
 """Values of every tensor a model computes (node outputs, inputs, initializers) for
 given inputs. The reducer calls it once per accepted model, to feed tensors it cuts
@@ -82,8 +84,8 @@ def finalize(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """The model with re-inferred value_info, or None when the checker refuses it."""
     del model.graph.value_info[:]
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-        onnx.checker.check_model(inferred, full_check=True)
+        inferred = infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        check_model(inferred, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError):
         return None
     return inferred
@@ -92,7 +94,7 @@ def finalize(model: onnx.ModelProto) -> onnx.ModelProto | None:
 def tensor_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Declared or inferred type of every named tensor in the model."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = infer_shapes(model)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
         inferred = model
     g = inferred.graph

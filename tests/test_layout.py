@@ -37,6 +37,12 @@ def unit_of(path: str, units: set[str]) -> str | None:
     return max(holding, key=len, default=None)
 
 
+def allowed(unit: str, may: set[str]) -> bool:
+    """A row that may import a folder may import a file in it that has a row of its own
+    (`generator/onnx_checks.py`, which `reducers/` may import alone)."""
+    return unit in may or any(m.endswith("/") and unit.startswith(m) for m in may)
+
+
 def sources() -> Iterator[Path]:
     for package in PACKAGES:
         yield from sorted((ROOT / package).rglob("*.py"))
@@ -88,7 +94,7 @@ def test_every_import_between_packages_is_one_the_layout_table_allows() -> None:
             continue
         for target in sorted(imported_files(path)):
             theirs = unit_of(target, units)
-            if theirs is not None and theirs != own and theirs not in table[own]:
+            if theirs is not None and theirs != own and not allowed(theirs, table[own]):
                 forbidden.append(f"{rel} imports {target} ({own} may not import {theirs})")
     assert not unplaced, f"files in no row of the layout table ({LAYOUT_DOC}): {unplaced}"
     assert not forbidden, "\n".join(forbidden)

@@ -16,8 +16,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
+from backends.memory import OVER_BOUND, bounded, out_of_memory, within_bound
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
@@ -37,7 +40,7 @@ from bot.cases.regression_corpus import RegressionCorpus
 from bot.cases.shard import Shard
 from bot.cases.source import CaseSource
 from bot.config import FuzzConfig
-from bot.errors import interrupts_deferred
+from bot.errors import UserError, interrupts_deferred
 from bot.findings.bundle import write_bundle
 from bot.findings.known_bugs import KNOWN_FILE, KnownBug, holds, write_known
 from bot.findings.store import FindingStore, relative_to_root
@@ -47,6 +50,7 @@ from bot.reduce.campaign import CampaignReduction
 from bot.reduce.workers import SideRun
 from bot.sides.isolation import check_isolation
 from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
+from generator import onnx_checks
 from generator.ops import registry
 from oracles.case import CaseEvidence
 from oracles.count_keys import PERF_REGRESSION
@@ -56,6 +60,8 @@ from oracles.rules import load_rules
 from oracles.sides import CrossJudgement, CrossVerdict, SideName
 
 __all__ = ["Campaign", "Lane"]
+
+T = TypeVar("T")
 
 
 def default_processes(jobs: int) -> int:
@@ -113,6 +119,7 @@ class Campaign:
         self.spec: BackendSpec = self.setups[-1].spec
         self.two_sided = len(self.setups) == 2
         self.state = state or CampaignState.of(cfg, shard)
+        self._onnx_crashes_before = onnx_checks.crashes()  # the helper outlives a campaign run in-process
         self._summary: Summary | None = None
         self.regressions = RegressionCorpus.open(cfg.regressions) if cfg.regressions is not None and not shard else None
         """Replayed by the unsharded run (or a merge's first shard would replay it N times)."""
@@ -292,11 +299,12 @@ class Campaign:
         start = self._fuzzing_since = time.monotonic()
         self.deadline = start + self.cfg.budget
         try:
-            self._replay_regressions()
-            self._run_lanes()
-            self._judge_deferred()
-            self._stop_fuzzing(start)
-            self.reduction.after()
+            with bounded(self.cfg.memory) as self.state.memory_bound:  # builds (bisection's) run unbounded
+                self._replay_regressions()
+                self._run_lanes()
+                self._judge_deferred()
+                self._stop_fuzzing(start)
+                self.reduction.after()
             self.bisect_regressions()
         finally:
             # Also on Ctrl-C or an internal error: the counts so far are kept beside the findings.
@@ -315,7 +323,11 @@ class Campaign:
         while self._may_start() and (replayed := self.regressions.next()) is not None:
             replayed.case.regression_of = replayed.fingerprint
             lane = self.lane_sets[0].at(offered(replayed.level, self.lanes[0]))
-            cross, _ = self._run_case(replayed.case, lane)
+            judged = self._within_bound(partial(self._run_case, replayed.case, lane))
+            if judged is None:
+                self.regressions.skipped[replayed.fingerprint] = "judging it asks for more memory than the bound"
+                continue
+            cross, _ = judged
             replay.replayed += 1
             if cross.verdict in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 replay.regressed.append(replayed.fingerprint)
@@ -340,6 +352,7 @@ class Campaign:
             code.note = self._why_unmeasured()
         tallies = Tallies.of(self.counts, self.source, self.triage, self.reduction, self.divergence, code)
         self.state.judging = self.judging.summary()
+        self.state.onnx_crashes = onnx_checks.crashes() - self._onnx_crashes_before
         summary = self._summary = self.state.summary(tallies)
         write_summary(summary, out)
         write_summary_md(out, summary)
@@ -401,14 +414,25 @@ class Campaign:
             if not ahead:
                 self._send(case, lane)
             following = self.source.next(self._may_start)
-            evidence = self.triage.prepare(case, lane)
+            evidence = self._within_bound(partial(self.triage.prepare, case, lane))
             results = [side.client.collect() for side in lane]
             ahead = False
             if following is not None and not any(r.status in (Status.crash, Status.timeout) for r in results):
                 self._send(following, lanes.at(case_level(following.seed, self.levels)))
                 ahead = True
-            self.record(case, results, lane, evidence, deferrable=True)
+            if evidence is not None:
+                self._within_bound(partial(self.record, case, results, lane, evidence, deferrable=True))
             case = following
+
+    def _within_bound(self, compute: Callable[[], T]) -> T | None:
+        """`compute()`, or None when it asked for more memory than the campaign's bound
+        (backends.memory): the case is dropped and counted, and the campaign goes on. A case
+        dropped after its first runs were counted stays counted under them as well."""
+        return within_bound(compute, self._dropped_over_bound)
+
+    def _dropped_over_bound(self) -> None:
+        with self._lock:
+            self.source.drop(OVER_BOUND)
 
     def _send(self, case: Prepared, lane: Lane) -> None:
         """Every side gets the case; head's worker measures its code where the campaign asks
@@ -433,16 +457,30 @@ class Campaign:
         judged = []
         start = time.monotonic()
         try:
-            for case in cases:
-                judged.append(self._run_case(case, lane))
-            self._stop_fuzzing(start)
-            if reduce:
-                self.reduction.after()
+            with bounded(self.cfg.memory) as self.state.memory_bound:
+                for case in cases:
+                    judged.append(self._run_case_bounded(case, lane))
+                self._stop_fuzzing(start)
+                if reduce:
+                    self.reduction.after()
         finally:
             if not self.state.wall_s:
                 self._stop_fuzzing(start)
             self.write_results()
         return judged
+
+    def _run_case_bounded(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
+        """A user's case, whose judging past the memory bound is the user's to know of, in a line."""
+        try:
+            return self._run_case(case, lane)
+        except (MemoryError, RuntimeError) as e:
+            if not out_of_memory(e):
+                raise
+            bound = f"{self.state.memory_bound / (1 << 30):.3g} GiB" if self.state.memory_bound else "the machine's"
+            raise UserError(
+                f"seed {case.seed}: judging this case asks for more memory than the bound ({bound});"
+                " raise `memory:` in the config, or set it to null"
+            ) from e
 
     def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
         """One case on every side of `lane`, judged and counted, with nothing overlapping it."""
@@ -549,7 +587,10 @@ class Campaign:
                 continue
             lane = self.lane_sets[0].at(d.level)
             t0 = time.perf_counter()
-            cross = self.triage.triage(d.case, lane, d.results, deferrable=False)
+            judged = self._within_bound(partial(self.triage.triage, d.case, lane, d.results, deferrable=False))
+            if judged is None:
+                continue  # counted on its first runs, and as dropped
+            cross = judged
             with self._lock:
                 self.state.times.triage += time.perf_counter() - t0
                 self.counts[d.key] -= 1

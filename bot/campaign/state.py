@@ -75,6 +75,9 @@ class CampaignState:
     regressions: RegressionSummary | None = None
     wall_s: float = 0.0
     worker_restarts: int = 0
+    memory_bound: int | None = None
+    onnx_crashes: int = 0
+    """The bound in force while the campaign computed on cases (backends.memory)."""
     known_share: dict[str, KnownShare] = field(default_factory=dict)
     judging: JudgingSummary | None = None
 
@@ -127,6 +130,8 @@ class CampaignState:
             seed_last=self.seed_last,
             budget_s=self.budget_s,
             worker_restarts=self.worker_restarts,
+            memory_bound=self.memory_bound,
+            onnx_crashes=self.onnx_crashes,
             support=self.support,
             coverage=t.coverage,
             corpus=t.corpus,

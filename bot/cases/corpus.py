@@ -34,6 +34,7 @@ import generator
 import oracles.references
 from bot.cases.making import Prepared
 from bot.errors import UserError
+from generator import onnx_checks
 from generator.api import GenConfig
 from generator.dtypes import DType
 from generator.ops import registry
@@ -159,7 +160,7 @@ def _key_dtype(spec: object, ins: list[TType]) -> DType | None:
 def _tensor_types(model: onnx.ModelProto) -> dict[str, TType]:
     """Element type and rank of every named tensor, from ONNX shape inference."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx_checks.infer_shapes(model)
     except (onnx.shape_inference.InferenceError, ValueError):
         inferred = model
     g = inferred.graph

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from backends.memory import OVER_BOUND, out_of_memory
 from bot.cases.mutation import MutationPlan
 from generator.api import GenConfig, NoOpAllowed, Support, generate
 from generator.avoid import Avoid
@@ -128,15 +129,32 @@ def make_case(
     t0 = time.perf_counter()
     before = _covered(coverage)
     try:
-        case = generate(
-            seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus, genome=genome
-        )
+        return _made(seed, cfg, support, coverage, avoid, contexts, focus, genome, before)
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except NoOpAllowed:  # the builds share no op at this seed's opset: a head that declines them all
         return Made(seed, None, "no_op_allowed", time.perf_counter() - t0)
-    except RuntimeError:
-        return Made(seed, None, "generation_failed", time.perf_counter() - t0)
+    except (RuntimeError, MemoryError) as e:
+        # A case that asks more than the bot's memory bound is a generation defect, counted
+        # (backends.memory): the bot never dies of one.
+        return Made(seed, None, OVER_BOUND if out_of_memory(e) else "generation_failed", time.perf_counter() - t0)
+
+
+def _made(
+    seed: int,
+    cfg: GenConfig,
+    support: Support | None,
+    coverage: Coverage,
+    avoid: Avoid | None,
+    contexts: ContextSupply | None,
+    focus: Focus | None,
+    genome: Genome | None,
+    before: int,
+) -> Made:
+    t0 = time.perf_counter()
+    case = generate(
+        seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus, genome=genome
+    )
     made = Made(seed, None, generation_s=time.perf_counter() - t0, solver_backstops=case.solver_backstops)
     if case.values is not None:
         made.values_s = case.values.time_ms / 1000

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends.memory import out_of_memory
 from backends.spec import spec_level
 from bot.cases.making import Prepared
 from bot.cases.user_cases import load_user_case
@@ -64,6 +65,11 @@ class RegressionCorpus:
                 case = load_user_case(str(path), path)
             except (BundleError, UserError, OSError, ValueError) as e:
                 self.skipped[path.name] = str(e).splitlines()[0][:200]
+                continue
+            except (MemoryError, RuntimeError) as e:
+                if not out_of_memory(e):
+                    raise
+                self.skipped[path.name] = "its reference asks for more memory than the bot's bound (memory:)"
                 continue
             case.seed = _stored_seed(path)
             # Filed under its folder's name: `add` names it after the finding as reported,

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper
+
+from generator import onnx_checks
 
 REDUCE_OPS = (
     "ReduceSum",
@@ -193,7 +195,7 @@ def consistent(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> bool
     that differs from one the model declares: a Reshape target that makes a later output
     [918, 1] where [3, 6] is declared is no value for it."""
     try:
-        shape_inference.infer_shapes(bake(model, values), strict_mode=True, data_prop=True)
+        onnx_checks.infer_shapes(bake(model, values), strict_mode=True, data_prop=True)
     except Exception:  # noqa: BLE001 - any inference error counts against the values
         return False
     return True
@@ -205,7 +207,7 @@ def static_shapes(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> d
     Reshape whose target is now known has a shape too."""
     baked = bake(model, values)
     try:
-        inferred = shape_inference.infer_shapes(baked, data_prop=True)
+        inferred = onnx_checks.infer_shapes(baked, data_prop=True)
     except Exception:  # noqa: BLE001 - an inference that fails leaves the declared shapes
         inferred = baked
     shapes: dict[str, list[int]] = {}

@@ -295,6 +295,11 @@ class CaseSource:
             kind = case.mutation.partition(":")[0] if case.mutation else None
             self.mutation.credit(case.parent, kind, gain)
 
+    def drop(self, reason: str) -> None:
+        """A case made and then given up by the campaign (its judging asked past the memory
+        bound, backends.memory): counted with the seeds generation dropped."""
+        self.dropped[reason] += 1
+
     def _account(self, made: Made) -> Prepared | None:
         """Count what making a case cost, and why a seed gave none."""
         self.times.generation += made.generation_s

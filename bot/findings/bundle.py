@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from backends.results import BackendInfo
 from bot import __version__
 from bot.errors import UserError
+from generator import onnx_checks
 from generator.api import GenConfig
 from oracles.sides import CrossKey, Localization
 from oracles.verdict import Judgement, Verdict
@@ -162,7 +163,7 @@ def load_model(path: Path) -> onnx.ModelProto:
     if not model.graph.node and not model.graph.output:
         raise BundleError(f"{path} is not a readable ONNX model (empty graph)")
     try:
-        onnx.checker.check_model(model)
+        onnx_checks.check_model(model)
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "invalid"
         raise BundleError(f"{path} fails the ONNX checker: {first}") from e

@@ -365,6 +365,12 @@ class Summary(BaseModel):
     stopped_at: str | None = None
     """When it was interrupted (UTC, ISO 8601, seconds)."""
     worker_restarts: int = 0
+    memory_bound: int | None = None
+    onnx_crashes: int = 0
+    """Models onnx's checker or shape inference crashed, hung or ran out of memory on
+    (generator.onnx_checks), each read as an invalid model: a bug in onnx, not in the system."""
+    """Bytes the bot's own process could hold while it fuzzed, judged and reduced
+    (backends.memory); a case that asked more is counted in `dropped`."""
     support: SupportSummary | None = None
     coverage: CoverageStats = Field(default_factory=CoverageStats)
     corpus: CorpusSummary | None = None

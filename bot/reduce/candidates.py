@@ -43,7 +43,8 @@ import onnx
 
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
-from backends.reference import ReferenceError, run_reference
+from backends.memory import out_of_memory
+from backends.reference import ReferenceError, RefusedForm, run_reference
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
 from bot.findings.repro import render_repro
@@ -98,6 +99,8 @@ def reference_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> d
     """Every tensor's value from fuzzbot's torch reference (onnx's evaluator for ops it lacks)."""
     try:
         values = run_reference(with_all_outputs(model), inputs)
+    except RefusedForm:
+        raise  # a form no reading may stand for (a Loop that never ends: onnx.reference runs it without bound)
     except ReferenceError:
         return onnx_reference_values(model, inputs)
     return {**{i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}, **inputs, **values}
@@ -252,7 +255,12 @@ def reduce_bundle(
         identity = SameBug(bundle.finding, pool, judging, validity)
 
         def holds(case: Candidate) -> bool:
-            return identity.holds(case) and all(other.holds(case) for other in also)
+            try:
+                return identity.holds(case) and all(other.holds(case) for other in also)
+            except (MemoryError, RuntimeError) as e:
+                if not out_of_memory(e):
+                    raise
+                return False  # a candidate past the bot's memory bound (backends.memory) is no candidate
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         start = Candidate(bundle.model, bundle.inputs)

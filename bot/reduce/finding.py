@@ -21,6 +21,7 @@ import onnx
 
 from backends.client import WorkerClient
 from backends.death import optimizer_site
+from backends.memory import out_of_memory
 from backends.results import Status
 from backends.spec import BackendSpecError, parse_backend, spec_level
 from bot.config import ReduceSettings
@@ -109,6 +110,11 @@ def reduce_one(
         )
     except BundleError as e:
         print(f"warning: {bundle}: not reduced: {e}", file=sys.stderr)
+        return None
+    except (MemoryError, RuntimeError) as e:
+        if not out_of_memory(e):
+            raise
+        print(f"warning: {bundle}: not reduced: it asks for more memory than the bot's bound", file=sys.stderr)
         return None
     if not fails_fresh(reduced, pools.side_run(culprit), pools.judging):
         print(

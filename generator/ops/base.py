@@ -50,6 +50,14 @@ better a test than a window a thousand times smaller."""
 _ONNX_NAME = {"float32": "float", "float64": "double"}
 
 
+class Unending(NotImplementedError):
+    """A computation the reference stopped because it would not end within its bound (a Loop
+    whose condition never turns false and that has no trip count). No other reading may be
+    asked for instead: `onnx.reference` runs such a Loop until memory runs out, and a
+    60-second demo campaign was killed by the kernel at 23 GB doing so on a reduction's
+    candidate."""
+
+
 class Emitter(Protocol):
     """What an op may do while it is being written into an ONNX graph."""
 

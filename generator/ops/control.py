@@ -36,6 +36,7 @@ from generator.ops.base import (
     Attrs,
     Emitter,
     OpSpec,
+    Unending,
     captured_names,
     node_attrs,
     register,
@@ -53,9 +54,11 @@ BODY_SQUASH = ("Tanh", "Sigmoid", "Sin", "Cos")
 BODY_UNARY = ("Identity", "Relu", "Abs", "Neg", "Tanh")
 """What a body emits per iteration from its new state."""
 
-MAX_ITERATIONS = 1 << 16
-"""The reference refuses a Loop that has not stopped after this many iterations: a user's
-model with no trip count and a condition that never turns false would never return."""
+MAX_ITERATIONS = 1 << 12
+"""The reference refuses a Loop that has not stopped after this many iterations (Unending):
+a model with no trip count and a condition that never turns false would never return. A
+reduction's candidate can be one (its body's condition reduced to the one it was given), and
+each such candidate cost 11 s at 1 << 16; generated Loops run at most MAX_TRIPS."""
 WHILE_SHARE = 1 / 3
 """The share of Loops whose body stops before the trip count that leave M out (a while loop):
 an optional input is drawn absent and present (generator.ops.optional)."""
@@ -332,7 +335,7 @@ class Loop(OpSpec):
         i = 0
         while going and (limit is None or i < limit):
             if i >= MAX_ITERATIONS:
-                raise NotImplementedError(f"the loop has not stopped after {MAX_ITERATIONS} iterations")
+                raise Unending(f"the loop has not stopped after {MAX_ITERATIONS} iterations")
             outs = run_body(body, [torch.tensor(i, dtype=torch.int64), torch.tensor(going), *carried])
             going = bool(outs[0].reshape(-1)[0])
             carried = outs[1 : 1 + n_state]
