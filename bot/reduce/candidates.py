@@ -51,6 +51,7 @@ from bot.findings.repro import render_repro
 from oracles.judging import Judging
 from oracles.references import Validity, read_reference
 from oracles.signature import normalize
+from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
 from reducers.candidate import Candidate, onnx_reference_values, with_all_outputs
 from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
@@ -281,7 +282,8 @@ def reduce_bundle(
     kept = {bundle.finding.side: bundle.finding.verdict.value}
     kept |= {other.side: Verdict.pass_.value for other in also if isinstance(other, StillPasses)}
     kept |= {other.side: other.verdict.value for other in also if isinstance(other, StillFails)}
-    return write_reduced(out or path / REDUCED_DIR, reduced, bundle.finding, final, spec, result, kept)
+    dest = out or path / REDUCED_DIR
+    return write_reduced(dest, reduced, bundle.finding, final, spec, result, kept, judging.tolerances)
 
 
 START_TRIES = 3
@@ -314,12 +316,18 @@ def write_reduced(
     spec: BackendSpec,
     result: ReductionResult,
     kept: dict[str, str] | None = None,
+    tolerances: ToleranceConfig | None = None,
 ) -> Path:
+    """The reduced bundle. Its repro judges as the campaign judged the candidate: the
+    bounds of the reduced model's own provenance at the campaign's `tolerances` (a Cast round
+    trip exactly), never the dtype's defaults, which once hid a 2e-4 error under 1e-3 and
+    made a `fixed` label's repro exit 0 on base."""
     reference = read_reference(case.model, case.inputs).outputs
     model = _without_value_info(case.model)
     finding = original.model_copy(update={**dict(final), "created": "", "kept": kept or {}})
     title = f"{final.verdict.value} in {spec}: {final.signature} (reduced)"
-    repro = render_repro(model, case.inputs, reference or {}, spec, title, finding=finding)
+    bounds = (tolerances or ToleranceConfig()).for_outputs(case.model, finding.backend.name)
+    repro = render_repro(model, case.inputs, reference or {}, spec, title, bounds, finding)
     write_bundle(dest, model, case.inputs, reference, finding, repro)
     (dest / "model.txt").write_text(onnx.printer.to_text(model) + "\n")
     (dest / "reduction.json").write_text(result.model_dump_json(indent=2) + "\n")
