@@ -118,25 +118,53 @@ def test_check_names_the_planted_bug_a_new_regression_from_anywhere(
     assert only_fine.code == 0 and "plain.onnx: pass" in only_fine.out
 
 
-def test_a_model_base_declines_and_head_runs_wrong_is_new_in_head_not_a_regression(
-    toy_repo: ToyRepo, build_cache: Path, cli: Cli, tmp_path: Path
-) -> None:
-    """Base (`readme`) has no Div kernel yet; head (`docs`) added it and has the fused
-    Mul-Sub bug: a Div in front of the trigger makes base decline the model."""
+def _divided(tmp_path: Path) -> Path:
+    """The trigger behind a Div: Mul(x / y, y), then the Sub."""
     trigger = trigger_case()
     model = onnx.ModelProto()
     model.CopyFrom(trigger.model)
     div = onnx.helper.make_node("Div", ["x", "y"], ["q"])
     model.graph.node.insert(0, div)
-    model.graph.node[1].input[0] = "q"  # Mul(x / y, y), then the Sub
+    model.graph.node[1].input[0] = "q"
     onnx.checker.check_model(model)
-    path = _save(tmp_path, "divided", model, trigger.inputs)
+    return _save(tmp_path, "divided", model, trigger.inputs)
+
+
+def test_a_model_base_declines_and_head_runs_wrong_is_new_in_head_not_a_regression(
+    toy_repo: ToyRepo, build_cache: Path, cli: Cli, tmp_path: Path
+) -> None:
+    """Base (`readme`) has no Div kernel yet; head (`docs`) added it and has the fused
+    Mul-Sub bug: a Div in front of the trigger makes base decline the model."""
+    path = _divided(tmp_path)
     config = _config(tmp_path, str(toy_repo.path), toy_repo, build_cache, compiler={"base": {"ref": "readme"}})
     r = cli("check", "--config", str(config), "--json", str(path))
     assert r.code == 2, r.err
     (found,) = json.loads(r.out)["cases"]
     assert found["verdict"] == "new_in_head" and "base declines the model" in found["note"], found
     assert found["sides"]["base"]["verdict"] == "unsupported" and found["sides"]["head"]["verdict"] == "wrong_result"
+
+
+def test_new_in_head_whose_reduced_trigger_base_runs_and_fails_otherwise_is_persistent(
+    toy_repo: ToyRepo, build_cache: Path, cli: Cli, tmp_path: Path
+) -> None:
+    """Base (`unwritten`) declines the Div, so the model is `new_in_head` at first; reduced to
+    head's Mul-Sub trigger, base runs it and crashes (its own bug, not head's wrong values).
+    Both builds fail the trigger: `persistent`, not a bug new in head."""
+    path = _divided(tmp_path)
+    config = _config(tmp_path, str(toy_repo.path), toy_repo, build_cache, compiler={"base": {"ref": "unwritten"}})
+    r = cli("reduce", str(path), "--config", str(config), "--budget", "2m")
+    assert r.code == 0, r.err
+    summary = json.loads((tmp_path / "divided.reduced" / "summary.json").read_text())
+    [found] = summary["findings"]
+    assert found["across"] == "persistent", (found["across"], r.err[-1500:])
+    assert found["reduced_path"], found
+    reduced = json.loads((tmp_path / "divided.reduced" / found["reduced_path"] / "finding.json").read_text())
+    assert reduced["verdict"] == "wrong_result" and reduced["side"] == "head"
+    ops = [
+        n.op_type
+        for n in onnx.load(str(tmp_path / "divided.reduced" / found["reduced_path"] / "model.onnx")).graph.node
+    ]
+    assert "Div" not in ops, ops
 
 
 def test_a_build_that_links_in_the_checkout_is_refused_before_any_test(

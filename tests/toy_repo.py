@@ -13,7 +13,9 @@ Main branch, oldest first:
 
 Branch `wip` forks at `fixbuild`: `wip_bug` introduces the same bug together with a
 broken build, `wip_fix` repairs the build, so the range fixbuild..wip_fix cannot be
-decided. Every named commit is also tagged with its name. Author and committer dates
+decided. Branch `unwritten` forks at `readme` (no Div kernel yet): its fused kernel raises
+for Mul feeding Sub, another bug than `bug`'s on the same trigger.
+Every named commit is also tagged with its name. Author and committer dates
 are fixed, so the SHAs are the same on every run.
 """
 
@@ -41,6 +43,12 @@ SOURCE = Path(__file__).resolve().parent / "toycompiler"
 BROKEN_PYPROJECT = ('dependencies = ["numpy", "onnx"]', 'dependencies = ["numpy", "onnx"')
 BUG = ("a * b + c if sign > 0 else a * b - c", "a * b + c if sign > 0 else c - a * b")
 DIV = ('    "Div": np.divide,\n', "")
+UNWRITTEN = (
+    "    return np.asarray(a * b + c if sign > 0 else a * b - c)",
+    "    if sign < 0:\n"
+    '        raise RuntimeError("fused multiply-subtract: no kernel yet")\n'
+    "    return np.asarray(a * b + c)",
+)
 NO_PASS_IMPORT = ("from .passes import Pass, fuse_mul_add", "from .passes import Pass")
 NO_PASS_LEVEL = ('"O1": (fuse_mul_add,),', '"O1": (),')
 
@@ -152,6 +160,9 @@ def build_toy_repo(path: Path) -> ToyRepo:
     shas["wip_bug"] = b.commit("kernels: rework the fused multiply-add (WIP)")
     b.restore("pyproject.toml")
     shas["wip_fix"] = b.commit("packaging: fix the dependency list again")
+    b.git("checkout", "-q", "-b", "unwritten", shas["readme"])
+    b.edit("toycc/kernels.py", UNWRITTEN)
+    shas["unwritten"] = b.commit("kernels: the fused multiply-subtract raises until it is written")
     b.git("checkout", "-q", "main")
     for name, sha in shas.items():
         b.git("tag", name, sha)

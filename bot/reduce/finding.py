@@ -228,7 +228,9 @@ def across_after_reduction(
     asked about the trigger. Right is a regression (hidden behind an op base lacked, or
     behind another failure of base's on the original); the same failure is a bug both builds
     share; declining it leaves head's bug new in head; failing it differently again keeps
-    `otherwise`, the provisional label."""
+    `otherwise`, the provisional label, unless that is `new_in_head`: base ran the trigger
+    and failed, so both builds fail it (`persistent`, by the verdict table), whatever base's
+    own bug is."""
     bundle = load_bundle(reduced)
     assert bundle.finding is not None
     same = SameBug(bundle.finding, pools.pool(base), pools.judging)
@@ -237,7 +239,9 @@ def across_after_reduction(
         return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
         return CrossVerdict.new_regression
-    return CrossVerdict.persistent if same.matches(j) else otherwise
+    if same.matches(j) or (otherwise is CrossVerdict.new_in_head and j.verdict.is_bug):
+        return CrossVerdict.persistent
+    return otherwise
 
 
 def kernel_fingerprint(finding: Finding, label: str) -> str:
