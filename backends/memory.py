@@ -10,8 +10,11 @@ nothing and covers every library at once: the allocation past the bound fails wh
 made (numpy and Python raise MemoryError, torch a RuntimeError naming its allocator, onnx's
 C++ a MemoryError), the stack unwinds and frees it, and the case is dropped and counted.
 
-The bound is soft, the hard limit stays as it was, so a backend worker (whose system under
-test has its own address-space cap, backends.worker.limit_memory) lifts it at its start.
+The bound is headroom over what the process holds when the block starts, as a worker's
+address-space cap is over what its system maps at rest (backends.worker.limit_memory): a
+long-lived process (a test session, a service running campaign after campaign) may hold
+gigabytes already, and an absolute bound would starve it. It is soft, the hard limit stays
+as it was, so a backend worker lifts it at its start.
 """
 
 from __future__ import annotations
@@ -58,23 +61,33 @@ def physical_bytes() -> int | None:
         return None
 
 
-def effective(limit: int) -> int:
-    """`limit`, or three quarters of the machine when it has less: a bound the kernel's
+def data_in_use() -> int:
+    """This process's data segment now, as RLIMIT_DATA counts it (0 where /proc cannot say)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[5]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def effective(headroom: int) -> int:
+    """`headroom`, or three quarters of the machine when it has less: a bound the kernel's
     OOM killer reaches first bounds nothing."""
     machine = physical_bytes()
-    return min(limit, machine * 3 // 4) if machine else limit
+    return min(headroom, machine * 3 // 4) if machine else headroom
 
 
 @contextlib.contextmanager
-def bounded(limit: int | None) -> Iterator[int | None]:
-    """The process's data segment held to `limit` bytes (soft) inside the block, and put back
-    after it: builds, bisection's and pip's children run outside. Yields the bound in force
-    (None: unbounded, `limit` None or the platform has no RLIMIT_DATA)."""
-    if not limit or not hasattr(resource, "RLIMIT_DATA"):
+def bounded(headroom: int | None) -> Iterator[int | None]:
+    """The process's data segment held (soft) to what it holds now plus `headroom` bytes
+    inside the block, and put back after it: builds, bisection's and pip's children run
+    outside. Yields the bound in force, in bytes of data segment (None: unbounded, `headroom`
+    None or the platform has no RLIMIT_DATA)."""
+    if not headroom or not hasattr(resource, "RLIMIT_DATA"):
         yield None
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    bound = effective(limit)
+    bound = data_in_use() + effective(headroom)
     if hard != resource.RLIM_INFINITY:
         bound = min(bound, hard)
     if soft != resource.RLIM_INFINITY:

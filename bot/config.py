@@ -218,8 +218,9 @@ class FuzzConfig(BaseModel):
     )
     memory: Size | None = Field(
         4 << 30,
-        description="bound on the bot's own memory while it fuzzes, judges and reduces (backends.memory), e.g. 4GiB:"
-        " a case that asks for more is dropped and counted (summary.json dropped.over_memory_bound); null: none",
+        description="how much the bot's own memory may grow while it fuzzes, judges and reduces (backends.memory),"
+        " e.g. 4GiB: a case that asks for more is dropped and counted (summary.json dropped.over_memory_bound);"
+        " null: no bound",
     )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")

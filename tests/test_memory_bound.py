@@ -17,7 +17,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from backends.client import WorkerClient
-from backends.memory import OVER_BOUND, bounded, lift, out_of_memory, within_bound
+from backends.memory import OVER_BOUND, bounded, data_in_use, lift, out_of_memory, within_bound
 from backends.results import Status
 from backends.spec import parse_backend
 from bot.findings.bundle import write_bundle
@@ -27,18 +27,10 @@ from tests.conftest import CliResult
 GIB = 1 << 30
 
 
-def data_in_use() -> int:
-    """This process's data segment now, as RLIMIT_DATA counts it."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmData:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmData in /proc/self/status")
-
-
 @pytest.fixture
 def headroom() -> Iterator[int]:
-    """A bound 768 MiB above what this test process holds already (pytest's workers differ)."""
-    yield data_in_use() + 768 * (1 << 20)
+    """768 MiB over what this test process holds (a long test session holds gigabytes)."""
+    yield 768 * (1 << 20)
 
 
 def filled(elements: int) -> onnx.ModelProto:
@@ -67,11 +59,13 @@ X = {"x": np.array(0.5, dtype=np.float32)}
 
 def test_the_bound_holds_inside_its_block_only_and_an_outer_one_stays_the_tighter(headroom: int) -> None:
     before = resource.getrlimit(resource.RLIMIT_DATA)
+    held = data_in_use()
     with bounded(headroom) as bound:
-        assert bound == headroom and resource.getrlimit(resource.RLIMIT_DATA)[0] == headroom
+        assert bound is not None and held + headroom <= bound < held + headroom + (64 << 20), (held, bound)
+        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == bound
         with bounded(headroom + GIB) as inner:
-            assert inner == headroom, "an inner, looser bound does not loosen the outer one"
-        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == headroom
+            assert inner == bound, "an inner, looser bound does not loosen the outer one"
+        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == bound
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
     with bounded(None) as none:
         assert none is None and resource.getrlimit(resource.RLIMIT_DATA) == before
@@ -196,7 +190,7 @@ def test_a_campaign_skips_a_case_past_its_bound_finishes_and_puts_the_limit_back
     write_bundle(folder / "0000000000000b16", filled(3 * GIB // 4), X, None)
     write_bundle(folder / "000000000000000a", filled(1000), X, None)
     config = tmp_path / "fuzzbot.yml"
-    config.write_text(f"memory: {headroom}\nbackend: onnxruntime\n")
+    config.write_text("memory: 768MiB\nbackend: onnxruntime\n")
     before = resource.getrlimit(resource.RLIMIT_DATA)
     out = tmp_path / "out"
     r = cli(
@@ -218,7 +212,7 @@ def test_a_campaign_skips_a_case_past_its_bound_finishes_and_puts_the_limit_back
     )
     assert r.code in (0, 2), r.err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["memory_bound"] == headroom
+    assert headroom < summary["memory_bound"] <= data_in_use() + headroom, summary["memory_bound"]
     replay = summary["regressions"]
     assert replay["replayed"] == 1 and list(replay["skipped"]) == ["0000000000000b16"], replay
     assert "memory" in replay["skipped"]["0000000000000b16"]

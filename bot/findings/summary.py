@@ -369,8 +369,9 @@ class Summary(BaseModel):
     onnx_crashes: int = 0
     """Models onnx's checker or shape inference crashed, hung or ran out of memory on
     (generator.onnx_checks), each read as an invalid model: a bug in onnx, not in the system."""
-    """Bytes the bot's own process could hold while it fuzzed, judged and reduced
-    (backends.memory); a case that asked more is counted in `dropped`."""
+    """Bytes of data segment the bot's own process could hold while it fuzzed, judged and
+    reduced: what it held at the start plus `memory:` (backends.memory); a case that asked
+    more is counted in `dropped`."""
     support: SupportSummary | None = None
     coverage: CoverageStats = Field(default_factory=CoverageStats)
     corpus: CorpusSummary | None = None
