@@ -19,7 +19,8 @@ from bot.reduce.candidates import write_reduced
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Judgement, Verdict
 from reducers.candidate import Candidate
-from reducers.driver import ReduceConfig, ReductionResult
+from reducers.driver import ReductionResult
+from reducers.tester import ReduceConfig
 
 
 def _model(nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
