@@ -41,6 +41,20 @@ def out_of_memory(e: BaseException) -> bool:
     return isinstance(e, RuntimeError | OSError) and any(m in str(e) for m in _ALLOCATOR_MARKERS)
 
 
+def over_bound(e: BaseException) -> bool:
+    """An allocation failed while the bound is in force: the case asked more than the bot
+    allows, and is to be dropped. Outside a bound (a user's own model in `fuzzbot check`, a
+    test), a failed allocation is the machine's answer, and the computation merely has no
+    result, as before there was a bound."""
+    return out_of_memory(e) and bound_in_force()
+
+
+def bound_in_force() -> bool:
+    if not hasattr(resource, "RLIMIT_DATA"):
+        return False
+    return resource.getrlimit(resource.RLIMIT_DATA)[0] != resource.RLIM_INFINITY
+
+
 def within_bound(compute: Callable[[], T], dropped: Callable[[], None]) -> T | None:
     """`compute()`, or None (after `dropped()`) when it asked for more memory than the bound:
     one case given up, the campaign going on. Any other error is not this function's."""

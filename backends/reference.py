@@ -26,7 +26,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from backends.memory import out_of_memory
+from backends.memory import over_bound
 from generator.ops import registry
 from generator.ops.base import CAPTURED, OLDEST_OPSET, Attrs, OpSpec, Unending, node_attrs, op_version
 from generator.ops.narrow import as_numpy, as_torch
@@ -165,7 +165,7 @@ def _step(
     except Unending as e:  # no other reading either: onnx.reference would run it until memory runs out
         raise RefusedForm(f"{node.op_type} node {node.name!r}: {e}") from e
     except (RuntimeError, ValueError, TypeError, LookupError, NotImplementedError, ZeroDivisionError) as e:
-        if out_of_memory(e):
+        if over_bound(e):
             raise  # the case asks more than the bot's bound (backends.memory), not a gap in the reference
         raise ReferenceError(f"{node.op_type} node {node.name!r}: {type(e).__name__}: {e}") from e
     missing = [name for name in node.output[len(results) :] if name]

@@ -23,9 +23,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from backends.memory import out_of_memory
+from backends.memory import over_bound
 from backends.reference import ReferenceError, RefusedForm, run_reference, trace_reference
 from generator.ops.narrow import as_numpy
+from generator.spec_constraints import undefined_keys, violations
 from oracles.provenance import tensor_dtypes
 
 
@@ -78,7 +79,7 @@ def onnx_reference(
         with counted_warnings(warned):
             values = ReferenceEvaluator(model).run(None, dict(inputs))
     except Exception as e:  # any evaluator failure means "no reading", but one past the memory bound
-        if out_of_memory(e):
+        if over_bound(e):
             raise  # past the bot's bound (backends.memory): the case is dropped, not judged without a reading
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return None, f"onnx.reference failed: {type(e).__name__}: {first}"[:300]
@@ -260,22 +261,34 @@ class Validity:
     (`invalid_by_reference`); when the original had no empty output, neither may the
     candidate. A reduction once shrank a Resize's input dim to 1 under a scale of 0.75, so
     that TVM's bug (a channel scale ignored) showed on an output of 0 elements, a model no
-    maintainer takes for the one the campaign found."""
+    maintainer takes for the one the campaign found.
+
+    Nor may a candidate hold a form the schema text leaves undefined and the checker lets
+    pass (generator.spec_constraints: a DFT input whose last dim is 3, an AffineGrid theta
+    that is not N x 2 x 3 for a 4-element size) unless the original held it too: a reduced
+    model a backend fails on for saying nothing the spec defines is no bug report. The
+    original's forms are kept by op and constraint, not node name, since reduction renames
+    nodes; `undefined` None (nothing recorded of an original) checks none."""
 
     computed: bool = False
     empty_ok: bool = True
+    undefined: frozenset[str] | None = None
 
     @classmethod
     def of(cls, model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> Validity:
         computed = invalid_by_reference(model, reference) is None
         empty = reference is not None and any(v.size == 0 for v in reference.values())
-        return cls(computed=computed, empty_ok=not computed or empty)
+        return cls(computed=computed, empty_ok=not computed or empty, undefined=undefined_keys(model))
 
     def refuses(self, model: onnx.ModelProto, reference: Mapping[str, np.ndarray] | None) -> str | None:
         """Why a candidate is no candidate, or None."""
         crossing = unfed_boundary(model)
         if crossing is not None:
             return crossing
+        if self.undefined is not None:
+            new = next((v for v in violations(model) if v.constraint.key not in self.undefined), None)
+            if new is not None:
+                return f"it holds a form the schema leaves undefined, which the original did not: {new.line()}"
         if not self.computed:
             return None
         why = invalid_by_reference(model, reference)

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from backends.memory import OVER_BOUND, bounded, out_of_memory, within_bound
+from backends.memory import OVER_BOUND, bounded, within_bound
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class, parse_backend, system_modules
 from bot.bisect.finding import bisect_finding
@@ -40,7 +40,7 @@ from bot.cases.regression_corpus import RegressionCorpus
 from bot.cases.shard import Shard
 from bot.cases.source import CaseSource
 from bot.config import FuzzConfig
-from bot.errors import UserError, interrupts_deferred
+from bot.errors import interrupts_deferred
 from bot.findings.bundle import write_bundle
 from bot.findings.known_bugs import KNOWN_FILE, KnownBug, holds, write_known
 from bot.findings.store import FindingStore, relative_to_root
@@ -457,30 +457,17 @@ class Campaign:
         judged = []
         start = time.monotonic()
         try:
-            with bounded(self.cfg.memory) as self.state.memory_bound:
-                for case in cases:
-                    judged.append(self._run_case_bounded(case, lane))
-                self._stop_fuzzing(start)
-                if reduce:
+            for case in cases:  # a user's own models: judged as they are, unbounded
+                judged.append(self._run_case(case, lane))
+            self._stop_fuzzing(start)
+            if reduce:
+                with bounded(self.cfg.memory) as self.state.memory_bound:  # the reducer's candidates are the bot's
                     self.reduction.after()
         finally:
             if not self.state.wall_s:
                 self._stop_fuzzing(start)
             self.write_results()
         return judged
-
-    def _run_case_bounded(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
-        """A user's case, whose judging past the memory bound is the user's to know of, in a line."""
-        try:
-            return self._run_case(case, lane)
-        except (MemoryError, RuntimeError) as e:
-            if not out_of_memory(e):
-                raise
-            bound = f"{self.state.memory_bound / (1 << 30):.3g} GiB" if self.state.memory_bound else "the machine's"
-            raise UserError(
-                f"seed {case.seed}: judging this case asks for more memory than the bound ({bound});"
-                " raise `memory:` in the config, or set it to null"
-            ) from e
 
     def _run_case(self, case: Prepared, lane: Lane) -> tuple[CrossJudgement, list[RunResult]]:
         """One case on every side of `lane`, judged and counted, with nothing overlapping it."""
