@@ -125,3 +125,6 @@ def test_a_campaign_whose_onnx_crashes_on_an_op_finishes_and_counts_the_crashes(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["onnx_crashes"] >= 1, summary.get("dropped")
     assert summary["tests"] >= 15
+    assert f"| onnx's checker crashed (models read as invalid) | {summary['onnx_crashes']} |" in (
+        (out / "summary.md").read_text()
+    )

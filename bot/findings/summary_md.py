@@ -116,6 +116,8 @@ def _counts(summary: Summary) -> list[str]:
         lines.append(f"| {_cell(key)} | {summary.counts.get(key, 0)} |" + (f" {found} |" if found else " |"))
     for reason in sorted(summary.dropped):
         lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} | |")
+    if summary.onnx_crashes:  # onnx's own bug, never the system's: each such model read as invalid
+        lines.append(f"| onnx's checker crashed (models read as invalid) | {summary.onnx_crashes} | |")
     if not summary.counts and not summary.dropped:
         lines.append("| (no test ran) | 0 | 0 |")
     return [*lines, "", *_judging(summary)]
