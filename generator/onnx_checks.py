@@ -28,9 +28,7 @@ import hashlib
 import os
 import pickle
 import resource
-import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -41,6 +39,8 @@ from typing import IO, Any
 import onnx
 from onnx.checker import ValidationError
 from onnx.shape_inference import InferenceError
+
+from generator.framing import receive, send
 
 CALL_TIMEOUT_S = 60.0
 """A call that has not answered by then is a hang: the helper is killed, the call fails."""
@@ -105,8 +105,8 @@ class _Helper:
         if self.process is None or self.process.poll() is not None:
             self.process = _spawn()
         try:
-            _send(_stdin(self.process), (call, options, data))
-            return _receive(_stdout(self.process), CALL_TIMEOUT_S)  # type: ignore[no-any-return]
+            send(_stdin(self.process), (call, options, data))
+            return receive(_stdout(self.process), CALL_TIMEOUT_S)  # type: ignore[no-any-return]
         except (EOFError, OSError, TimeoutError, pickle.UnpicklingError) as e:
             self._end()
             self.crashes += 1
@@ -156,25 +156,6 @@ def _stdout(process: subprocess.Popen[bytes]) -> IO[bytes]:
     return process.stdout
 
 
-def _send(stream: IO[bytes], obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream: IO[bytes], timeout_s: float | None = None) -> Any:
-    if timeout_s is not None and not select.select([stream], [], [], timeout_s)[0]:
-        raise TimeoutError(f"no answer in {timeout_s:.0f} s")
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError("the helper closed its channel")
-    (size,) = struct.unpack("<Q", head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the helper closed its channel mid-answer")
-    return pickle.loads(data)  # our own helper, over its own pipe
-
-
 def _answer(call: str, options: dict[str, bool], data: bytes, crash_on: str | None = None) -> tuple[str, Any]:
     try:
         model = onnx.ModelProto.FromString(data)
@@ -198,10 +179,10 @@ def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
     crash_on = os.environ.get(CRASH_ON) or None
     while True:
         try:
-            call, options, data = _receive(inbox)
+            call, options, data = receive(inbox)
         except EOFError:
             return
-        _send(outbox, _answer(call, options, data, crash_on))
+        send(outbox, _answer(call, options, data, crash_on))
 
 
 _HELPER = _Helper()

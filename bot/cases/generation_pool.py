@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import struct
 import subprocess
 import sys
 from collections import Counter, deque
@@ -33,6 +32,7 @@ from generator.api import GenConfig
 from generator.avoid import Avoid, Trigger
 from generator.coverage import Coverage
 from generator.focus import Focus
+from generator.framing import receive, send
 from generator.mutate import Genome
 from generator.z3_contexts import ContextSupply
 
@@ -59,23 +59,6 @@ class Request:
     """The campaign's focus as it stands (generator.focus); None: unchanged since the last request."""
     genome: Genome | None = None
     """The genome to grow a mutant from (generator.mutate); None: a fresh case."""
-
-
-def send(stream: IO[bytes], obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def receive(stream: IO[bytes]) -> Any:
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError("the other end closed")
-    (size,) = struct.unpack("<Q", head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the other end closed mid-message")
-    return pickle.loads(data)  # our own child process, over its own pipe
 
 
 def serve(inbox: IO[bytes], outbox: IO[bytes]) -> None:
