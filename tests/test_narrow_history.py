@@ -72,6 +72,7 @@ def test_each_pass_regression_flips_at_its_commit(cli: Cli, narrow: ToyRepo, cac
     assert r.code == 0 and {c["verdict"] for c in json.loads(r.out)["cases"]} == {"pass"}, r.out
 
 
+@pytest.mark.timeout(600)  # a 150-test campaign, counted in tests: 305 s beside a CI run, never flaky
 def test_a_pr_that_adds_ops_is_fuzzed_where_it_acts_and_the_comment_says_so(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
