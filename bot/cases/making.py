@@ -129,7 +129,11 @@ def make_case(
     t0 = time.perf_counter()
     before = _covered(coverage)
     try:
-        return _made(seed, cfg, support, coverage, avoid, contexts, focus, genome, before)
+        case = generate(
+            seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus, genome=genome
+        )
+        t1 = time.perf_counter()
+        reading = read_reference(case.model, case.inputs)
     except NoValidValues:  # its value work ran past its step budget (generator.witness)
         return Made(seed, None, "no_valid_values", time.perf_counter() - t0)
     except NoOpAllowed:  # the builds share no op at this seed's opset: a head that declines them all
@@ -138,32 +142,13 @@ def make_case(
         # A case that asks more than the bot's memory bound is a generation defect, counted
         # (backends.memory): the bot never dies of one.
         return Made(seed, None, OVER_BOUND if out_of_memory(e) else "generation_failed", time.perf_counter() - t0)
-
-
-def _made(
-    seed: int,
-    cfg: GenConfig,
-    support: Support | None,
-    coverage: Coverage,
-    avoid: Avoid | None,
-    contexts: ContextSupply | None,
-    focus: Focus | None,
-    genome: Genome | None,
-    before: int,
-) -> Made:
-    t0 = time.perf_counter()
-    case = generate(
-        seed, cfg, support=support, coverage=coverage, avoid=avoid, contexts=contexts, focus=focus, genome=genome
-    )
-    made = Made(seed, None, generation_s=time.perf_counter() - t0, solver_backstops=case.solver_backstops)
+    made = Made(seed, None, generation_s=t1 - t0, solver_backstops=case.solver_backstops)
     if case.values is not None:
         made.values_s = case.values.time_ms / 1000
         made.value_work = {
             "repaired_insertions": case.values.grown_repairs,
             "refused_insertions": case.values.grown_refusals,
         }
-    t1 = time.perf_counter()
-    reading = read_reference(case.model, case.inputs)
     made.reference_s = time.perf_counter() - t1
     made.reference_warnings = reading.warnings
     made.case = Prepared(
