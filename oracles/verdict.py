@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -123,7 +124,16 @@ MEMORY_FAULT = "memory fault"
 """The crash kind of every death by memory corruption, whichever signal it came with."""
 
 
-def crash_kind(j: Judgement) -> str:
+class Symptomatic(Protocol):
+    """A failure as told: a Judgement, or anything named like one (oracles.bug_identity)."""
+
+    @property
+    def symptom(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+def crash_kind(j: Symptomatic) -> str:
     """What kind of failure a crash is, for identity: the symptom, except that deaths by
     memory corruption (backends.death) are one kind, `memory fault`, whose signal varies
     from run to run and build to build."""

@@ -171,7 +171,7 @@ def _judged(verdict: Verdict, signature: str = "") -> Judgement:
 
 
 def test_a_commit_is_bad_only_when_every_run_shows_the_same_bug() -> None:
-    bug = BugIdentity(Verdict.wrong_result, "values in Mul,Sub")
+    bug = BugIdentity(_judged(Verdict.wrong_result, "values in Mul,Sub"))
     wrong = _judged(Verdict.wrong_result, "values in Mul,Sub")
     assert classify(bug, [wrong] * 3) == (Outcome.bad, "wrong_result x3")
     assert classify(bug, [_judged(Verdict.pass_)] * 2) == (Outcome.good, "pass x2")
@@ -214,7 +214,7 @@ def test_a_commit_whose_failure_the_judging_sets_aside_is_good_for_the_bug() -> 
     """Bisection judges as the campaign does: a failure a false-positive rule explains (or a
     wrong result no second reading confirms) is not the bug, so such a commit is good; the
     same failure unexplained is bad."""
-    identity = BugIdentity(Verdict.crash, "std::bad_alloc in Gemm", "exception")
+    identity = BugIdentity(Judgement(verdict=Verdict.crash, signature="std::bad_alloc in Gemm", symptom="exception"))
     shown = Judgement(verdict=Verdict.crash, signature="std::bad_alloc in Gemm", symptom="exception", message="oom")
     explained = [as_bisected(SideRuns(side="head", runs=[shown], rule="resource-exhaustion")) for _ in range(3)]
     assert classify(identity, explained)[0] is Outcome.good

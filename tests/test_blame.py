@@ -99,6 +99,7 @@ def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_pat
     FusedMatMul's other findings do: one report, not two. Real 1.28.0."""
     from bot.findings.bundle import write_bundle
     from bot.reduce.finding import relocalize
+    from bot.reduce.reduced import Reduced
     from oracles.sides import Localization
 
     model, inputs = _fused_matmul_then_reduce_sum()
@@ -114,8 +115,7 @@ def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_pat
         lambda: WorkerClient(parse_backend("onnxruntime:disable"), str(rc.ort_python(rc.PAD_WRAP)), 30.0), 1
     )
     try:
-        relocalize(reduced, lowest, Judging())
+        local = relocalize(Reduced.load(reduced), lowest, Judging())
     finally:
         lowest.close()
-    local = Finding.model_validate_json((reduced / "finding.json").read_text()).localization
     assert local is not None and local.depends_on_optimization and local.verdict is Verdict.pass_

@@ -20,7 +20,7 @@ from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding
 from bot.findings.summary import Summary
-from bot.reduce.finding import crash_site_fingerprint, kernel_fingerprint
+from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint
 from oracles.judging_budget import GRANT
 from tests import release_cases as rc
 from tests.conftest import CliResult

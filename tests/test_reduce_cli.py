@@ -211,7 +211,7 @@ def test_injected_segfault_reduces_to_one_node(cli: Cli, tmp_path: Path) -> None
 
 
 def test_crash_messages_match_by_normalized_similarity() -> None:
-    from bot.reduce.candidates import similar_messages
+    from oracles.bug_identity import similar_messages
 
     a = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n3_Conv) Op (Conv) kernel 3 mismatch at /tmp/y.cc:12"
     same_bug = "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : Node (n0) Op (Conv) kernel 5 mismatch at /src/y.cc:99"

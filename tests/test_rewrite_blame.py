@@ -18,9 +18,10 @@ from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import load_user_case
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
-from bot.reduce.finding import rewrite_fingerprint
+from bot.reduce.reduced import Reduced
 from bot.reduce.rewrite_blame import name_guilty_rewrite
 from bot.reduce.workers import SideRun
+from oracles.bug_identity import rewrite_fingerprint
 from oracles.judging import Judging
 from oracles.sides import Localization
 from oracles.verdict import Verdict, judge
@@ -67,9 +68,9 @@ def culprits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, F
     cases["layernorm_pow4"] = _variant("LayerNorm~exponent")
     found = {}
     for name, (model, inputs) in cases.items():
-        bundle = _finding(tmp, name, model, inputs)
-        rewrite = name_guilty_rewrite(bundle, SIDE, Judging())
-        found[name] = (rewrite, Finding.model_validate_json((bundle / "finding.json").read_text()))
+        reduced = Reduced.load(_finding(tmp, name, model, inputs))
+        rewrite = name_guilty_rewrite(reduced, SIDE, Judging())
+        found[name] = (rewrite, reduced.finding.model_copy(update={"rewrite": rewrite}))
     return found
 
 
@@ -106,8 +107,7 @@ def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> N
     assert finding.localization is not None
     finding.localization.depends_on_optimization = False
     path.write_text(finding.model_dump_json())
-    assert name_guilty_rewrite(bundle, SIDE, Judging()) == ""
-    assert Finding.model_validate_json(path.read_text()).rewrite == ""
+    assert name_guilty_rewrite(Reduced.load(bundle), SIDE, Judging()) == ""
 
 
 def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path: Path) -> None:

@@ -22,10 +22,11 @@ from bot.errors import UserError
 from bot.findings.bundle import Bundle
 from bot.sides.isolation import BuildRoots, IsolationError, check_isolation
 from bot.sides.workspace import BuildFailed, Commit, Workspace, WorkspaceError
+from oracles.bug_identity import Distance, same_bug
 from oracles.judging import Judging
 from oracles.references import Source
 from oracles.sides import CrossVerdict, SideRuns
-from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
+from oracles.verdict import Judgement, Verdict
 
 
 class BisectError(UserError):
@@ -64,32 +65,26 @@ class BisectResult:
 
 @dataclass(frozen=True)
 class BugIdentity:
-    """The bug being bisected: a run shows it when its verdict and signature are the bundle's.
+    """The bug being bisected: the bundle's judgement, which a commit's run shows when it is
+    the same bug at another commit (oracles.bug_identity: the model stays fixed while the build
+    changes, so a wrong result keeps its kind of mismatch, a death its kind, anything else
+    its signature)."""
 
-    A wrong result's signature names the model's ops, and the model does not change while
-    bisecting (a reduced bundle's is in canonical form), so there the kind of mismatch
-    (`symptom`: values, shape, ...) is what must stay the same. So does a death's kind
-    (`crash`, oracles.verdict.crash_kind) for a crash without a message, whose reduced
-    signature names the ops too, and whose signal memory corruption varies.
-    """
-
-    verdict: Verdict
-    signature: str
-    symptom: str = ""
+    original: Judgement
     declined_is_good: bool = False
-    crash: str = ""
-    """Of a crash without a message: its kind (a signal, or `memory fault`)."""
     """For a `new_in_head` finding: a commit that declines the model (unsupported) is before
     the bug, so the search names the first commit that runs it wrong."""
 
+    @property
+    def verdict(self) -> Verdict:
+        return self.original.verdict
+
+    @property
+    def signature(self) -> str:
+        return self.original.signature
+
     def shown_by(self, judgement: Judgement) -> bool:
-        if judgement.verdict is not self.verdict:
-            return False
-        if self.verdict is Verdict.wrong_result and self.symptom:
-            return judgement.symptom == self.symptom
-        if self.crash:
-            return judgement.symptom != Symptom.exception and crash_kind(judgement) == self.crash
-        return judgement.signature == self.signature
+        return same_bug(self.original, judgement, Distance.commit)
 
 
 def classify(identity: BugIdentity, judgements: Sequence[Judgement]) -> tuple[Outcome, str]:
@@ -182,11 +177,7 @@ class CommitTester:
     @staticmethod
     def identity_of(finding: Judgement, across: str) -> BugIdentity:
         """The bug a finding names, as bisection looks for it."""
-        died = finding.verdict is Verdict.crash and finding.symptom != Symptom.exception
-        crash = crash_kind(finding) if died else ""
-        return BugIdentity(
-            finding.verdict, finding.signature, finding.symptom, across == CrossVerdict.new_in_head, crash
-        )
+        return BugIdentity(finding, across == CrossVerdict.new_in_head)
 
     def runs(self, python: str, roots: BuildRoots | None = None) -> list[Judgement]:
         """k judged runs on the build under `python`; with `roots`, the worker must prove it

@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import onnx
-
 from bot.config import FuzzConfig
 from bot.errors import interrupts_deferred
 from bot.findings.bundle import Finding, load_bundle, move_bundle
@@ -28,19 +26,18 @@ from bot.findings.summary import FindingRef, in_output, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.finding import (
     across_after_reduction,
-    crash_site_fingerprint,
     finding_level,
     generalize,
-    kernel_fingerprint,
     reduce_one,
     reduction_order,
     rename_finding,
-    rewrite_fingerprint,
 )
 from bot.reduce.recheck import disagreement
+from bot.reduce.reduced import Reduced
 from bot.reduce.rewrite_blame import Rewrites, names_rewrites
 from bot.reduce.workers import SidePools, SideRun
 from generator.avoid import Avoid
+from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rewrite_fingerprint
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.sides import CrossVerdict
@@ -189,12 +186,13 @@ class CampaignReduction:
         if finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
             keys.add(crash_site_fingerprint(finding, label))
         pools = self.pools.at_level(finding_level(finding))
-        found = blame(load_bundle(bundle), pools.pool(finding.side), pools.judging)
+        loaded = load_bundle(bundle)
+        found = blame(loaded, pools.pool(finding.side), pools.judging)
         if found is not None:
             keys.add(kernel_fingerprint(finding.model_copy(update={"blamed": found.name}), label))
         side = pools.side_run(finding.side)
         if named and ref.depends_on_optimization and names_rewrites(side):
-            case = Rewrites(bundle, side, pools.judging)
+            case = Rewrites(loaded, side, pools.judging)
             needed = [rw for rw in sorted(named) if case.right_without([rw])]
             keys |= {rewrite_fingerprint(finding.model_copy(update={"rewrite": rw}), label) for rw in needed}
         return keys
@@ -241,7 +239,7 @@ class CampaignReduction:
             assert was is not None
             ref.across = across_after_reduction(reduced, others[0], pools, otherwise=was)
             guard = others[0] if ref.across == CrossVerdict.new_regression else None
-            bundle, reduced = self._relabelled(ref, bundle, reduced, was)
+            bundle = self._relabelled(ref, bundle, reduced, was)
         evidence = generalize(reduced, finding.side, guard, pools) if settings.generalize else None
         first_seen = ref.fingerprint
         named = rename_finding(ref, bundle, reduced, self.kept, self.store, evidence)
@@ -283,29 +281,27 @@ class CampaignReduction:
         name = self.aliases.get(fingerprint)
         return next((r for r in self.kept.findings if r.fingerprint == name and r.across == label), None)
 
-    def _learn(self, reduced: Path) -> None:
-        finding = Finding.model_validate_json((reduced / "finding.json").read_text())
-        bug = known_bug(onnx.load(str(reduced / "model.onnx")), finding)
+    def _learn(self, reduced: Reduced) -> None:
+        bug = known_bug(reduced.bundle.model, reduced.finding)
         if bug is not None:
             self.known[bug.fingerprint] = bug
             self.avoid.add(bug.trigger())
             self.on_known(bug)
 
-    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Path, was: CrossVerdict) -> tuple[Path, Path]:
+    def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Reduced, was: CrossVerdict) -> Path:
         """The bundle folder renamed for the label its reduction earned (its name starts
-        with the label, which people read), and ref and finding.json following it."""
+        with the label, which people read), with ref and the reduced record following it."""
         prefix = f"{was.value}-"
         if ref.across == was or not bundle.name.startswith(prefix):
-            return bundle, reduced
+            return bundle
         with interrupts_deferred():
             moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
             ref.path = relative_to_root(moved, self.out)
         _update(moved, {"across": ref.across})
-        moved_reduced = moved / reduced.name
+        reduced.moved_to(moved / reduced.path.name)
         if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate
-            kept = Finding.model_validate_json((moved_reduced / "finding.json").read_text()).kept
-            _update(moved_reduced, {"kept": {**kept, self.sides[0]: "pass on the reduced model"}})
-        return moved, moved_reduced
+            reduced.learn(kept={**reduced.finding.kept, self.sides[0]: "pass on the reduced model"})
+        return moved
 
     def close(self) -> None:
         self.pools.close()

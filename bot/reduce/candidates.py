@@ -17,15 +17,14 @@ Two ways in:
   the failure is gone. A check that exceeds its time limit counts as exit 0 (gone):
   a hang is not the failure being reduced unless the command itself says so.
 
-Whether a candidate still shows the bug is a `ShowsBug` object (what a bug is, for a
-bisection, is bot.bisect.search.BugIdentity: there the model stays fixed and the build
-changes), so a two-sided check (base still passes, head still fails) sits beside `SameBug`
-without touching the reducer.
+Whether a candidate still shows the bug is a `ShowsBug` object, so a two-sided check
+(base still passes, head still fails) sits beside `SameBug` without touching the reducer.
+What counts as the same bug, on this build, on the other build and at another commit of a
+bisection, is one definition: oracles.bug_identity.
 """
 
 from __future__ import annotations
 
-import difflib
 import queue
 import re
 import shlex
@@ -48,20 +47,14 @@ from backends.reference import ReferenceError, RefusedForm, run_reference
 from backends.spec import BackendSpec, BackendSpecError, parse_backend
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle, load_model, write_bundle
 from bot.findings.repro import render_repro
+from oracles.bug_identity import Distance, same_bug
 from oracles.judging import Judging
 from oracles.references import Validity, read_reference
-from oracles.signature import normalize
 from oracles.tolerances import ToleranceConfig
-from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
+from oracles.verdict import Judgement, Verdict
 from reducers.candidate import Candidate, onnx_reference_values, with_all_outputs
 from reducers.driver import NotInteresting, Progress, ReductionResult, reduce_case
 from reducers.tester import ReduceConfig
-
-MESSAGE_SIMILARITY = 0.85
-"""Crash messages match when their normalized forms are equal, or at least this similar
-(difflib ratio). Normalization erases names, numbers and paths; the ratio lets a
-message that mentions one more or one fewer dimension or op name still count as the
-same crash, while a different error class or different wording does not."""
 
 REDUCED_DIR = "reduced"
 
@@ -105,11 +98,6 @@ def reference_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> d
     except ReferenceError:
         return onnx_reference_values(model, inputs)
     return {**{i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}, **inputs, **values}
-
-
-def similar_messages(a: str, b: str) -> bool:
-    na, nb = normalize(a), normalize(b)
-    return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= MESSAGE_SIMILARITY
 
 
 class CandidateJudge:
@@ -171,11 +159,7 @@ class StillFails:
         """The same kind of failure (verdict, stage, symptom): the other build's message is
         its own release's wording, which a reworded release must not turn into "passes"."""
         j = self.judge.judge(case)
-        if j is None or j.verdict is not self.original.verdict:
-            return False
-        if j.verdict is Verdict.wrong_result:
-            return True
-        return (j.stage, j.symptom) == (self.original.stage, self.original.symptom)
+        return j is not None and same_bug(self.original, j, Distance.build)
 
 
 class SameBug:
@@ -196,18 +180,8 @@ class SameBug:
         return j is not None and self.matches(j)
 
     def matches(self, j: Judgement) -> bool:
-        """Whether a judgement is the original's failure: its verdict, and its kind of
-        mismatch or its stage, symptom and message."""
-        if j.verdict is not self.original.verdict:
-            return False
-        if j.verdict is Verdict.wrong_result:
-            # a new kind of mismatch (say, shape where values differed) is another bug
-            return set(j.symptom.split("+")) <= set(self.original.symptom.split("+"))
-        if self.original.stage and j.stage != self.original.stage:
-            return False
-        if crash_kind(j) != crash_kind(self.original):
-            return False
-        return j.symptom != Symptom.exception or similar_messages(j.message, self.original.message)
+        """Whether a judgement is the original's failure, on the same build (oracles.bug_identity)."""
+        return same_bug(self.original, j, Distance.run)
 
 
 def _spec(bundle: Bundle, backend: str | None) -> BackendSpec:

@@ -25,7 +25,7 @@ from backends.memory import out_of_memory
 from backends.results import Status
 from backends.spec import BackendSpecError, parse_backend, spec_level
 from bot.config import ReduceSettings
-from bot.findings.bundle import BundleError, DtypeEvidence, Finding, load_bundle
+from bot.findings.bundle import BundleError, DtypeEvidence, Finding
 from bot.findings.kept import KeptFindings
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, seen_union
@@ -41,14 +41,14 @@ from bot.reduce.candidates import (
     reduce_bundle,
 )
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
+from bot.reduce.reduced import Reduced
 from bot.reduce.rewrite_blame import name_guilty_rewrite
 from bot.reduce.workers import SidePools, SideRun
+from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rewrite_fingerprint
 from oracles.judging import Judging
 from oracles.references import Validity
-from oracles.sides import CrossVerdict, label_rank
-from oracles.signature import crash_site, fingerprint
-from oracles.verdict import Symptom, Verdict, crash_kind
-from reducers.candidate import Candidate
+from oracles.sides import CrossVerdict, Localization, label_rank
+from oracles.verdict import Symptom, Verdict
 
 
 def finding_level(finding: Finding) -> str | None:
@@ -85,12 +85,13 @@ def reduction_order(refs: Iterable[FindingRef]) -> list[FindingRef]:
 
 def reduce_one(
     bundle: Path, finding: Finding, guard: str | None, pools: SidePools, cfg: ReduceSettings, shared: str | None = None
-) -> Path | None:
-    """The reduced bundle of `finding`, kept at `bundle`, or None when it did not reproduce
-    (a flaky bug slips through k runs now and then; it stays unreduced rather than
-    misnamed). `guard`, for a regression, is the side that must keep getting each candidate
-    right; `shared`, for a persistent bug, the side that must keep failing it the same way;
-    a bug that needs the optimizer keeps the culprit's lowest level right."""
+) -> Reduced | None:
+    """The reduced bundle of `finding`, kept at `bundle` and named in memory (its record is
+    written once, when the campaign has named it: bot.reduce.reduced), or None when it did
+    not reproduce (a flaky bug slips through k runs now and then; it stays unreduced rather
+    than misnamed). `guard`, for a regression, is the side that must keep getting each
+    candidate right; `shared`, for a persistent bug, the side that must keep failing it the
+    same way; a bug that needs the optimizer keeps the culprit's lowest level right."""
     culprit = finding.side
     also: list[ShowsBug] = [StillPasses(pools.pool(guard), guard, pools.judging)] if guard else []
     if shared:
@@ -99,7 +100,7 @@ def reduce_one(
     if local is not None and local.depends_on_optimization:
         also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
     try:
-        reduced = reduce_bundle(
+        path = reduce_bundle(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
@@ -116,113 +117,115 @@ def reduce_one(
             raise
         print(f"warning: {bundle}: not reduced: it asks for more memory than the bot's bound", file=sys.stderr)
         return None
+    reduced = Reduced.load(path)
     if not fails_fresh(reduced, pools.side_run(culprit), pools.judging):
         print(
             f"warning: {bundle}: not reduced: the reduced trigger fails only in a worker that ran others",
             file=sys.stderr,
         )
-        shutil.rmtree(reduced, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
         return None
-    if local is not None and not local.depends_on_optimization:
-        relocalize(reduced, pools.pool(culprit, local.level), pools.judging)
-    name_optimizer_death(reduced, pools.side_run(culprit))
-    name_first_wrong(reduced, pools.pool(culprit), pools.judging)
-    name_guilty_rewrite(reduced, pools.side_run(culprit), pools.judging)
+    name_reduced(reduced, pools, culprit)
     return reduced
 
 
-def fails_fresh(reduced: Path, side: SideRun, judging: Judging) -> bool:
+def name_reduced(reduced: Reduced, pools: SidePools, culprit: str) -> None:
+    """The names the culprit's build gives the reduced trigger, each pass seeing what the
+    ones before it learned: relocalization decides whether a rewrite is asked for, and a
+    death the optimizer's pass names is not blamed on a tensor."""
+    local = reduced.finding.localization
+    if local is not None and not local.depends_on_optimization:
+        moved = relocalize(reduced, pools.pool(culprit, local.level), pools.judging)
+        if moved is not None:
+            reduced.learn(localization=moved)
+    site = name_optimizer_death(reduced, pools.side_run(culprit))
+    if site:
+        reduced.learn(kernel=site)
+    blamed = name_first_wrong(reduced, pools.pool(culprit), pools.judging)
+    if blamed:
+        reduced.learn(blamed=blamed)
+    rewrite = name_guilty_rewrite(reduced, pools.side_run(culprit), pools.judging)
+    if rewrite:
+        reduced.learn(rewrite=rewrite)
+
+
+def fails_fresh(reduced: Reduced, side: SideRun, judging: Judging) -> bool:
     """Whether the reduced trigger fails its original's way in a worker that ran nothing
     before it, in one of START_TRIES fresh processes, as the campaign asked of the original.
     A reduction's candidates all run in one long-lived worker: onnxruntime 1.30.0's "wrap"
     Pad reads past its input, and one reduced to a Pad beside a TopK failed there, while its
     repro passed 6 runs of 6 on 1.30.0 (a maintainer would close it as not reproducible)."""
-    bundle = load_bundle(reduced)
-    assert bundle.finding is not None
     spec = parse_backend(side.spec)
-    case = Candidate(bundle.model, bundle.inputs)
+    case = reduced.case()
     for _ in range(START_TRIES):
         pool = side.pool(spec)
         try:
-            if SameBug(bundle.finding, pool, judging).holds(case):
+            if SameBug(reduced.finding, pool, judging).holds(case):
                 return True
         finally:
             pool.close()
     return False
 
 
-def relocalize(reduced: Path, lowest: ClientPool, judging: Judging) -> None:
-    """Ask the build's lowest level about the reduced trigger, for a finding whose original
-    failed there too: what else the original held may be what failed there. A float64
-    MatMul -> Div became a FusedMatMul wrong at `all` and right at `disable`, while its
-    original was wrong at both; named "not needing the optimizer", it was a second report
-    beside the same FusedMatMul's that did."""
-    bundle = load_bundle(reduced)
-    finding = bundle.finding
-    if finding is None or finding.localization is None:
-        return
+def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging) -> Localization | None:
+    """What the build's lowest level says of the reduced trigger, for a finding whose
+    original failed there too (None: as the original): what else the original held may be
+    what failed there. A float64 MatMul -> Div became a FusedMatMul wrong at `all` and right
+    at `disable`, while its original was wrong at both; named "not needing the optimizer",
+    it was a second report beside the same FusedMatMul's that did."""
+    finding = reduced.finding
+    if finding.localization is None:
+        return None
     same = SameBug(finding, lowest, judging)
-    case = Candidate(bundle.model, bundle.inputs)
+    case = reduced.case()
     # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
     asks = (same.judge(case) for _ in range(START_TRIES))
     if not all(j is not None and j.verdict is Verdict.pass_ for j in asks):
-        return
+        return None
     update = {"verdict": Verdict.pass_, "same_signature": False, "depends_on_optimization": True}
-    moved = finding.localization.model_copy(update=update)
-    (reduced / "finding.json").write_text(
-        finding.model_copy(update={"localization": moved}).model_dump_json(indent=2) + "\n"
-    )
+    return finding.localization.model_copy(update=update)
 
 
-def name_first_wrong(reduced: Path, pool: ClientPool, judging: Judging) -> None:
-    """Record in the reduced finding the first tensor its build computed wrong, upstream
-    of the wrong output or the crashing node (bot.reduce.blame)."""
-    bundle = load_bundle(reduced)
-    assert bundle.finding is not None
-    if bundle.finding.verdict not in (Verdict.wrong_result, Verdict.crash):
-        return
-    found = blame(bundle, pool, judging)
-    if found is not None:
-        path = reduced / "finding.json"
-        path.write_text(bundle.finding.model_copy(update={"blamed": found.name}).model_dump_json(indent=2) + "\n")
+def name_first_wrong(reduced: Reduced, pool: ClientPool, judging: Judging) -> str:
+    """The first tensor the build computed wrong, upstream of the wrong output or the
+    crashing node (bot.reduce.blame); "" when none is found or the finding is neither."""
+    if reduced.finding.verdict not in (Verdict.wrong_result, Verdict.crash):
+        return ""
+    found = blame(reduced.bundle, pool, judging)
+    return found.name if found is not None else ""
 
 
-def name_optimizer_death(reduced: Path, side: SideRun) -> None:
-    """Record in the reduced finding where in the optimizer its worker died, for a signal
-    at compile: the reduced model runs once more in a worker that logs each transformer
+def name_optimizer_death(reduced: Reduced, side: SideRun) -> str:
+    """Where in the optimizer the worker died, for a signal at compile ("" otherwise): the
+    reduced model runs once more in a worker that logs each transformer
     (backends.death.optimizer_site). Triggers differ (a Cast before a Shape, a branch beside
     it) where the pass they crash does not; the pass names the bug. A build or backend
     that does not log its passes leaves the structural name."""
-    path = reduced / "finding.json"
-    finding = Finding.model_validate_json(path.read_text())
+    finding = reduced.finding
     if finding.verdict is not Verdict.crash or finding.symptom == Symptom.exception or finding.stage != "compile":
-        return
+        return ""
     try:
         spec = parse_backend(f"{side.spec},trace=1")
     except BackendSpecError:
-        return
-    bundle = load_bundle(reduced)
+        return ""
     client = WorkerClient(spec, side.python, side.timeout_s)
     try:
-        result = client.run(bundle.model.SerializeToString(), bundle.inputs)
+        result = client.run(reduced.bundle.model.SerializeToString(), reduced.bundle.inputs)
     finally:
         client.close()
-    site = optimizer_site(result.stderr_tail) if result.status is Status.crash else ""
-    if site:
-        path.write_text(finding.model_copy(update={"kernel": site}).model_dump_json(indent=2) + "\n")
+    return optimizer_site(result.stderr_tail) if result.status is Status.crash else ""
 
 
-def generalize(reduced: Path, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
+def generalize(reduced: Reduced, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
     """The dtypes the reduced trigger fails and passes at, judged on the same builds."""
-    bundle = load_bundle(reduced)
-    assert bundle.finding is not None
-    same = SameBug(bundle.finding, pools.pool(culprit), pools.judging, Validity.of(bundle.model, bundle.reference))
+    bundle = reduced.bundle
+    same = SameBug(reduced.finding, pools.pool(culprit), pools.judging, Validity.of(bundle.model, bundle.reference))
     outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard), pools.judging) if guard else None)
-    return dtype_evidence(Candidate(bundle.model, bundle.inputs), outcome)
+    return dtype_evidence(reduced.case(), outcome)
 
 
 def across_after_reduction(
-    reduced: Path, base: str, pools: SidePools, otherwise: CrossVerdict = CrossVerdict.new_in_head
+    reduced: Reduced, base: str, pools: SidePools, otherwise: CrossVerdict = CrossVerdict.new_in_head
 ) -> CrossVerdict:
     """What a finding with a provisional label is, once reduced on head's failure: base is
     asked about the trigger. Right is a regression (hidden behind an op base lacked, or
@@ -231,10 +234,8 @@ def across_after_reduction(
     `otherwise`, the provisional label, unless that is `new_in_head`: base ran the trigger
     and failed, so both builds fail it (`persistent`, by the verdict table), whatever base's
     own bug is."""
-    bundle = load_bundle(reduced)
-    assert bundle.finding is not None
-    same = SameBug(bundle.finding, pools.pool(base), pools.judging)
-    j = same.judge(Candidate(bundle.model, bundle.inputs))
+    same = SameBug(reduced.finding, pools.pool(base), pools.judging)
+    j = same.judge(reduced.case())
     if j is None or j.undefined or j.verdict is Verdict.unsupported:
         return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
@@ -244,40 +245,8 @@ def across_after_reduction(
     return otherwise
 
 
-def kernel_fingerprint(finding: Finding, label: str) -> str:
-    """A reduced wrong result's identity: the kernel that computed the wrong output, the kind
-    of mismatch, the label, and whether the optimizer is needed. One integer-GEMM defect
-    reached through MatMulInteger at three input forms was three reports under trigger-based
-    names; a kernel names the bug as syzbot names a crash by the function that crashed.
-    Evidence of two bugs splits them: another label (fixed here, persistent there), or one
-    trigger that needs the optimizer (a fusion's LayerNormalization, wrong on every element)
-    beside one that does not (the kernel's own variance, wrong on two)."""
-    local = finding.localization
-    needs = "" if local is None else f" optimizer:{local.depends_on_optimization}"
-    name = f"{finding.blamed or f'{finding.symptom} at {finding.kernel}'} {label}{needs}"
-    return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
-
-
-def rewrite_fingerprint(finding: Finding, label: str) -> str:
-    """A reduced failure's identity when one rewrite alone is to blame (bot.reduce.rewrite_blame):
-    that rewrite and the label, whatever the kernel and the symptom. A rewrite that builds a
-    node its kernel cannot hold shows it as the kernel does: a type error at load, a failed
-    check at run time, wrong values. Another label splits them, as for a kernel."""
-    return fingerprint(finding.backend.name, "rewrite", f"{finding.rewrite} {label}")
-
-
-def crash_site_fingerprint(finding: Finding, label: str) -> str:
-    """A reduced crash's identity: the check that failed (oracles.signature.crash_site), or
-    for a death in the optimizer the pass it died in (`finding.kernel`, with the kind of
-    death: backends.death), its stage and the label. Another label splits them, as for a
-    wrong result's kernel."""
-    site = f"{crash_kind(finding)} {finding.kernel}" if finding.kernel else crash_site(finding.signature)
-    name = f"{finding.stage} crash at {site} {label}"
-    return fingerprint(finding.backend.name, Verdict.crash.value, name)
-
-
 def rename_finding(
-    ref: FindingRef, bundle: Path, reduced: Path, kept: KeptFindings, store: FindingStore, ev: DtypeEvidence | None
+    ref: FindingRef, bundle: Path, reduced: Reduced, kept: KeptFindings, store: FindingStore, ev: DtypeEvidence | None
 ) -> bool:
     """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
     an earlier finding, whose occurrences then absorb this one's. Its evidence may give it
@@ -286,8 +255,7 @@ def rename_finding(
     kernels, eight checks, one rewrite; its normalization kernels refuse one element with one
     check, whether a LayerNormalization runs it or the SimplifiedLayerNormalization a fusion
     made (that trigger needs the fusion): one report each."""
-    finding = Finding.model_validate_json((reduced / "finding.json").read_text())
-    model = onnx.load(str(reduced / "model.onnx"))
+    finding, model = reduced.finding, reduced.bundle.model
     signature, fp = generalized_name(model, finding, finding.backend.name, ev)
     if finding.blamed or (finding.verdict is Verdict.wrong_result and finding.kernel):
         fp = kernel_fingerprint(finding, ref.across or "")
@@ -304,11 +272,10 @@ def rename_finding(
     ref.triggers = seen_union(ref.triggers, [signature])
     if finding.localization is not None:  # the reduced trigger's own (relocalize)
         ref.depends_on_optimization = finding.localization.depends_on_optimization
-    ref.reduced_path = relative_to_root(reduced, store.root)
+    ref.reduced_path = relative_to_root(reduced.path, store.root)
     ref.reduced_nodes = len(model.graph.node)
-    update = {"signature": signature, "fingerprint": fp, "dtypes": ev, "across": ref.across or ""}
-    finding = finding.model_copy(update=update)
-    (reduced / "finding.json").write_text(finding.model_dump_json(indent=2) + "\n")
+    reduced.learn(signature=signature, fingerprint=fp, dtypes=ev, across=ref.across or "")
+    reduced.save()  # on disk before the store hears of the name
     old = ref.fingerprint
     if fp != old:
         store.rename(old, fp, signature)

@@ -20,13 +20,12 @@ name.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from backends.client import WorkerClient
 from backends.results import RunResult
 from backends.rewrite_log import one_rewrite, rewrites_that_changed
 from backends.spec import BackendSpecError, adapter_class, parse_backend
-from bot.findings.bundle import Finding, load_bundle
+from bot.findings.bundle import Bundle, Finding
+from bot.reduce.reduced import Reduced
 from bot.reduce.workers import SideRun
 from oracles.judging import Judging
 from oracles.verdict import Verdict
@@ -48,10 +47,10 @@ class Rewrites:
     """One case run on one side's build with some of its rewrites turned off, each run in a
     fresh worker (the options are the worker's), and judged by the campaign's pipeline."""
 
-    def __init__(self, bundle: Path, side: SideRun, judging: Judging) -> None:
+    def __init__(self, bundle: Bundle, side: SideRun, judging: Judging) -> None:
         self.side, self.judging = side, judging
         self.spec = parse_backend(side.spec)
-        self.case = load_bundle(bundle)
+        self.case = bundle
         self.ev = judging.compute(self.case.model, self.case.inputs)
 
     def run(self, options: dict[str, str]) -> tuple[RunResult, str]:
@@ -75,23 +74,17 @@ class Rewrites:
         return self.judging.judge(self.ev, result).verdict is Verdict.pass_
 
 
-def name_guilty_rewrite(reduced: Path, side: SideRun, judging: Judging) -> str:
-    """Record in the reduced finding the rewrite its failure needs, and return it ("" when
-    none alone is to blame, or the build cannot tell)."""
-    path = reduced / "finding.json"
-    finding = Finding.model_validate_json(path.read_text())
-    if not needs_rewrite(finding) or not names_rewrites(side):
+def name_guilty_rewrite(reduced: Reduced, side: SideRun, judging: Judging) -> str:
+    """The rewrite the reduced failure needs ("" when none alone is to blame, or the build
+    cannot tell)."""
+    if not needs_rewrite(reduced.finding) or not names_rewrites(side):
         return ""
-    case = Rewrites(reduced, side, judging)
+    case = Rewrites(reduced.bundle, side, judging)
     changed = case.changed()
     if not changed or not case.right_without(changed):
         return ""
     alone = [n for n in changed if case.right_without([n])]
-    if not alone:
-        return ""
-    culprit = alone[-1]
-    path.write_text(finding.model_copy(update={"rewrite": culprit}).model_dump_json(indent=2) + "\n")
-    return culprit
+    return alone[-1] if alone else ""
 
 
 def names_rewrites(side: SideRun) -> bool:

@@ -1,0 +1,148 @@
+"""A bug's identity: whether a failure is the same bug as another, and the name a reduced
+bug is reported under.
+
+**The same bug**, one definition at the three distances the bot asks it from. The question
+comes up wherever a failure is asked again: a reduction's candidates on the
+build that failed the original, the other build of a persistent bug while it is reduced,
+and each commit of a bisection. Each used to answer it in its own class, and the three
+answers drifted apart without anyone deciding they should. They do differ, and each
+difference has a reason, kept here beside the others:
+
+- **The same build** (`Distance.run`): the verdict, a wrong result's kinds of mismatch (no
+  new kind: shape where values differed is another bug), a crash's stage, its kind of death
+  (a memory fault is one kind whatever its signal), and an exception's message, normalized
+  and nearly equal (one dimension or op name more or fewer is the same check).
+- **Another build** (`Distance.build`): the verdict, and for a failure other than a wrong
+  result its stage and symptom. Never the message: another release words its checks its
+  own way, and a reworded message must not read as "base passes".
+- **Another commit** (`Distance.commit`): the model stays fixed while the build changes. A
+  wrong result keeps its kind of mismatch; a death keeps its kind; anything else keeps its
+  signature (the normalized message and the ops), which a reduced bundle holds in canonical
+  form.
+
+**A reduced bug's name** (its fingerprint) is what the failure's evidence says caused it,
+most specific first: the one rewrite whose absence alone makes the build right
+(bot.reduce.rewrite_blame), the kernel that computed the first wrong tensor
+(bot.reduce.blame), the check that failed or the pass a worker died in; the label always
+splits. The trigger's structure names only what has none of these (bot.reduce.generalize).
+"""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+from typing import Protocol
+
+from backends.results import BackendInfo
+from oracles.sides import Localization
+from oracles.signature import crash_site, fingerprint, normalize
+from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
+
+MESSAGE_SIMILARITY = 0.85
+"""Crash messages match when their normalized forms are equal, or at least this similar
+(difflib ratio). Normalization erases names, numbers and paths; the ratio lets a
+message that mentions one more or one fewer dimension or op name still count as the
+same crash, while a different error class or different wording does not."""
+
+
+class Distance(Enum):
+    """How far the build that answered is from the one that showed the original."""
+
+    run = "run"
+    """The same build: a run again, or a candidate of the reduction."""
+    build = "build"
+    """Another build of the compiler: the other side of a persistent bug."""
+    commit = "commit"
+    """A commit of a bisection, judged on the bug's own fixed model."""
+
+
+def similar_messages(a: str, b: str) -> bool:
+    na, nb = normalize(a), normalize(b)
+    return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= MESSAGE_SIMILARITY
+
+
+def is_death(j: Judgement) -> bool:
+    """A crash without a message: a signal, a timeout, a memory fault."""
+    return j.verdict is Verdict.crash and j.symptom != Symptom.exception
+
+
+def same_bug(original: Judgement, j: Judgement, distance: Distance) -> bool:
+    """Whether `j`, from a build at `distance` from the original's, shows the original's bug."""
+    if j.verdict is not original.verdict:
+        return False
+    if distance is Distance.build:
+        return j.verdict is Verdict.wrong_result or (j.stage, j.symptom) == (original.stage, original.symptom)
+    if distance is Distance.commit:
+        return _same_at_another_commit(original, j)
+    if j.verdict is Verdict.wrong_result:
+        return set(j.symptom.split("+")) <= set(original.symptom.split("+"))
+    if original.stage and j.stage != original.stage:
+        return False
+    if crash_kind(j) != crash_kind(original):
+        return False
+    return j.symptom != Symptom.exception or similar_messages(j.message, original.message)
+
+
+def _same_at_another_commit(original: Judgement, j: Judgement) -> bool:
+    if original.verdict is Verdict.wrong_result and original.symptom:
+        return j.symptom == original.symptom
+    if is_death(original) and crash_kind(original):
+        return j.symptom != Symptom.exception and crash_kind(j) == crash_kind(original)
+    return j.signature == original.signature
+
+
+class Named(Protocol):
+    """What a reduced finding's name is made of (bot.findings.bundle.Finding has it all)."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def stage(self) -> str | None: ...
+    @property
+    def symptom(self) -> str: ...
+    @property
+    def signature(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def backend(self) -> BackendInfo: ...
+    @property
+    def blamed(self) -> str: ...
+    @property
+    def rewrite(self) -> str: ...
+    @property
+    def localization(self) -> Localization | None: ...
+
+
+def kernel_fingerprint(finding: Named, label: str) -> str:
+    """A reduced wrong result's identity: the kernel that computed the wrong output, the kind
+    of mismatch, the label, and whether the optimizer is needed. One integer-GEMM defect
+    reached through MatMulInteger at three input forms was three reports under trigger-based
+    names; a kernel names the bug as syzbot names a crash by the function that crashed.
+    Evidence of two bugs splits them: another label (fixed here, persistent there), or one
+    trigger that needs the optimizer (a fusion's LayerNormalization, wrong on every element)
+    beside one that does not (the kernel's own variance, wrong on two)."""
+    local = finding.localization
+    needs = "" if local is None else f" optimizer:{local.depends_on_optimization}"
+    name = f"{finding.blamed or f'{finding.symptom} at {finding.kernel}'} {label}{needs}"
+    return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
+
+
+def rewrite_fingerprint(finding: Named, label: str) -> str:
+    """A reduced failure's identity when one rewrite alone is to blame (bot.reduce.rewrite_blame):
+    that rewrite and the label, whatever the kernel and the symptom. A rewrite that builds a
+    node its kernel cannot hold shows it as the kernel does: a type error at load, a failed
+    check at run time, wrong values. Another label splits them, as for a kernel."""
+    return fingerprint(finding.backend.name, "rewrite", f"{finding.rewrite} {label}")
+
+
+def crash_site_fingerprint(finding: Named, label: str) -> str:
+    """A reduced crash's identity: the check that failed (oracles.signature.crash_site), or
+    for a death in the optimizer the pass it died in (`finding.kernel`, with the kind of
+    death: backends.death), its stage and the label. Another label splits them, as for a
+    wrong result's kernel."""
+    site = f"{crash_kind(finding)} {finding.kernel}" if finding.kernel else crash_site(finding.signature)
+    name = f"{finding.stage} crash at {site} {label}"
+    return fingerprint(finding.backend.name, Verdict.crash.value, name)
