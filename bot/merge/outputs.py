@@ -339,12 +339,10 @@ def _copy_set_aside(outputs: list[ShardOutput], tmp: Path) -> list[PerfFinding]:
 
 
 def _write_merged_summary(summary: Summary, covers: set[str], tmp: Path) -> None:
-    """summary.json in the Summary schema plus the shard fields, written as JSON so they
-    are kept even while the Summary model does not declare them yet."""
+    """summary.json through the campaign's own writer: a merge is no shard, and says which
+    shards it covers."""
+    summary.shard, summary.merged_from = None, sorted(covers)
     write_summary(summary, tmp)
-    data = json.loads((tmp / "summary.json").read_text())
-    data.update(shard=None, merged_from=sorted(covers))
-    (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _build(tmp: Path, taken: list[ShardOutput], out: Path, report: MergeReport) -> Summary:
