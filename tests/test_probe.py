@@ -6,6 +6,7 @@ import json
 import threading
 from pathlib import Path
 
+import onnx
 import pytest
 
 from backends.client import WorkerClient
@@ -20,8 +21,8 @@ from bot.sides.probe import (
     probe_models,
     probe_opsets,
     probe_support,
-    save_cached,
 )
+from bot.sides.probe_models import ProbeModels, save_cached
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
@@ -131,9 +132,10 @@ def test_every_probe_model_asks_about_its_own_type() -> None:
             if dtype not in spec.dtypes:
                 continue
             for case in probe_models(op, dtype, 17):
-                node = next(n for n in case.model.graph.node if n.op_type == op)
-                types = {v.name: v.type.tensor_type.elem_type for v in case.model.graph.input}
-                types |= {t.name: t.data_type for t in case.model.graph.initializer}
+                graph = onnx.load_from_string(case.model).graph
+                node = next(n for n in graph.node if n.op_type == op)
+                types = {v.name: v.type.tensor_type.elem_type for v in graph.input}
+                types |= {t.name: t.data_type for t in graph.initializer}
                 assert types.get(node.input[0]) == dtype.onnx, (op, dtype, case.seed)
                 asked += 1
     assert asked >= 20
@@ -201,7 +203,7 @@ def test_a_pair_no_seed_writes_alone_is_kept_and_never_asked(tmp_path: Path) -> 
 
     matrix = SupportMatrix(backend="onnxruntime", version="x", opset=16)
     idle = WorkerClient(parse_backend("onnxruntime:all"))
-    assert _probe_pair(idle, matrix, "Mod", DType.bfloat16) is None
+    assert _probe_pair(idle, matrix, "Mod", DType.bfloat16, ProbeModels(None)) is None
     assert matrix.unsupported["Mod"] == {"bfloat16": UNPLACEABLE} and idle.info is None
     assert matrix.declined() == 0, "summary.json counts the build's refusals, not the generator's"
 

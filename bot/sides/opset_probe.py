@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 
 from backends.client import WorkerClient
 from backends.results import BackendInfo, Status
-from bot.sides.probe import build_stem, save_cached
+from bot.sides.probe import build_stem
+from bot.sides.probe_models import save_cached
 from generator.emit import IR_VERSION, NEWEST_OPSET
 
 FLOOR = min(IR_VERSION)

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -31,13 +29,11 @@ from pydantic import BaseModel, Field
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class
-from generator.api import GenConfig, GeneratedCase, Support, generate, op_specs
+from bot.sides.probe_models import ProbeModel, ProbeModels, save_cached
+from generator.api import Support, op_specs
 from generator.dtypes import DType
 from generator.ops import registry
-from generator.values import NoValidValues
 
-PROBE_SEEDS = 24
-"""Seeds tried per combination for models that contain the op."""
 PROBE_MODELS = 3
 
 UNSUPPORTED_FALLBACK = re.compile(
@@ -144,32 +140,25 @@ def is_unsupported(result: RunResult, written: frozenset[str] = frozenset()) -> 
     return bool(UNSUPPORTED_FALLBACK.search(result.message))
 
 
-def _probe_one(client: WorkerClient, op: str, dtype: DType, opset: int) -> list[tuple[RunResult, frozenset[str]]]:
+def _probe_one(
+    client: WorkerClient, op: str, dtype: DType, opset: int, asked: ProbeModels
+) -> list[tuple[RunResult, frozenset[str]]]:
     """Run up to PROBE_MODELS single-op models of this combination, until one runs; one
     model is not enough, as arity, rank and attributes change which kernel is needed (a
     one-input Mean is optimized away, a two-input one needs a kernel; TVM declines a 3-D
     Resize and runs a 4-D one). Each result comes with the op types its model writes."""
     results: list[tuple[RunResult, frozenset[str]]] = []
-    for case in probe_models(op, dtype, opset):
-        client.submit(case.model.SerializeToString(), case.inputs)
-        results.append((client.collect(), frozenset(n.op_type for n in case.model.graph.node)))
+    for case in asked.asking(op, dtype, opset):
+        client.submit(case.model, case.inputs)
+        results.append((client.collect(), case.ops))
         if len(results) == PROBE_MODELS or results[-1][0].status is Status.ok:
             break
     return results
 
 
-def probe_models(op: str, dtype: DType, opset: int) -> Iterator[GeneratedCase]:
+def probe_models(op: str, dtype: DType, opset: int) -> Iterator[ProbeModel]:
     """The single-op models that ask a build about (op, dtype), in the order asked."""
-    # wide_types 0: a seed of the wide share would start from int16 or an unsigned type, and
-    # the probe of (Add, float32) would ask the build about another type
-    cfg = GenConfig(nodes=1, ops=[op], dtypes=[dtype], opset=opset, feedback=False, wide_types=0.0)
-    for seed in range(PROBE_SEEDS):
-        try:
-            case = generate(seed, cfg)
-        except (RuntimeError, ValueError, NoValidValues):
-            continue
-        if any(n.op_type == op for n in case.model.graph.node):
-            yield case
+    return ProbeModels(None).asking(op, dtype, opset)
 
 
 def declared_lossy(spec: BackendSpec) -> dict[str, str]:
@@ -212,6 +201,7 @@ def probe_opsets(
     unexpectedly is kept in generation, never cached."""
     matrices = {o: _cached(cache_path(cache_dir, info, o, build_id), info, o) for o in opsets}
     todo = {o: _todo(matrices[o], ops, lossy or {}) for o in opsets}
+    asked = ProbeModels(cache_dir)
     total, done = sum(len(t) for t in todo.values()), 0
     unexpected: dict[int, list[tuple[str, DType]]] = {o: [] for o in opsets}
     for o in opsets:
@@ -220,12 +210,13 @@ def probe_opsets(
                 on_progress(done, total)
             done += 1
             if not _lend(matrices, o, op, dtype):
-                failure = _probe_pair(client, matrices[o], op, dtype)
+                failure = _probe_pair(client, matrices[o], op, dtype, asked)
                 if failure is not None:
                     on_failure(failure)
                     unexpected[o].append((op, dtype))
         if todo[o]:
             _save(cache_path(cache_dir, info, o, build_id), matrices[o])
+            asked.save(o)
     for o, pairs in unexpected.items():
         for op, dtype in pairs:
             matrices[o].supported.setdefault(op, []).append(dtype)
@@ -296,10 +287,12 @@ def _lend(matrices: dict[int, SupportMatrix], opset: int, op: str, dtype: DType)
     return False
 
 
-def _probe_pair(client: WorkerClient, matrix: SupportMatrix, op: str, dtype: DType) -> ProbeFailure | None:
+def _probe_pair(
+    client: WorkerClient, matrix: SupportMatrix, op: str, dtype: DType, asked: ProbeModels
+) -> ProbeFailure | None:
     """Probe one combination into `matrix`; a failure that does not say "unsupported" is
     returned instead (a possible bug, never recorded)."""
-    results = _probe_one(client, op, dtype, matrix.opset)
+    results = _probe_one(client, op, dtype, matrix.opset, asked)
     if not results:  # generation never draws it either; kept, so no later run spends the seeds again
         matrix.unsupported.setdefault(op, {})[dtype.value] = UNPLACEABLE
         return None
@@ -318,16 +311,6 @@ def _save(path: Path, matrix: SupportMatrix) -> None:
     """Only what the backend really ran or really refused is written: an unexpected
     failure is probed again next time."""
     save_cached(path, matrix.model_dump_json(indent=1))
-
-
-def save_cached(path: Path, text: str) -> None:
-    """Write a cache file whole, through a temporary file of this process and thread alone:
-    campaigns share a cache (two modes of one benchmark, two PR checks on one runner), and
-    a temporary name they shared was renamed by one under the other, which then died."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _summary(result: RunResult) -> str:
