@@ -58,6 +58,10 @@ ROWS: tuple[Row, ...] = (
     Row(rc.div_int32_by_zero, rc.DIV_BY_ZERO_CRASHES[-1], rc.DIV_BY_ZERO_RAISES[0], "fixed"),
     Row(rc.div_int32_by_zero, rc.DIV_BY_ZERO_RAISES[0], rc.DIV_BY_ZERO_CRASHES[-1], "new_regression"),
     Row(rc.mod_int64_by_zero, rc.DIV_BY_ZERO_CRASHES[-1], rc.DIV_BY_ZERO_RAISES[0], "fixed"),
+    Row(rc.average_pool_after_zero_pad_explicit_pads, *rc.REGRESSION_PAD_AVGPOOL_EXPLICIT, "new_regression"),
+    Row(rc.average_pool_after_zero_pad, *rc.REGRESSION_PAD_FUSION, "new_regression"),
+    Row(rc.dequantize_slice_read_by_branches, *rc.REGRESSION_DQ_SLICE_IF, "new_regression"),
+    Row(rc.layernorm_pattern_pow_zero_float16, *rc.REGRESSION_NORM_FP16, "new_regression"),
 )
 """Each flip with the verdict across its two releases (base, head). The first and last
 release that crash on an integer division by zero stand for the others."""

@@ -63,6 +63,12 @@ REGRESSION_RAISES: tuple[str, str] = ("1.20.1", "1.21.1")
 REGRESSION_BASIC: tuple[str, str] = ("1.19.2", "1.20.1")
 # (right, wrong): maxpool_after_zero_pad, at `basic` and `all`; still wrong in 1.31.1.
 REGRESSION_PAD_FUSION: tuple[str, str] = ("1.19.2", "1.20.1")
+# (right, raises at load): average_pool_after_zero_pad_explicit_pads; still raises in 1.31.1.
+REGRESSION_PAD_AVGPOOL_EXPLICIT: tuple[str, str] = ("1.18.1", "1.19.0")
+# (right, dies of SIGABRT while optimizing): dequantize_slice_read_by_branches; still in 1.31.1.
+REGRESSION_DQ_SLICE_IF: tuple[str, str] = ("1.18.1", "1.19.0")
+# (right, wrong): layernorm_pattern_pow_zero_float16, at `all`; still wrong in 1.31.1.
+REGRESSION_NORM_FP16: tuple[str, str] = ("1.19.2", "1.20.1")
 # (wrong, right): rms_norm_axis_not_last, at `all`.
 FIX: tuple[str, str] = ("1.15.1", "1.16.3")
 # (wrong, right): rms_norm_epsilon_first, at `all`.
@@ -446,6 +452,107 @@ def maxpool_after_zero_pad() -> Case:
     inits = [helper.make_tensor("pads", _I64, [8], [0, 0, 1, 1, 0, 0, 1, 1]), _floats("zero", [], [0.0])]
     model = _model(nodes, [_value("x", _F32, [1, 1, 1, 1])], [_value("y", _F32, [1, 1, 2, 1])], inits)
     return model, {"x": np.array([[[[-1.5]]]], np.float32)}
+
+
+def _pad_then_average_pool(opset: int, **pool: object) -> Case:
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
+        helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[1], strides=[2], **pool),
+    ]
+    inits = [helper.make_tensor("pads", _I64, [6], [0, 0, 1, 0, 0, 1]), _floats("zero", [], [0.0])]
+    model = _model(nodes, [_value("x", _F32, [1, 1, 1])], [_value("y", _F32, [1, 1, 2])], inits, opset=opset)
+    return model, {"x": np.array([[[2.5]]], np.float32)}
+
+
+def average_pool_after_zero_pad_explicit_pads() -> Case:
+    """A zero Pad of one element on each side of the last axis, into an AveragePool of
+    kernel 1 and stride 2 whose `pads` are written out at their default, [0, 0], at opset 15:
+    right on 1.17.3 and 1.18.1, and from 1.19.0 to 1.31.1 the session fails to load
+    (REGRESSION_PAD_AVGPOOL_EXPLICIT): "pads[dim] < kernel_shape[dim] && ... was false" in
+    PoolAttributes. The padded tensor is [0, 2.5, 0], and the pool reads its elements 0 and
+    2: y = [0, 0]. PadFusion folds the Pad into the pool's own pads, which a kernel of 1
+    cannot take. Found by a fuzzbot campaign between 1.18.1 and 1.19.0 (plain generation),
+    reduced to these two nodes. With `pads` absent, 1.19.x loads it and 1.20.1 does not:
+    average_pool_after_zero_pad."""
+    return _pad_then_average_pool(15, pads=[0, 0])
+
+
+def average_pool_after_zero_pad() -> Case:
+    """average_pool_after_zero_pad_explicit_pads with the pool's `pads` absent, at opset 16:
+    right on 1.18.1 to 1.19.2, and from 1.20.1 to 1.31.1 it fails to load the same way
+    (REGRESSION_PAD_FUSION, the release where PadFusion took MaxPool too:
+    maxpool_after_zero_pad). Found by a fuzzbot campaign between 1.19.2 and 1.20.1."""
+    return _pad_then_average_pool(16)
+
+
+def dequantize_slice_read_by_branches() -> Case:
+    """DequantizeLinear of an int8 [2, 15] -> Slice (starts 12, ends 0, step -1, axis 1, the
+    starts and steps graph inputs) whose output only the two branches of an If read, at opset
+    21: 1.18.1 runs it right; from 1.19.0 to 1.31.1 the process dies of SIGABRT while
+    optimizing it, in a checked std::vector<NodeArg*>::operator[]
+    (REGRESSION_DQ_SLICE_IF). Which rewrite indexes past the vector was not looked into.
+    Found by a fuzzbot campaign between 1.18.1 and 1.19.0 (plain generation), reduced
+    to these three nodes and made smaller by hand."""
+    then = helper.make_graph(
+        [helper.make_node("Add", ["s", "w"], ["a"]), helper.make_node("Neg", ["a"], ["then_out"])],
+        "then",
+        [],
+        [_value("then_out", _F32, [2, 12])],
+    )
+    abs_of_s = [helper.make_node("Abs", ["s"], ["else_out"])]
+    other = helper.make_graph(abs_of_s, "else", [], [_value("else_out", _F32, [2, 12])])
+    nodes = [
+        helper.make_node("DequantizeLinear", ["q", "scale", "zero_point"], ["d"]),
+        helper.make_node("Slice", ["d", "starts", "ends", "axes", "steps"], ["s"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+    ]
+    inits = [
+        _floats("scale", [], [1.0]),
+        helper.make_tensor("zero_point", TensorProto.INT8, [], [0]),
+        helper.make_tensor("ends", _I32, [1], [0]),
+        helper.make_tensor("axes", _I32, [1], [1]),
+        _floats("w", [2, 12], [0.0] * 24),
+    ]
+    inputs = [
+        _value("c", TensorProto.BOOL, []),
+        _value("q", TensorProto.INT8, [2, 15]),
+        _value("starts", _I32, [1]),
+        _value("steps", _I32, [1]),
+    ]
+    model = _model(nodes, inputs, [_value("y", _F32, [2, 12])], inits, opset=21, ir=10)
+    q = np.arange(30, dtype=np.int8).reshape(2, 15) - 8
+    return model, {"c": np.array(False), "q": q, "starts": np.array([12], np.int32), "steps": np.array([-1], np.int32)}
+
+
+def layernorm_pattern_pow_zero_float16() -> Case:
+    """The LayerNorm pattern over float16 with the Pow's exponent 0 where LayerNorm squares:
+    right on 1.18.1 to 1.19.2, wrong at `all` from 1.20.1 to 1.31.1 (REGRESSION_NORM_FP16).
+
+    d = x - mean(x); d**0 = 1, so the "variance" is 1 and y = d / sqrt(1 + 1) = d / 1.414.
+    LayerNormFusion does not check the exponent (layernorm_pattern_sub_swapped's float32
+    miscompile, NORM_POW_MISCOMPILE, on every release); before 1.20.1 it fused float32
+    only, and from 1.20.1 it fuses float16 too, so this float16 model turns wrong there.
+    Found by a fuzzbot campaign between 1.19.2 and 1.20.1 (plain generation, at opset 21),
+    reduced to nine nodes; checked at opset 17 on 1.18.1 to 1.20.1 and 1.31.1."""
+
+    def half(name: str, shape: list[int], values: list[float]) -> onnx.TensorProto:
+        return onnx.numpy_helper.from_array(np.array(values, np.float16).reshape(shape), name)
+
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1]),
+        helper.make_node("Sub", ["x", "mean"], ["d"]),
+        helper.make_node("Pow", ["d", "zero"], ["p"]),
+        helper.make_node("ReduceMean", ["p"], ["var"], axes=[-1]),
+        helper.make_node("Add", ["var", "one"], ["vare"]),
+        helper.make_node("Sqrt", ["vare"], ["std"]),
+        helper.make_node("Div", ["d", "std"], ["n"]),
+        helper.make_node("Mul", ["n", "scale"], ["s"]),
+        helper.make_node("Add", ["bias", "s"], ["y"]),
+    ]
+    inits = [half("zero", [1], [0]), half("one", [], [1]), half("scale", [4], [1] * 4), half("bias", [4], [0] * 4)]
+    f16 = TensorProto.FLOAT16
+    model = _model(nodes, [_value("x", f16, [1, 4])], [_value("y", f16, [1, 4])], inits, opset=17)
+    return model, {"x": np.array([[-1.0, 0.5, -0.25, 2.0]], np.float16)}
 
 
 def clip_fp16_min_only() -> Case:
