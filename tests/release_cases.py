@@ -454,11 +454,11 @@ def maxpool_after_zero_pad() -> Case:
     return model, {"x": np.array([[[[-1.5]]]], np.float32)}
 
 
-def _pad_then_average_pool(opset: int, **pool: object) -> Case:
-    nodes = [
-        helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
-        helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[1], strides=[2], **pool),
-    ]
+def _pad_then_average_pool(opset: int, pool_pads: list[int] | None = None) -> Case:
+    pool = helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[1], strides=[2])
+    if pool_pads is not None:
+        pool.attribute.append(helper.make_attribute("pads", pool_pads))
+    nodes = [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]), pool]
     inits = [helper.make_tensor("pads", _I64, [6], [0, 0, 1, 0, 0, 1]), _floats("zero", [], [0.0])]
     model = _model(nodes, [_value("x", _F32, [1, 1, 1])], [_value("y", _F32, [1, 1, 2])], inits, opset=opset)
     return model, {"x": np.array([[[2.5]]], np.float32)}
@@ -474,7 +474,7 @@ def average_pool_after_zero_pad_explicit_pads() -> Case:
     cannot take. Found by a fuzzbot campaign between 1.18.1 and 1.19.0 (plain generation),
     reduced to these two nodes. With `pads` absent, 1.19.x loads it and 1.20.1 does not:
     average_pool_after_zero_pad."""
-    return _pad_then_average_pool(15, pads=[0, 0])
+    return _pad_then_average_pool(15, [0, 0])
 
 
 def average_pool_after_zero_pad() -> Case:
