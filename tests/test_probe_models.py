@@ -50,7 +50,7 @@ def test_the_models_come_back_from_the_cache_byte_for_byte(tmp_path: Path, monke
     drawn = ProbeModels(tmp_path)
     first = {(op, d): _asked(drawn, op, d, 16) for op, d in PAIRS if d in registry()[op].dtypes}
     assert first[("Mod", DType.bfloat16)] == [] and sum(map(len, first.values())) >= len(first) + 2
-    drawn.save(16)
+    drawn.keep(16)
     _no_drawing(monkeypatch)
     again = ProbeModels(tmp_path)
     for (op, d), models in first.items():
@@ -69,7 +69,7 @@ def test_asking_for_more_than_was_drawn_goes_on_from_the_next_seed(tmp_path: Pat
     uncached probe asks."""
     one = ProbeModels(tmp_path)
     assert len(_asked(one, "Resize", DType.float32, 17, n=1)) == 1
-    one.save(17)
+    one.keep(17)
     more = _asked(ProbeModels(tmp_path), "Resize", DType.float32, 17)
     fresh = _asked(ProbeModels(None), "Resize", DType.float32, 17)
     assert [m.seed for m in more] == [m.seed for m in fresh] and len(fresh) == 3

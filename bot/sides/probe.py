@@ -216,7 +216,7 @@ def probe_opsets(
                     unexpected[o].append((op, dtype))
         if todo[o]:
             _save(cache_path(cache_dir, info, o, build_id), matrices[o])
-            asked.save(o)
+            asked.keep(o)
     for o, pairs in unexpected.items():
         for op, dtype in pairs:
             matrices[o].supported.setdefault(op, []).append(dtype)
