@@ -151,6 +151,21 @@ class Localization(BaseModel):
     depends_on_optimization: bool
     """True when the lowest level gets it right: an optimization pass is the suspect."""
 
+    @classmethod
+    def read(cls, level: str, low: Judgement, bad: Judgement) -> Localization:
+        """What the lowest level's judgement `low` says of the failure `bad`: triage asks it of
+        a case, the reduction again of the reduced trigger (bot.reduce.finding.relocalize).
+        Only a run the lowest level gets right shows the optimizer is needed: one it declines
+        says nothing (onnxruntime 1.28 declines at `disable` a model whose
+        GemmTransposeFusion crash it has at `all`, and a reduction that kept "passes at
+        disable" could not even start)."""
+        return cls(
+            level=level,
+            verdict=low.verdict,
+            same_signature=low.verdict is bad.verdict and low.signature == bad.signature,
+            depends_on_optimization=low.verdict is Verdict.pass_,
+        )
+
 
 class SideRuns(BaseModel):
     """Every run of one case on one side (the first plus the re-runs)."""

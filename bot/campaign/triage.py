@@ -31,7 +31,7 @@ from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.references import Source
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
-from oracles.verdict import Judgement, Verdict
+from oracles.verdict import Judgement
 
 
 class JudgeableCase(Protocol):
@@ -234,16 +234,7 @@ class Triage:
             return None
         self._spent(1)
         low = self.judging.judge(ev, client.run(ev.model.SerializeToString(), ev.inputs), against, side.name)
-        return Localization(
-            level=client.level,
-            verdict=low.verdict,
-            same_signature=low.verdict is bad.verdict and low.signature == bad.signature,
-            # only a run the lowest level gets right shows the optimizer is needed: one it
-            # declines says nothing (onnxruntime 1.28 declines at `disable` a model whose
-            # GemmTransposeFusion crash it has at `all`, and a reduction that kept "passes
-            # at disable" could not even start)
-            depends_on_optimization=low.verdict is Verdict.pass_,
-        )
+        return Localization.read(client.level, low, bad)
 
     @staticmethod
     def _combine(runs: list[SideRuns]) -> CrossJudgement:

@@ -48,7 +48,7 @@ from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rew
 from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, Localization, label_rank
-from oracles.verdict import Symptom, Verdict
+from oracles.verdict import Judgement, Symptom, Verdict
 
 
 def finding_level(finding: Finding) -> str | None:
@@ -179,11 +179,13 @@ def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging) -> Locali
     same = SameBug(finding, lowest, judging)
     case = reduced.case()
     # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
-    asks = (same.judge(case) for _ in range(START_TRIES))
-    if not all(j is not None and j.verdict is Verdict.pass_ for j in asks):
-        return None
-    update = {"verdict": Verdict.pass_, "same_signature": False, "depends_on_optimization": True}
-    return finding.localization.model_copy(update=update)
+    right: list[Judgement] = []
+    for _ in range(START_TRIES):
+        j = same.judge(case)
+        if j is None or j.verdict is not Verdict.pass_:
+            return None
+        right.append(j)
+    return Localization.read(finding.localization.level, right[0], finding)
 
 
 def name_first_wrong(reduced: Reduced, pool: ClientPool, judging: Judging) -> str:
