@@ -12,6 +12,7 @@ import pytest
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
 from backends.spec import parse_backend
+from bot.files import write_whole
 from bot.sides.probe import (
     PROBE_FORMAT,
     UNPLACEABLE,
@@ -22,7 +23,7 @@ from bot.sides.probe import (
     probe_opsets,
     probe_support,
 )
-from bot.sides.probe_models import ProbeModels, save_cached
+from bot.sides.probe_models import ProbeModels
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.ops import registry
@@ -218,7 +219,7 @@ def test_campaigns_sharing_a_cache_never_rename_each_others_files(tmp_path: Path
     def write(n: int) -> None:
         try:
             for i in range(300):
-                save_cached(path, json.dumps({"writer": n, "i": i}))
+                write_whole(path, json.dumps({"writer": n, "i": i}))
         except OSError as e:
             errors.append(e)
 

@@ -3,6 +3,6 @@ outputs, finding.json, repro.py), the findings store, summary.json and summary.m
 the findings a campaign has kept while it runs, `kept`), the standalone repro scripts,
 and the known-bugs file.
 
-May import: bot (the version), bot.errors, bot.sides, backends, generator, oracles
+May import: bot (the version), bot.errors, bot.files, bot.sides, backends, generator, oracles
 (docs/architecture.md; tests/test_layout.py enforces it).
 """

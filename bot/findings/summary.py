@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, computed_field, field_validator
 
 from backends.results import BackendInfo
 from bot.errors import Interrupted, signal_of
+from bot.files import write_whole
 from bot.findings.store import FindingStore
 from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
@@ -495,8 +496,4 @@ def write_summary(summary: Summary, out: Path) -> Path:
         summary.mark_interrupted(signal_of(stopping))
     out.mkdir(parents=True, exist_ok=True)
     FindingStore.in_dir(out).relabel(summary.settle_labels())
-    path = out / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(summary.model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    return write_whole(out / "summary.json", summary.model_dump_json(indent=2) + "\n")

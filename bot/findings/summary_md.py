@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from bot.files import write_whole
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
 from bot.findings.summary import FindingRef, Summary, rewrites_fired, symbolic_share
@@ -281,11 +282,7 @@ def write_summary_md(out_dir: Path, summary: Summary | None = None) -> Path:
         summary = Summary.model_validate(raw)
     shard = raw.get("shard")
     rows = _this_output(load_rows(out_dir, summary.occurrences, shard if isinstance(shard, str) else None), summary)
-    path = out_dir / SUMMARY_MD
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(render_summary_md(summary, rows, kept_aside(out_dir), origin(raw)))
-    tmp.replace(path)
-    return path
+    return write_whole(out_dir / SUMMARY_MD, render_summary_md(summary, rows, kept_aside(out_dir), origin(raw)))
 
 
 def _this_output(rows: list[StoredFinding], summary: Summary) -> list[StoredFinding]:

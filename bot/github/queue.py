@@ -7,12 +7,12 @@ Replaying is safe because every action is an idempotent ensure step (bot/github/
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from bot.files import write_whole
 from bot.github.actions import Action
 
 QUEUE_DIR = ".report-queue"
@@ -30,11 +30,7 @@ class ReportQueue:
         """Saved (through a temporary file, so a reader never sees half of one) in sending order."""
         self.path.mkdir(parents=True, exist_ok=True)
         seq = max((int(p.name[:6]) for p in self._files()), default=0) + 1
-        dest = self._file(seq, action)
-        tmp = dest.with_suffix(".tmp")
-        tmp.write_text(action.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, dest)
-        return dest
+        return write_whole(self._file(seq, action), action.model_dump_json(indent=2) + "\n")
 
     def done(self, entry: Path) -> None:
         entry.unlink(missing_ok=True)

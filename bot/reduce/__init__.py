@@ -6,6 +6,6 @@ reduced trigger needs (`generalize`), and a campaign's reduction phase, while an
 fuzzing, with the known bugs it learns (`campaign`). The `fuzzbot reduce` verb is
 bot/commands/reduce.py.
 
-May import: bot.config, bot.errors, bot.findings, backends, generator, oracles, reducers
+May import: bot.config, bot.errors, bot.files, bot.findings, backends, generator, oracles, reducers
 (docs/architecture.md; tests/test_layout.py enforces it).
 """

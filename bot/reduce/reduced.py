@@ -13,11 +13,10 @@ the store or the generator hears of the bug.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.files import write_whole
 from bot.findings.bundle import Bundle, BundleError, Finding, load_bundle
 from reducers.candidate import Candidate
 
@@ -58,11 +57,4 @@ class Reduced:
     def save(self) -> None:
         """Write the named record, whole or not at all: a campaign interrupted while writing
         must leave the reducer's record, never half of this one."""
-        fd, tmp = tempfile.mkstemp(prefix=".finding.", suffix=".json", dir=self.path)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(self.finding.model_dump_json(indent=2) + "\n")
-            os.replace(tmp, self.path / "finding.json")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_whole(self.path / "finding.json", self.finding.model_dump_json(indent=2) + "\n")

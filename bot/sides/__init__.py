@@ -2,5 +2,5 @@
 config of each side, the checkouts and venvs fuzzbot builds (workspace), the check that a
 worker imports its own side's build (isolation), and what each build supports (probe).
 
-May import: bot.errors, bot.credentials, and the packages outside bot (backends, generator).
+May import: bot.errors, bot.credentials, bot.files, and the packages outside bot (backends, generator).
 """

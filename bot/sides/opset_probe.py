@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field
 
 from backends.client import WorkerClient
 from backends.results import BackendInfo, Status
+from bot.files import write_whole
 from bot.sides.probe import build_stem
-from bot.sides.probe_models import save_cached
 from generator.emit import IR_VERSION, NEWEST_OPSET
 
 FLOOR = min(IR_VERSION)
@@ -117,5 +117,5 @@ def probe_opset(
                 return cached.model_copy(update={"cached": True, "seconds": 0.0})
     answer = highest_opset(client, FLOOR, ceiling)
     if answer.highest is not None:
-        save_cached(path, answer.model_dump_json(indent=1))
+        write_whole(path, answer.model_dump_json(indent=1))
     return answer

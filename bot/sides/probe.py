@@ -29,7 +29,8 @@ from pydantic import BaseModel, Field
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Status
 from backends.spec import BackendSpec, adapter_class
-from bot.sides.probe_models import ProbeModel, ProbeModels, save_cached
+from bot.files import write_whole
+from bot.sides.probe_models import ProbeModel, ProbeModels
 from generator.api import Support, op_specs
 from generator.dtypes import DType
 from generator.ops import registry
@@ -310,7 +311,7 @@ def _probe_pair(
 def _save(path: Path, matrix: SupportMatrix) -> None:
     """Only what the backend really ran or really refused is written: an unexpected
     failure is probed again next time."""
-    save_cached(path, matrix.model_dump_json(indent=1))
+    write_whole(path, matrix.model_dump_json(indent=1))
 
 
 def _summary(result: RunResult) -> str:

@@ -19,9 +19,7 @@ import base64
 import functools
 import hashlib
 import json
-import os
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -31,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 import generator
+from bot.files import write_whole
 from generator.api import GenConfig, generate
 from generator.dtypes import DType
 from generator.values import NoValidValues
@@ -95,16 +94,6 @@ def _draw(op: str, dtype: DType, opset: int, seed: int) -> ProbeModel | None:
     return ProbeModel(case.model.SerializeToString(), dict(case.inputs), ops, seed)
 
 
-def save_cached(path: Path, text: str) -> None:
-    """Write a cache file whole, through a temporary file of this process and thread alone:
-    campaigns share a cache (two modes of one benchmark, two PR checks on one runner), and
-    a temporary name they shared was renamed by one under the other, which then died."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 class ProbeModels:
     """The probe's models at each opset, drawn once and kept in `cache_dir` (None: in
     memory only, for this process)."""
@@ -140,7 +129,7 @@ class ProbeModels:
         if self.root is None or drawn is None or opset not in self._changed:
             return
         pairs = {key: _dump(d) for key, d in drawn.items()}
-        save_cached(self.root / f"opset{opset}.json", json.dumps({"pairs": pairs}))
+        write_whole(self.root / f"opset{opset}.json", json.dumps({"pairs": pairs}))
         self._changed.discard(opset)
 
     def _at(self, opset: int) -> dict[str, _Drawn]:
