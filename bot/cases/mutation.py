@@ -126,7 +126,7 @@ class Mutation:
         rng = random.Random(seed ^ MUTATION_SALT)
         if rng.random() >= self.share():
             return None
-        kinds = sorted({p.why for p in self.parents.values()}, key=lambda w: -WHY_WEIGHT.get(w, 1.0))
+        kinds = sorted({p.why for p in self.parents.values()}, key=lambda w: (-WHY_WEIGHT.get(w, 1.0), w))
         weights = [WHY_WEIGHT.get(w, 1.0) * self.by_why.get(w, SourceYield()).rate() for w in kinds]
         why = rng.choices(kinds, weights)[0]
         parents = sorted((p for p in self.parents.values() if p.why == why), key=lambda p: p.seed)
