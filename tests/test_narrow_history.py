@@ -2,8 +2,9 @@
 `ref` sides built by fuzzbot, `fuzzbot fuzz` and `fuzzbot check` from the command line.
 
 The history holds the most common PR of all (one that adds ops) and two pass regressions.
-Campaigns here stop at a test count, with reduction off, so the same seeds give the same
-cases on any machine: what they assert is a function of the code alone.
+Campaigns here stop at a test count, and every budget inside them (judging, reduction)
+counts runs, so the same seeds give the same cases on any machine and in any process: what
+they assert is a function of the code alone.
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def _fuzz_hashed(config: Path, out: Path, tests: int, hash_seed: str) -> dict[st
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 2), done.stderr[-2000:]
-    return json.loads((out / "summary.json").read_text())
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
 
 
 @pytest.mark.timeout(600)  # two 120-test campaigns, counted in tests
@@ -140,42 +142,51 @@ def test_the_same_seeds_make_the_same_campaign_whatever_the_string_hashing(
     two kinds of one weight came in a set's order: the same seeds grew other mutants from
     seed 21 on, and a campaign found its regressions at other seeds in each process. Two
     campaigns under two salts must make the same cases, so the same findings and coverage."""
-    config = _config(tmp_path, narrow, cache, "head", "leaky")
+    config = _config(tmp_path, narrow, cache, "head", "leaky", reduce={"enabled": True})
     first, second = (_fuzz_hashed(config, tmp_path / f"out-{salt}", 120, salt) for salt in ("0", "1"))
     assert first["mutation"]["mutants"] > 0
     for key in ("counts", "coverage", "mutation", "divergence", "code_coverage"):
         assert first[key] == second[key], key
-    assert [(f["seed"], f["fingerprint"]) for f in first["findings"]] == [
-        (f["seed"], f["fingerprint"]) for f in second["findings"]
-    ]
+    assert first["findings"] and all(f["reduced_nodes"] for f in first["findings"])
+    kept = ("seed", "fingerprint", "signature", "reduced_nodes")
+    assert [[f[k] for k in kept] for f in first["findings"]] == [[f[k] for k in kept] for f in second["findings"]]
 
 
-@pytest.mark.timeout(600)  # a 450-test campaign, counted in tests, not seconds: slow under load, never flaky
-def test_guidance_finds_the_softmax_regression_and_reaches_the_leaky_pass_within_450_tests(
+def _verdicts(cli: Cli, tmp: Path, repo: ToyRepo, cache: Path, base: str, head: str, models: list[Path]) -> set[str]:
+    """What `fuzzbot check` says of `models` between the commits `base` and `head`."""
+    tmp.mkdir()
+    r = cli("check", "--config", str(_config(tmp, repo, cache, base, head)), "--json", *map(str, models))
+    assert r.code in (0, 2), r.err
+    return {c["verdict"] for c in json.loads(r.out)["cases"]}
+
+
+@pytest.mark.timeout(600)  # a 450-test campaign, counted in tests and runs, not seconds: slow under load, never flaky
+def test_guidance_finds_both_pass_regressions_within_450_tests(
     cli: Cli, narrow: ToyRepo, cache: Path, tmp_path: Path
 ) -> None:
-    """head -> leaky adds two miscompiling passes. With divergence, mutation, the diff's
-    hint and head's code coverage, the Softmax pass's regression is found within 450 tests,
-    and each finding is checked to be that pass's: a new regression from `head` to
-    `softmax`. The LeakyRelu pass is reached (a rewrite only head performs) but its
-    regression is not found within 450 tests: it needs a Clip with no lower bound reading a
-    LeakyRelu of signed values, and every case that fired the pass here was a mutant of one
-    parent whose LeakyRelu reads a Sigmoid. Fresh generation meets it at test 1,448. (This
-    test once asserted both, which held only in the processes whose string hashing happened
-    to order two kinds of mutation parents one way.) Plain generation meets neither pair in
-    600 tests: guidance off against on in one run is bench/regressions_found.py's."""
-    config = _config(tmp_path, narrow, cache, "head", "leaky")
+    """head -> leaky adds two miscompiling passes. Run as a PR check runs, with reduction
+    on, divergence, mutation, the diff's hint and head's code coverage find both within 450
+    tests, each reduced to its two nodes and reported once; each reduced model is checked to
+    flip at its own pass's commit. The passes are Python: head's worker measures them, and
+    cases reach the lines the change added. Reduction is what finds the second: once the
+    Softmax regression is reduced and known, its sightings stop feeding the search, which
+    turns to the LeakyRelu pass (seed 229). With reduction off the Softmax regression is
+    most of what the campaign finds (60 of 450 tests), and the LeakyRelu one is met at test
+    1,448. Plain generation meets neither pair (LeakyRelu feeding a boundless Clip,
+    Transpose feeding Softmax) in 600 tests: that comparison, guidance off against on in
+    one run, is bench/regressions_found.py's (the narrowcc flips), not a test."""
+    config = _config(tmp_path, narrow, cache, "head", "leaky", reduce={"enabled": True})
     r, summary = _fuzz(cli, config, tmp_path / "out", 450)
     found = [f for f in summary["findings"] if f["across"] == "new_regression"]
     assert r.code == 2 and summary["mutation"]["mutants"] > 0
     code = summary["code_coverage"]
     assert code["measured"] == 450 and code["files"] > 0 and code["changed_lines"] > 0
     assert 0 < code["changed_lines_reached"] <= code["changed_lines"] and code["cases_reaching_change"] > 0
-    assert "narrowcc::fold_leaky_clip only in head" in {k["key"] for k in summary["divergence"]["top"]}
-    softmax = [f for f in found if "Softmax" in f["signature"] and "Transpose" in f["signature"]][:3]
-    assert softmax
-    (tmp_path / "check").mkdir()
-    check = _config(tmp_path / "check", narrow, cache, "head", "softmax")
-    r = cli("check", "--config", str(check), "--json", *(str(tmp_path / "out" / f["path"]) for f in softmax))
-    assert r.code == 2, r.err
-    assert {c["verdict"] for c in json.loads(r.out)["cases"]} == {"new_regression"}
+    assert len(found) == 2 and all(f["reduced_nodes"] == 2 for f in found), found
+    softmax = [f for f in found if "Softmax" in f["signature"] and "Transpose" in f["signature"]]
+    leaky = [f for f in found if "LeakyRelu" in f["signature"] and "Clip" in f["signature"]]
+    assert len(softmax) == len(leaky) == 1
+    reduced = {name: tmp_path / "out" / fs[0]["reduced_path"] for name, fs in (("softmax", softmax), ("leaky", leaky))}
+    assert _verdicts(cli, tmp_path / "s", narrow, cache, "head", "softmax", [reduced["softmax"]]) == {"new_regression"}
+    assert _verdicts(cli, tmp_path / "l", narrow, cache, "head", "softmax", [reduced["leaky"]]) == {"pass"}
+    assert _verdicts(cli, tmp_path / "k", narrow, cache, "softmax", "leaky", [reduced["leaky"]]) == {"new_regression"}
