@@ -33,20 +33,24 @@ from oracles.verdict import Judgement, Verdict
 class Judging:
     """Judges runs as the config says. Thread-safe: lanes share one and count into it."""
 
-    def __init__(
-        self,
-        cfg: OracleConfig | None = None,
-        tolerances: ToleranceConfig | None = None,
-        rules: RuleSet | None = None,
-    ) -> None:
-        self.cfg = cfg or OracleConfig()
-        self.tolerances = tolerances or ToleranceConfig()
+    def __init__(self, cfg: OracleConfig, tolerances: ToleranceConfig, rules: RuleSet | None = None) -> None:
+        """No part has a default: a caller that judged with the shipped settings where the
+        user's config said otherwise would drift from the campaign (`shipped()` says so
+        where that is meant). `rules`: the config's files, read, when None."""
+        self.cfg = cfg
+        self.tolerances = tolerances
         self.rules = rules if rules is not None else load_rules(self.cfg.rules)
         self.tiebreaks: Counter[str] = Counter()
         """How each wrong result against torch was confirmed or set aside (summary.json)."""
         self.reference_warnings = 0
         """Warnings onnx.reference raised while confirming wrong results (summary.json)."""
         self._lock = threading.Lock()
+
+    @classmethod
+    def shipped(cls) -> Judging:
+        """The shipped rules, tolerances and oracle settings: for a bundle given without a
+        config (`fuzzbot reduce` of a finding folder) and for tests."""
+        return cls(OracleConfig(), ToleranceConfig())
 
     def compute(self, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> CaseEvidence:
         """A case's evidence with its reference computed, at the config's tolerances."""

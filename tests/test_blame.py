@@ -67,7 +67,7 @@ def test_a_wrong_output_is_blamed_on_the_fused_kernel_that_made_the_first_wrong_
     bundle, pool = _bundle(*_fused_matmul_then_reduce_sum(), rc.ort_python(rc.PAD_WRAP))
     try:
         assert bundle.finding is not None and bundle.finding.verdict is Verdict.wrong_result
-        found = blame(bundle, pool, Judging())
+        found = blame(bundle, pool, Judging.shipped())
     finally:
         pool.close()
     assert found is not None and found.name == "values at com.microsoft::FusedMatMul", found
@@ -81,7 +81,7 @@ def test_a_death_without_a_message_is_placed_at_the_first_node_it_happens_at() -
     bundle, pool = _bundle(model, inputs, rc.ort_python(rc.RNN_ALPHA_ABORT))
     try:
         assert bundle.finding is not None and bundle.finding.symptom == "signal SIGABRT", bundle.finding
-        found = blame(bundle, pool, Judging())
+        found = blame(bundle, pool, Judging.shipped())
     finally:
         pool.close()
     assert found is not None and found.kernel == "ai.onnx::RNN" and found.tensor == "y", found
@@ -115,7 +115,7 @@ def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_pat
         lambda: WorkerClient(parse_backend("onnxruntime:disable"), str(rc.ort_python(rc.PAD_WRAP)), 30.0), 1
     )
     try:
-        local = relocalize(Reduced.load(reduced), lowest, Judging())
+        local = relocalize(Reduced.load(reduced), lowest, Judging.shipped())
     finally:
         lowest.close()
     assert local is not None and local.depends_on_optimization and local.verdict is Verdict.pass_

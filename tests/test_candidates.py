@@ -98,7 +98,7 @@ def test_a_user_rule_that_filters_a_case_in_a_campaign_filters_it_in_a_reduction
         cross = Triage(judging).triage(given, [Side("head", client)], [result])
     assert cross.verdict is CrossVerdict.filtered and cross.rule == "known-tanh-drift"
     assert CandidateJudge(perturbing, judging).judge(Candidate(model, {"x": x})) is None
-    shipped = CandidateJudge(perturbing, Judging()).judge(Candidate(model, {"x": x}))
+    shipped = CandidateJudge(perturbing, Judging.shipped()).judge(Candidate(model, {"x": x}))
     assert shipped is not None and shipped.verdict is Verdict.wrong_result, "the shipped rules alone keep it"
 
 
@@ -120,8 +120,8 @@ def test_a_candidate_the_reference_cannot_compute_is_no_candidate(perturbing: Cl
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True), full_check=True)
     case = Candidate(model, {"x": np.arange(4, dtype=np.float32), "steps": np.zeros(1, np.int64)})
     assert invalid_by_reference(model, read_reference(model, case.inputs).outputs) is not None
-    assert CandidateJudge(perturbing, Judging(), Validity(computed=True)).judge(case) is None
-    judged = CandidateJudge(perturbing, Judging()).judge(case)
+    assert CandidateJudge(perturbing, Judging.shipped(), Validity(computed=True)).judge(case) is None
+    judged = CandidateJudge(perturbing, Judging.shipped()).judge(case)
     assert judged is not None and judged.verdict is Verdict.crash, "onnxruntime itself raises on it"
 
 
@@ -148,7 +148,7 @@ def test_a_candidate_with_an_empty_output_the_original_lacked_is_no_candidate(pe
     reading = read_reference(empty, ex).outputs
     assert reading is not None and reading["y"].size == 0 and invalid_by_reference(empty, reading) is None
     assert validity.refuses(empty, reading) == "output 'y' is empty, and the original's outputs were not"
-    assert CandidateJudge(perturbing, Judging(), validity).judge(Candidate(empty, ex)) is None
+    assert CandidateJudge(perturbing, Judging.shipped(), validity).judge(Candidate(empty, ex)) is None
     # The same shape of candidate with elements stays one; an original with an empty output
     # allows empty candidates.
     three, tx = _resize(4)
@@ -200,6 +200,7 @@ def test_a_memory_fault_is_one_symptom_whatever_the_signal_and_an_abort_is_anoth
     assert crash_kind(smash) == crash_kind(segv) == MEMORY_FAULT != crash_kind(abort)
     assert crash_kind(smash.model_copy(update={"symptom": "signal SIGABRT"})) == MEMORY_FAULT
     pool = ClientPool(lambda: WorkerClient(ORT), 1)
-    assert SameBug(segv, pool, Judging()).matches(smash) and SameBug(smash, pool, Judging()).matches(segv)
-    assert not SameBug(segv, pool, Judging()).matches(abort) and not SameBug(abort, pool, Judging()).matches(smash)
+    judging = Judging.shipped()
+    assert SameBug(segv, pool, judging).matches(smash) and SameBug(smash, pool, judging).matches(segv)
+    assert not SameBug(segv, pool, judging).matches(abort) and not SameBug(abort, pool, judging).matches(smash)
     pool.close()

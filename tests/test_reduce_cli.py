@@ -243,7 +243,7 @@ def test_an_original_that_fails_only_now_and_then_is_asked_again_before_the_redu
         bundle = write_bundle(
             tmp_path / "flaky", case.model, case.inputs, reference, Finding(**dict(j), backend=result.backend)
         )
-        reduced = reduce_bundle(bundle, 30.0, max_tests=40, pool=pool, judging=Judging())
+        reduced = reduce_bundle(bundle, 30.0, max_tests=40, pool=pool, judging=Judging.shipped())
     finally:
         pool.close()
     assert load_bundle(reduced).finding is not None
@@ -270,7 +270,7 @@ def test_a_reduced_trigger_that_fails_only_after_other_cases_is_not_kept(
     assert j.verdict is Verdict.crash and result.backend is not None, j
     finding = Finding(**dict(j), backend=result.backend, spec="onnxruntime:all")
     bundle = write_bundle(tmp_path / "stale", case.model, case.inputs, run_reference(case.model, case.inputs), finding)
-    pools = SidePools({"head": SideRun("onnxruntime:all", sys.executable, 30.0, fault)}, Judging())
+    pools = SidePools({"head": SideRun("onnxruntime:all", sys.executable, 30.0, fault)}, Judging.shipped())
     try:
         reduced = reduce_one(bundle, finding, None, pools, ReduceSettings(budget=30, max_tests=40, generalize=False))
     finally:

@@ -69,7 +69,7 @@ def culprits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, F
     found = {}
     for name, (model, inputs) in cases.items():
         reduced = Reduced.load(_finding(tmp, name, model, inputs))
-        rewrite = name_guilty_rewrite(reduced, SIDE, Judging())
+        rewrite = name_guilty_rewrite(reduced, SIDE, Judging.shipped())
         found[name] = (rewrite, reduced.finding.model_copy(update={"rewrite": rewrite}))
     return found
 
@@ -107,7 +107,7 @@ def test_a_failure_the_lowest_level_shares_names_no_rewrite(tmp_path: Path) -> N
     assert finding.localization is not None
     finding.localization.depends_on_optimization = False
     path.write_text(finding.model_dump_json())
-    assert name_guilty_rewrite(Reduced.load(bundle), SIDE, Judging()) == ""
+    assert name_guilty_rewrite(Reduced.load(bundle), SIDE, Judging.shipped()) == ""
 
 
 def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path: Path) -> None:

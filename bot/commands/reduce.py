@@ -131,7 +131,7 @@ def reduce_command(
         python=python or sys.executable,
         timeout_s=parse_duration(timeout, "--timeout"),
         fault=fault.spec() if (fault := parse_test_fault(test_fault)) else None,
-        judging=Judging(),  # a bundle given without a config: the shipped rules and tolerances
+        judging=Judging.shipped(),  # a bundle given without a config: the shipped rules and tolerances
     )
     with reduce_progress(console, budget_s) as on_progress:
         done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))
