@@ -7,13 +7,14 @@ from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from backends.results import BackendInfo
-from bot.findings.bundle import Finding, write_bundle
+from bot.findings.bundle import Finding, load_bundle, write_bundle
 from bot.findings.store import FindingStore, StoredFinding, StoreError, measure, row_for
 from oracles.verdict import Verdict
 
@@ -172,3 +173,18 @@ def test_relabel_sets_what_summary_json_says_and_creates_no_store(tmp_path: Path
     store.record(_finding(1, across="new_in_head"), None, None)
     store.relabel({"fp1": "persistent", "unknown": "fixed"})
     assert [(r.fingerprint, r.across) for r in store.all()] == [("fp1", "persistent")]
+
+
+def test_a_bundle_s_bfloat16_tensors_come_back_as_bfloat16(tmp_path: Path) -> None:
+    """np.savez keeps a bfloat16 array as raw bytes and np.load reads it back as void; the
+    reference then could not take it, and a TVM campaign's reduction died of a reduced
+    trigger whose input was bfloat16. load_bundle views each as its declared type."""
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])
+    model = helper.make_model(helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g", [x], [y]))
+    values = (np.arange(6, dtype=np.float32).reshape(2, 3) / 4).astype(ml_dtypes.bfloat16)
+    loaded = load_bundle(write_bundle(tmp_path / "b", model, {"x": values}, {"y": -values}))
+    assert loaded.inputs["x"].dtype == np.dtype(ml_dtypes.bfloat16)
+    assert loaded.reference is not None and loaded.reference["y"].dtype == np.dtype(ml_dtypes.bfloat16)
+    assert np.array_equal(loaded.inputs["x"].astype(np.float32), values.astype(np.float32))
+    assert np.array_equal(loaded.reference["y"].astype(np.float32), -values.astype(np.float32))

@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,14 +171,30 @@ def load_model(path: Path) -> onnx.ModelProto:
     return model
 
 
+def _as_declared(values: Iterable[onnx.ValueInfoProto], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`arrays` with each one np.load read back as raw bytes viewed as the type its graph
+    value declares. np.savez writes ml_dtypes' types (bfloat16, the float8s) as void, and a
+    reduced trigger whose input is a bfloat16 tensor once took the campaign down in its
+    reference ("can't convert np.ndarray of type numpy.void")."""
+    declared = {v.name: v.type.tensor_type.elem_type for v in values if v.type.HasField("tensor_type")}
+    for name, array in arrays.items():
+        if array.dtype.kind == "V" and declared.get(name):
+            want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]))
+            if want.itemsize == array.dtype.itemsize:
+                arrays[name] = array.view(want)
+    return arrays
+
+
 def load_bundle(path: Path) -> Bundle:
     if not path.exists():
         raise BundleError(f"no such file or folder: {path}")
     if path.is_file():
         return Bundle(path, load_model(path), {}, None, None)
     model = load_model(path / "model.onnx")
-    inputs = load_npz(path / "inputs.npz") if (path / "inputs.npz").exists() else {}
+    inputs = _as_declared(model.graph.input, load_npz(path / "inputs.npz")) if (path / "inputs.npz").exists() else {}
     reference = load_npz(path / "reference.npz") if (path / "reference.npz").exists() else None
+    if reference is not None:
+        reference = _as_declared(model.graph.output, reference)
     finding = None
     if (path / "finding.json").exists():
         try:
