@@ -97,8 +97,9 @@ def main() -> int:
         codes = [p.wait() for p in started]
         if any(code not in (0, 2) for code in codes):
             failed = [o / "fuzzbot.log" for o, code in zip(outs, codes, strict=True) if code not in (0, 2)]
-            last = failed[0].read_text(errors="replace").strip().splitlines()[-1:] or ["(empty log)"]
-            print(f"error: a campaign failed (exit codes {codes}): {last[0]}", file=sys.stderr)
+            lines = failed[0].read_text(errors="replace").strip().splitlines()
+            said = [line for line in lines if line.startswith("error:")] or lines[-1:] or ["(empty log)"]
+            print(f"error: a campaign failed (exit codes {codes}): {said[-1]}", file=sys.stderr)
             return 2
         summaries = [untimed(json.loads((o / "summary.json").read_text())) for o in outs]
     differ = {
