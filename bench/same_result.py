@@ -34,15 +34,22 @@ MACHINE = frozenset(
 """summary.json keys the machine decides (seconds, bytes, and whether a build or a probe came
 from the cache, which two campaigns started at once on a cold cache share out between
 them): left out of the comparison."""
+MACHINE_KIND = "compile_time"
+"""The divergence kind the machine decides (oracles.divergence.DivergenceKind.compile_time)."""
 CLI = "import sys; from bot.cli import main; sys.argv[0] = 'fuzzbot'; sys.exit(main(sys.argv[1:]))"
 
 
 def untimed(value: Any) -> Any:
-    """`value` without the keys in MACHINE, at any depth."""
+    """`value` without the keys in MACHINE, at any depth, and without the divergences that
+    compile times make (oracles.divergence: reported, never fed to generation; the first
+    test's compile on a loaded machine is one)."""
     if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in MACHINE}
+        kept = {k: v for k, v in value.items() if k not in MACHINE and k != MACHINE_KIND}
+        if kept.get("kind") == MACHINE_KIND:
+            return None
+        return {k: untimed(v) for k, v in kept.items()}
     if isinstance(value, list):
-        return [untimed(v) for v in value]
+        return [u for u in (untimed(v) for v in value) if u is not None]
     return value
 
 
