@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 
 from backends.results import RunResult
+from oracles.asking import Asking
 from oracles.case import CaseEvidence
 from oracles.config import OracleConfig
 from oracles.references import Source
@@ -51,6 +52,12 @@ class Judging:
         """The shipped rules, tolerances and oracle settings: for a bundle given without a
         config (`fuzzbot reduce` of a finding folder) and for tests."""
         return cls(OracleConfig(), ToleranceConfig())
+
+    @property
+    def asking(self) -> Asking:
+        """How often a run is asked again, and which answers settle it (oracles.asking): the
+        config's k, so every part that asks a build again asks as the campaign did."""
+        return Asking(self.cfg.reruns)
 
     def compute(self, model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> CaseEvidence:
         """A case's evidence with its reference computed, at the config's tolerances."""

@@ -37,7 +37,7 @@ def bisect_finding(cfg: FuzzConfig, bundle_path: Path) -> BisectResult | None:
         workspace = Workspace(compiler, Path(cfg.cache_dir) / "sides")
         spec = parse_backend(finding.spec or cfg.backend)  # a campaign's finding: its config names the backend
         judging = Judging(cfg.oracles, cfg.tolerances)
-        tester = CommitTester(workspace, spec, bundle, identity, judging, cfg.oracles.reruns, cfg.timeout)
+        tester = CommitTester(workspace, spec, bundle, identity, judging, cfg.timeout)
         result = bisect(workspace, tester, compiler.base.ref, compiler.head.ref)
     except (BisectError, BundleError, WorkspaceError, BackendSpecError, BackendUnavailable) as e:
         print(f"warning: {bundle_path}: not bisected: {e}", file=sys.stderr)

@@ -129,7 +129,8 @@ def search(commits: Sequence[Commit], test: Callable[[Commit], Step]) -> tuple[l
 
 
 class CommitTester:
-    """Builds a commit and judges the bundle's model on it, k times, against the bundle's
+    """Builds a commit and judges the bundle's model on it, k times (the judging's
+    oracles.asking), against the bundle's
     reference, as the campaign judged it (oracles.judging: the envelope, the rules shipped
     and the user's, a wrong result against torch confirmed by a second reading): a commit
     whose failure a false-positive rule explains, or that no second reading confirms, is
@@ -142,7 +143,6 @@ class CommitTester:
         bundle: Bundle,
         identity: BugIdentity,
         judging: Judging,
-        reruns: int = 3,
         timeout_s: float = 10.0,
     ) -> None:
         if bundle.reference is None or not bundle.inputs:
@@ -150,7 +150,6 @@ class CommitTester:
         self.workspace = workspace
         self.spec = spec
         self.identity = identity
-        self.reruns = reruns
         self.timeout_s = timeout_s
         self.model = bundle.model
         self.model_bytes = bundle.model.SerializeToString()
@@ -183,7 +182,6 @@ class CommitTester:
         """k judged runs on the build under `python`; with `roots`, the worker must prove it
         imports that build (bot.sides.isolation), or the bisection stops: every step would test
         the same code."""
-        out = []
         with WorkerClient(self.spec, python, self.timeout_s) as client:
             if roots is not None:
                 system = (*system_modules(self.spec), *client.handshake.get("system_modules", ()))
@@ -191,10 +189,9 @@ class CommitTester:
                     check_isolation("under test", client.modules, roots, tuple(system))
                 except IsolationError as e:
                     raise BisectError(str(e)) from e
-            for _ in range(self.reruns):
-                result = client.run(self.model_bytes, self.inputs)
-                out.append(as_bisected(self.judging.run(self.evidence, result)))
-        return out
+            return self.judging.asking.claim(
+                lambda: as_bisected(self.judging.run(self.evidence, client.run(self.model_bytes, self.inputs)))
+            )
 
 
 def as_bisected(runs: SideRuns) -> Judgement:

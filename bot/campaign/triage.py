@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -155,7 +156,7 @@ class Triage:
     def cost(self, sides: Sequence[Side]) -> int:
         """The runs a full triage of a suspect takes at most: k - 1 re-runs a side, a fresh
         worker and the lowest level for each."""
-        return len(sides) * (self.cfg.reruns - 1 + 1 + int(self.cfg.localize))
+        return len(sides) * (self.judging.asking.reruns - 1 + 1 + int(self.cfg.localize))
 
     def _confirm(
         self,
@@ -171,8 +172,7 @@ class Triage:
         judge = self.judging.judge
         used = [result.earlier_requests > 0 for result in first]
         for i, (side, side_runs) in enumerate(zip(sides, runs, strict=True)):
-            for _ in range(self.cfg.reruns - 1):
-                again = side.client.run(case.model_bytes, case.inputs)
+            for again in self.judging.asking.again(partial(side.client.run, case.model_bytes, case.inputs)):
                 self._spent(1)
                 side_runs.runs.append(judge(ev, again, against, side.name))
                 used[i] = used[i] and again.earlier_requests > 0

@@ -120,8 +120,8 @@ def bisect_command(
     assert found.finding is not None
     identity = CommitTester.identity_of(found.finding, found.finding.across)
     workspace = Workspace(cfg.compiler, cache_dir or cfg.cache_dir / "sides", retry_failed=retry_failed)
-    judging = Judging(cfg.oracles, cfg.tolerances)
-    tester = CommitTester(workspace, _spec(cfg, found, backend), found, identity, judging, reruns, timeout_s)
+    judging = Judging(cfg.oracles.model_copy(update={"reruns": reruns}), cfg.tolerances)
+    tester = CommitTester(workspace, _spec(cfg, found, backend), found, identity, judging, timeout_s)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"bisecting {good}..{bad}: {identity.verdict.value}: {identity.signature}", markup=False)
     start = time.monotonic()

@@ -259,7 +259,7 @@ class CampaignReduction:
         than in every campaign run, the case is flaky (bot.reduce.recheck). It moves to
         OUT/flaky/ with the answer in its note, leaves the findings, and its count moves
         with it; the label it had is not one the builds back."""
-        found = disagreement(bundle, finding, guard, pools, self.cfg.oracles.reruns)
+        found = disagreement(bundle, finding, guard, pools)
         if found is None:
             return
         print(f"warning: {bundle}: {ref.across} set aside as flaky: {found.note}", file=sys.stderr)

@@ -239,7 +239,7 @@ def reduce_bundle(
 
         config = ReduceConfig(jobs=jobs, max_tests=max_tests, budget_s=budget_s)
         start = Candidate(bundle.model, bundle.inputs)
-        if not any(holds(start) for _ in range(START_TRIES)):
+        if not judging.asking.shown_once(lambda: holds(start)):
             why = _why_not(start, identity, also)
             raise BundleError(f"{path}: the finding does not reproduce ({bundle.finding.verdict.value}): {why}")
         # the start is shown: the reducer's own first check takes it as it is
@@ -248,8 +248,7 @@ def reduce_bundle(
         )
         # the reduced model's own judgement (its outputs, its mismatch), asked like the start;
         # the original's only when every ask flakes
-        asks = (identity.judge(reduced) for _ in range(START_TRIES))
-        final = next((j for j in asks if j is not None and identity.matches(j)), None) or bundle.finding
+        final = judging.asking.first_showing(lambda: identity.judge(reduced), identity.matches) or bundle.finding
     finally:
         if owned:
             pool.close()
@@ -258,15 +257,6 @@ def reduce_bundle(
     kept |= {other.side: other.verdict.value for other in also if isinstance(other, StillFails)}
     dest = out or path / REDUCED_DIR
     return write_reduced(dest, reduced, bundle.finding, final, spec, result, kept, judging.tolerances)
-
-
-START_TRIES = 3
-"""How often the original is asked before a reduction gives up on it, as a campaign asks
-each failure k times. onnxruntime 1.30.0's "wrap" Pad reads past its input: the values it
-writes are whatever memory held, wrong values in one run, non-finite ones in the next, now
-and then right. A campaign kept 80 such findings in a minute, and its reduction, asking
-each original once, reduced none, so the bug was never learned and generation kept
-finding it."""
 
 
 def _why_not(start: Candidate, identity: SameBug, also: Sequence[ShowsBug]) -> str:

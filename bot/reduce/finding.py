@@ -31,7 +31,6 @@ from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.candidates import (
-    START_TRIES,
     CandidateJudge,
     ClientPool,
     SameBug,
@@ -48,7 +47,7 @@ from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rew
 from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, Localization, label_rank
-from oracles.verdict import Judgement, Symptom, Verdict
+from oracles.verdict import Symptom, Verdict
 
 
 def finding_level(finding: Finding) -> str | None:
@@ -151,20 +150,21 @@ def name_reduced(reduced: Reduced, pools: SidePools, culprit: str) -> None:
 
 def fails_fresh(reduced: Reduced, side: SideRun, judging: Judging) -> bool:
     """Whether the reduced trigger fails its original's way in a worker that ran nothing
-    before it, in one of START_TRIES fresh processes, as the campaign asked of the original.
+    before it, in one of a few fresh processes (oracles.asking), as the campaign asked of the original.
     A reduction's candidates all run in one long-lived worker: onnxruntime 1.30.0's "wrap"
     Pad reads past its input, and one reduced to a Pad beside a TopK failed there, while its
     repro passed 6 runs of 6 on 1.30.0 (a maintainer would close it as not reproducible)."""
     spec = parse_backend(side.spec)
     case = reduced.case()
-    for _ in range(START_TRIES):
+
+    def in_a_fresh_worker() -> bool:
         pool = side.pool(spec)
         try:
-            if SameBug(reduced.finding, pool, judging).holds(case):
-                return True
+            return SameBug(reduced.finding, pool, judging).holds(case)
         finally:
             pool.close()
-    return False
+
+    return judging.asking.shown_once(in_a_fresh_worker)
 
 
 def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging) -> Localization | None:
@@ -179,13 +179,8 @@ def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging) -> Locali
     same = SameBug(finding, lowest, judging)
     case = reduced.case()
     # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
-    right: list[Judgement] = []
-    for _ in range(START_TRIES):
-        j = same.judge(case)
-        if j is None or j.verdict is not Verdict.pass_:
-            return None
-        right.append(j)
-    return Localization.read(finding.localization.level, right[0], finding)
+    right = judging.asking.every_showing(lambda: same.judge(case), lambda j: j.verdict is Verdict.pass_)
+    return None if right is None else Localization.read(finding.localization.level, right[0], finding)
 
 
 def name_first_wrong(reduced: Reduced, pool: ClientPool, judging: Judging) -> str:

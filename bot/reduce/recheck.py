@@ -41,21 +41,27 @@ class Disagreement:
         return f"{self.side} {self.was} on every campaign run, then {what} when the reduction asked again"
 
 
-def disagreement(bundle: Path, finding: Finding, guard: str, pools: SidePools, tries: int) -> Disagreement | None:
-    """The side whose runs now disagree with the label, asking each side up to `tries` times:
+def disagreement(bundle: Path, finding: Finding, guard: str, pools: SidePools) -> Disagreement | None:
+    """The side whose runs now disagree with the label, asking each side up to k times
+    (oracles.asking: as often as the campaign's runs made the claim):
     the guard failing, or (the guard still passing) the culprit passing. None when both
     still say what the label says, or the pipeline sets every run aside."""
     bundle_ = load_bundle(bundle)
     case = Candidate(bundle_.model, bundle_.inputs)
     for side, was in ((guard, "passed"), (finding.side, "failed")):
-        judge = CandidateJudge(pools.pool(side), pools.judging)
-        for _ in range(max(1, tries)):
-            now = judge.judge(case)
-            if now is None:
-                continue
-            if (was == "passed") == now.verdict.is_bug and now.verdict is not Verdict.unsupported:
-                return Disagreement(side, was, now)
+        found = _other_than(was, case, CandidateJudge(pools.pool(side), pools.judging))
+        if found is not None:
+            return Disagreement(side, was, found)
     return None
+
+
+def _other_than(was: str, case: Candidate, judge: CandidateJudge) -> Judgement | None:
+    """The first of the side's asks that does not say what its campaign runs said."""
+
+    def differs(now: Judgement) -> bool:
+        return (was == "passed") == now.verdict.is_bug and now.verdict is not Verdict.unsupported
+
+    return judge.judging.asking.first_of_claim(lambda: judge.judge(case), differs)
 
 
 __all__ = ["Disagreement", "disagreement"]
