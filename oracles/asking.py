@@ -22,7 +22,7 @@ distance); how often, and whether one ask or every ask must show it, is this mod
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -46,6 +46,11 @@ class Asking:
     def __post_init__(self) -> None:
         if self.reruns < 1 or self.tries < 1:
             raise ValueError(f"a build is asked at least once (reruns={self.reruns}, tries={self.tries})")
+
+    def once(self) -> Asking:
+        """The policy for a failure that does not come and go (a death that is not a memory
+        fault): one ask settles it, and asking more only costs runs."""
+        return replace(self, tries=1)
 
     def first_showing(self, ask: Callable[[], T | None], shows: Callable[[T], bool]) -> T | None:
         """The first of up to `tries` answers that shows the failure (None: none did). An

@@ -68,3 +68,11 @@ def test_the_judging_asks_as_often_as_the_config_says() -> None:
     assert Judging(OracleConfig(reruns=7), ToleranceConfig()).asking == Asking(reruns=7, tries=TRIES)
     with pytest.raises(ValueError, match="at least once"):
         Asking(reruns=0)
+
+
+def test_a_failure_that_does_not_come_and_go_is_asked_once_whatever_k_is() -> None:
+    once = Asking(reruns=5).once()
+    assert once == Asking(reruns=5, tries=1)
+    ask, asked = _answers("pass", "bug")
+    assert once.first_showing(ask, lambda a: a == "bug") is None
+    assert asked[0] == 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnx
@@ -35,9 +36,10 @@ from backends.results import Status
 from bot.findings.bundle import Bundle
 from bot.reduce.candidates import ClientPool
 from generator.ops.narrow import as_numpy
+from oracles.asking import Asking
 from oracles.judging import Judging
 from oracles.references import UNFED_TYPES
-from oracles.verdict import MEMORY_FAULT, Verdict, crash_kind, judge
+from oracles.verdict import MEMORY_FAULT, Judgement, Verdict, crash_kind, judge
 
 _RUNNING = re.compile(r"while running (\w+) node\. Name:\s*'([^']*)'")
 
@@ -102,7 +104,7 @@ def blame(bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
     if finding.kernel:  # a death already placed in the optimizer's pass (backends.death)
         return None
     if finding.symptom.startswith("signal ") and (finding.stage == "run" or memory):
-        return _died_at(bundle, pool, tries=3 if memory else 1)
+        return _died_at(bundle, pool, judging.asking if memory else judging.asking.once())
     return None
 
 
@@ -134,12 +136,13 @@ def _first_wrong(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) 
     return Blame(wrong[tensor], _kernel(model, result.kernels, tensor), tensor)
 
 
-def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
+def _died_at(bundle: Bundle, pool: ClientPool, asking: Asking) -> Blame | None:
     """The first node a death happens at: the graph cut after each node in turn, until a
-    cut dies the same way, each cut run `tries` times. Memory corruption keeps the ops that
-    shaped the heap in its reduced trigger (an Add, a Reciprocal before TVM 0.25's
-    ScatterND on negative indices: three reports), while it dies in one kernel; it dies in
-    some runs and not others, at any stage (glibc notices a heap it broke when it frees)."""
+    cut dies the same way, each cut asked as `asking` says (a few times for a memory
+    fault). Memory corruption keeps the ops that shaped the heap in its reduced trigger (an
+    Add, a Reciprocal before TVM 0.25's ScatterND on negative indices: three reports), while
+    it dies in one kernel; it dies in some runs and not others, at any stage (glibc notices
+    a heap it broke when it frees)."""
     finding = bundle.finding
     assert finding is not None
     model = bundle.model
@@ -151,12 +154,15 @@ def _died_at(bundle: Bundle, pool: ClientPool, tries: int) -> Blame | None:
         if not made:
             continue
         cut = _probe(model, upto, made, dtypes).SerializeToString()
-        for _ in range(tries):
-            with pool.lend() as client:
-                died = judge(client.run(cut, bundle.inputs), {}, "")
-            if died.verdict is Verdict.crash and crash_kind(died) == crash_kind(finding):
-                return Blame(crash_kind(finding), _kernel(model, {}, made[0]), made[0])
+        if asking.shown_once(partial(_dies_as, finding, cut, bundle.inputs, pool)):
+            return Blame(crash_kind(finding), _kernel(model, {}, made[0]), made[0])
     return None
+
+
+def _dies_as(finding: Judgement, cut: bytes, inputs: Mapping[str, np.ndarray], pool: ClientPool) -> bool:
+    with pool.lend() as client:
+        died = judge(client.run(cut, dict(inputs)), {}, "")
+    return died.verdict is Verdict.crash and crash_kind(died) == crash_kind(finding)
 
 
 def _tensor_types(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, int] | None:
