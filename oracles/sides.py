@@ -114,7 +114,7 @@ LABEL_PRECEDENCE: tuple[str, ...] = (
 under several in one campaign (base happens to get one model right and another wrong),
 and every output must show one label for it. The label that asks the most of a
 maintainer wins, because the cost of each mistake is not the same: a new regression
-blocks the change and names its culprit commit, and calling it persistent would let a
+blocks the change and names its first bad commit, and calling it persistent would let a
 change that breaks a model which ran before pass unseen, while the bundle kept for it
 shows base passing (it is a sighting of that label, not an inference). What head brought
 in broken (new_in_head) fails the check too, but base could not run it, so it is no

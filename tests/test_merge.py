@@ -19,7 +19,7 @@ from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, write_bundle
 from bot.findings.outcome import findings_exit
 from bot.findings.store import FindingStore, StoredFinding
-from bot.findings.summary import Summary, write_summary
+from bot.findings.summary import FindingRef, Summary, write_summary
 from bot.findings.summary_md import MAX_ROWS, render_summary_md
 from bot.merge.outputs import merge_summaries, shard_id
 from generator.coverage import CoverageStats
@@ -341,3 +341,15 @@ def test_merged_coverage_adds_up_the_opsets_each_shard_drew() -> None:
     ]
     merged = merge_summaries(shards)
     assert merged.coverage is not None and merged.coverage.opsets == {"17": 1, "26": 4}
+
+
+def test_a_summary_written_before_the_first_bad_commit_had_its_name_still_reads() -> None:
+    """summary.json called a bisected regression's first bad commit `culprit`, a word that
+    also meant the failing side and the guilty rewrite. It is `first_bad` now; a merge or
+    report of an older output must still find the commit."""
+    old = {"path": "f", "verdict": "wrong_result", "fingerprint": "x", "seed": 1, "signature": "s"}
+    ref = FindingRef.model_validate({**old, "culprit": "abc123 kernels: a change"})
+    assert ref.first_bad == "abc123 kernels: a change"
+    dumped = json.loads(ref.model_dump_json())
+    assert dumped["first_bad"] == "abc123 kernels: a change" and "culprit" not in dumped
+    assert FindingRef.model_validate(dumped).first_bad == ref.first_bad

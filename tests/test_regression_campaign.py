@@ -96,7 +96,7 @@ def test_the_campaign_bisected_the_regression_to_its_commit(
 ) -> None:
     out, _ = campaign
     ref = json.loads((out / "summary.json").read_text())["findings"][0]
-    assert ref["culprit"].split()[0] == toy_repo.sha("bug")
+    assert ref["first_bad"].split()[0] == toy_repo.sha("bug")
     steps = json.loads((out / ref["path"] / "bisect.json").read_text())["steps"]
     assert any(s["outcome"] == "skip" for s in steps)  # the broken build was stepped over
 

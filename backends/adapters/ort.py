@@ -108,7 +108,7 @@ class OrtAdapter(Adapter):
         "threads": "intra-op threads [1]",
         "trace": "1: log each graph transformer as it runs, so a crash inside one is named by it [0]",
         "disable": "graph transformers or rewrite rules to turn off, '+'-separated: how a failure's "
-        "culprit rewrite is found (a repro does not carry it) []",
+        "guilty rewrite is found (a repro does not carry it) []",
     }
     count_options = ("threads",)
 

@@ -671,7 +671,7 @@ class Campaign:
             if ref.across in (CrossVerdict.new_regression, CrossVerdict.new_in_head):
                 result = bisect_finding(self.cfg, in_output(Path(self.cfg.out), ref.path))
                 if result is not None and result.first_bad is not None:
-                    ref.culprit = f"{result.first_bad.sha} {result.first_bad.subject}"
+                    ref.first_bad = f"{result.first_bad.sha} {result.first_bad.subject}"
 
     def _side_run(self, index: int) -> SideRun:
         setup = self.setups[index]

@@ -1,6 +1,6 @@
 """`fuzzbot bisect`: the command-line face of bot/bisect/search.py, registered by bot/cli.py.
 
-Exit status: 0 when a culprit commit is named, 3 (`EXIT_UNDECIDABLE`) when skipped
+Exit status: 0 when the first bad commit is named, 3 (`EXIT_UNDECIDABLE`) when skipped
 commits border the boundary and only a list of candidates can be given, 1 on any
 error (a `BisectError`, printed by cli.py as one `error:` line).
 """

@@ -62,13 +62,13 @@ def _side_row(name: str, result: RunResult, cross: CrossJudgement) -> dict[str, 
 def case_row(
     case: UserCase, cross: CrossJudgement, results: list[RunResult], names: list[str], two_sided: bool = True
 ) -> dict[str, Any]:
-    culprit = cross.failing.first
+    failing = cross.failing.first
     return {
         "model": case.path,
         "verdict": verdict_of(cross, two_sided),
         "rule": cross.rule,
-        "fingerprint": culprit.fingerprint or None,
-        "signature": culprit.signature or None,
+        "fingerprint": failing.fingerprint or None,
+        "signature": failing.signature or None,
         "note": cross.note,
         "reference": case.source.value,
         "inputs": case.inputs_from,

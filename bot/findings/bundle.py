@@ -71,7 +71,7 @@ class Finding(Judgement):
     across: CrossKey = ""
     """The verdict across sides (persistent, new_regression, ...; flaky or filtered:<rule> when set aside)."""
     runs: list[Verdict] = Field(default_factory=list)
-    """The verdict of each of the k runs on the culprit's side."""
+    """The verdict of each of the k runs on the failing side."""
     rule_detail: str = ""
     localization: Localization | None = None
     note: str = ""

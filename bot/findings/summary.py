@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field, computed_field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, computed_field, field_validator
 
 from backends.results import BackendInfo
 from bot.errors import Interrupted, signal_of
@@ -56,8 +56,9 @@ class FindingRef(BaseModel):
     reduced_path: str | None = None
     """The reduced bundle, relative to the output folder like `path`."""
     reduced_nodes: int | None = None
-    culprit: str | None = None
-    """`SHA subject` of the first bad commit, when the campaign bisected this regression."""
+    first_bad: str | None = Field(None, validation_alias=AliasChoices("first_bad", "culprit"))
+    """`SHA subject` of the first bad commit, when the campaign bisected this regression
+    (summaries before the three culprits had their own names called it `culprit`)."""
     regression_of: str | None = None
     """The fingerprint a regression-corpus bundle was filed under, when this finding is that
     bundle failing again (bot.cases.regression_corpus): a known bug, back."""

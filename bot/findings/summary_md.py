@@ -197,9 +197,9 @@ def _finding_order(row: StoredFinding) -> tuple[tuple[int, str], tuple[int, str]
 
 def _first_bad(ref: FindingRef | None) -> str:
     """The first bad commit a bisection named (`SHA subject`), short."""
-    if ref is None or not ref.culprit:
+    if ref is None or not ref.first_bad:
         return ""
-    sha, _, subject = ref.culprit.partition(" ")
+    sha, _, subject = ref.first_bad.partition(" ")
     return f"`{sha[:12]}` {_cell(subject, 50)}".rstrip()
 
 

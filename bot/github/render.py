@@ -137,7 +137,7 @@ def _first_bad(item: Item) -> str | None:
         if isinstance(cands, list) and cands:
             shas = ", ".join(f"`{str(c.get('sha', ''))[:12]}`" for c in cands[:10] if isinstance(c, dict))
             return f"undecided between {len(cands)} commits: {shas}"
-    return item.ref.culprit
+    return item.ref.first_bad
 
 
 def _facts(item: Item, report: Report) -> list[str]:

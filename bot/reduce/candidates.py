@@ -130,7 +130,7 @@ class CandidateJudge:
 
 
 class StillPasses:
-    """The other side of a regression (or the culprit's own lowest level, for a bug that
+    """The other side of a regression (or the failing side's own lowest level, for a bug that
     needs the optimizer): the candidate must still pass there, or the reduction could drift
     onto a bug both builds share, or onto one the optimizer has no part in."""
 
@@ -145,7 +145,7 @@ class StillPasses:
 
 class StillFails:
     """The other side of a persistent bug: the candidate must still fail there the same
-    way, or the reduction drifts onto what only the culprit build gets wrong, and the
+    way, or the reduction drifts onto what only the failing build gets wrong, and the
     reduced repro passes on a build the label says fails (one of a 1.22-to-1.23 campaign's
     persistent RMSNorm findings did)."""
 
@@ -213,7 +213,7 @@ def reduce_bundle(
     """Reduce the finding at `path`; returns the reduced bundle folder (`path/reduced`
     unless `out` says otherwise). `fault` is the test-only fault injection. Each of `also`
     must hold too: for a regression, the other build still gets the candidate right; for a
-    bug that needs the optimizer, the lowest level does. A `pool` given is the culprit
+    bug that needs the optimizer, the lowest level does. A `pool` given is the failing
     build's workers, lent and left running (a campaign reduces many findings on one pool: a
     TVM worker takes seconds to start). `judging`: the campaign's pipeline (its config's
     rules and tolerances). When the reference computes
@@ -261,7 +261,7 @@ def reduce_bundle(
 
 def _why_not(start: Candidate, identity: SameBug, also: Sequence[ShowsBug]) -> str:
     """Which of a reduction's conditions the original itself failed, asked once more: a
-    maintainer (and a flaky-case recheck) needs to know whether the culprit stopped failing
+    maintainer (and a flaky-case recheck) needs to know whether the failing side stopped failing
     or the other side stopped passing."""
     j = identity.judge(start)
     if j is None:

@@ -90,22 +90,22 @@ def reduce_one(
     not reproduce (a flaky bug slips through k runs now and then; it stays unreduced rather
     than misnamed). `guard`, for a regression, is the side that must keep getting each
     candidate right; `shared`, for a persistent bug, the side that must keep failing it the
-    same way; a bug that needs the optimizer keeps the culprit's lowest level right."""
-    culprit = finding.side
+    same way; a bug that needs the optimizer keeps the failing side's lowest level right."""
+    failing = finding.side
     also: list[ShowsBug] = [StillPasses(pools.pool(guard), guard, pools.judging)] if guard else []
     if shared:
         also.append(StillFails(finding, pools.pool(shared), shared, pools.judging))
     local = finding.localization
     if local is not None and local.depends_on_optimization:
-        also.append(StillPasses(pools.pool(culprit, local.level), f"{culprit} at {local.level}", pools.judging))
+        also.append(StillPasses(pools.pool(failing, local.level), f"{failing} at {local.level}", pools.judging))
     try:
         path = reduce_bundle(
             bundle,
             cfg.budget,
             max_tests=cfg.max_tests,
-            backend=str(pools.spec(culprit)),
+            backend=str(pools.spec(failing)),
             also=also,
-            pool=pools.pool(culprit),
+            pool=pools.pool(failing),
             judging=pools.judging,
         )
     except BundleError as e:
@@ -117,33 +117,33 @@ def reduce_one(
         print(f"warning: {bundle}: not reduced: it asks for more memory than the bot's bound", file=sys.stderr)
         return None
     reduced = Reduced.load(path)
-    if not fails_fresh(reduced, pools.side_run(culprit), pools.judging):
+    if not fails_fresh(reduced, pools.side_run(failing), pools.judging):
         print(
             f"warning: {bundle}: not reduced: the reduced trigger fails only in a worker that ran others",
             file=sys.stderr,
         )
         shutil.rmtree(path, ignore_errors=True)
         return None
-    name_reduced(reduced, pools, culprit)
+    name_reduced(reduced, pools, failing)
     return reduced
 
 
-def name_reduced(reduced: Reduced, pools: SidePools, culprit: str) -> None:
-    """The names the culprit's build gives the reduced trigger, each pass seeing what the
+def name_reduced(reduced: Reduced, pools: SidePools, failing: str) -> None:
+    """The names the failing side's build gives the reduced trigger, each pass seeing what the
     ones before it learned: relocalization decides whether a rewrite is asked for, and a
     death the optimizer's pass names is not blamed on a tensor."""
     local = reduced.finding.localization
     if local is not None and not local.depends_on_optimization:
-        moved = relocalize(reduced, pools.pool(culprit, local.level), pools.judging)
+        moved = relocalize(reduced, pools.pool(failing, local.level), pools.judging)
         if moved is not None:
             reduced.learn(localization=moved)
-    site = name_optimizer_death(reduced, pools.side_run(culprit))
+    site = name_optimizer_death(reduced, pools.side_run(failing))
     if site:
         reduced.learn(kernel=site)
-    blamed = name_first_wrong(reduced, pools.pool(culprit), pools.judging)
+    blamed = name_first_wrong(reduced, pools.pool(failing), pools.judging)
     if blamed:
         reduced.learn(blamed=blamed)
-    rewrite = name_guilty_rewrite(reduced, pools.side_run(culprit), pools.judging)
+    rewrite = name_guilty_rewrite(reduced, pools.side_run(failing), pools.judging)
     if rewrite:
         reduced.learn(rewrite=rewrite)
 
@@ -213,10 +213,10 @@ def name_optimizer_death(reduced: Reduced, side: SideRun) -> str:
     return optimizer_site(result.stderr_tail) if result.status is Status.crash else ""
 
 
-def generalize(reduced: Reduced, culprit: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
+def generalize(reduced: Reduced, failing: str, guard: str | None, pools: SidePools) -> DtypeEvidence | None:
     """The dtypes the reduced trigger fails and passes at, judged on the same builds."""
     bundle = reduced.bundle
-    same = SameBug(reduced.finding, pools.pool(culprit), pools.judging, Validity.of(bundle.model, bundle.reference))
+    same = SameBug(reduced.finding, pools.pool(failing), pools.judging, Validity.of(bundle.model, bundle.reference))
     outcome = TriggerOutcome(same, CandidateJudge(pools.pool(guard), pools.judging) if guard else None)
     return dtype_evidence(reduced.case(), outcome)
 

@@ -5,7 +5,7 @@ failure does not need the type: fuzzbot asks the builds, not the op names. The r
 model is re-typed to each of `GENERALIZE_DTYPES` (reducers.retype) and judged as the
 campaign judges a case, with the false-positive rules and the other build as a guard.
 Each type then says "fails" (the same bug, and for a regression the other build still
-gets it right), "passes" (the culprit build gets it right), or nothing: a type the ops do
+gets it right), "passes" (the failing build gets it right), or nothing: a type the ops do
 not allow, a declined model, an undefined input, a value nobody could compute, or a
 different failure is no evidence either way. The name keeps the type only where some
 type passes: then the set of types that fail is part of the bug's identity. A trigger found
@@ -32,7 +32,7 @@ Outcome = Literal["fails", "passes", "untestable"]
 
 
 class TriggerOutcome:
-    """Judges a re-typed trigger: the culprit build must show the same bug, and for a
+    """Judges a re-typed trigger: the failing build must show the same bug, and for a
     regression the guard (the other build) must still get it right."""
 
     def __init__(self, same: SameBug, guard: CandidateJudge | None) -> None:

@@ -44,7 +44,7 @@ class Disagreement:
 def disagreement(bundle: Path, finding: Finding, guard: str, pools: SidePools) -> Disagreement | None:
     """The side whose runs now disagree with the label, asking each side up to k times
     (oracles.asking: as often as the campaign's runs made the claim):
-    the guard failing, or (the guard still passing) the culprit passing. None when both
+    the guard failing, or (the guard still passing) the failing side passing. None when both
     still say what the label says, or the pipeline sets every run aside."""
     bundle_ = load_bundle(bundle)
     case = Candidate(bundle_.model, bundle_.inputs)

@@ -32,7 +32,7 @@ from oracles.verdict import Verdict
 
 
 def needs_rewrite(finding: Finding) -> bool:
-    """Whether a culprit is worth asking for: a wrong result or crash that its build's
+    """Whether a guilty rewrite is worth asking for: a wrong result or crash that its build's
     lowest level gets right, and not a death inside the optimizer (named by that pass
     already: backends.death)."""
     local = finding.localization
