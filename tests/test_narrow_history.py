@@ -29,7 +29,7 @@ from bot.github.pr import exit_code
 from bot.github.render import pr_comment
 from tests.conftest import CliResult
 from tests.narrow_repo import BACKEND, leaky_case, narrow_compiler_config, shared_narrow_repo, softmax_case
-from tests.toy_repo import ToyRepo
+from tests.toy_repo import ToyRepo, session_dir
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
@@ -38,13 +38,13 @@ Cli = Callable[..., CliResult]
 
 @pytest.fixture(scope="module")
 def narrow(tmp_path_factory: pytest.TempPathFactory) -> ToyRepo:
-    return shared_narrow_repo(tmp_path_factory.getbasetemp() / "narrow-history")
+    return shared_narrow_repo(session_dir(tmp_path_factory, "narrow-history"))
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One build cache for the module: each commit is built once."""
-    return tmp_path_factory.getbasetemp() / "narrow-builds"
+    return session_dir(tmp_path_factory, "narrow-builds")
 
 
 def _config(tmp: Path, repo: ToyRepo, cache: Path, base: str, head: str, **more: Any) -> Path:

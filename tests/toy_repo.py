@@ -169,6 +169,14 @@ def build_toy_repo(path: Path) -> ToyRepo:
     return ToyRepo(path, shas)
 
 
+def session_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every test process of the session shares: with pytest-xdist each worker has
+    its own base temp, and a history or a build made once under the file locks serves them
+    all (bot.sides.workspace locks each build; `shared_repo` locks each history)."""
+    base = factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
 def shared_repo(root: Path, build: Callable[[Path], ToyRepo]) -> ToyRepo:
     """The history `build` makes, in `root`, built by the first caller; later callers read
     its SHAs back."""
@@ -191,13 +199,13 @@ def shared_toy_repo(root: Path) -> ToyRepo:
 
 @pytest.fixture(scope="session")
 def toy_repo(tmp_path_factory: pytest.TempPathFactory) -> ToyRepo:
-    return shared_toy_repo(tmp_path_factory.getbasetemp() / "toycc-history")
+    return shared_toy_repo(session_dir(tmp_path_factory, "toycc-history"))
 
 
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One build cache for the session, so each toy commit is built once."""
-    path = tmp_path_factory.getbasetemp() / "toycc-builds"
+    path = session_dir(tmp_path_factory, "toycc-builds")
     path.mkdir(exist_ok=True)
     return path
 
