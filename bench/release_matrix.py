@@ -1,7 +1,7 @@
 """Every known onnxruntime flip between releases, judged by `fuzzbot check` between the releases
 it flips at: the release matrix.
 
-tests/test_release_pairs.py keeps one release pair per class of bug (a fusion regression, a
+tests/oracles/test_release_pairs.py keeps one release pair per class of bug (a fusion regression, a
 kernel fix, a crash on an undefined input, ...), so that `make test` builds a few release
 venvs, not every one. This bench runs the whole table of tests/release_cases.py: each case
 between the two releases it changes at, at the level where it does, in cached venvs

@@ -46,7 +46,7 @@ def interrupts_deferred() -> Iterator[None]:
     """A SIGINT or SIGTERM that comes inside waits for the section's end, then acts as it
     would have. A section that writes a finding's bundle and lists it is done whole: an
     interrupt between the two left a bundle that the interrupted campaign's summary.json
-    did not list (one CI run of tests/test_outputs_kept.py). Only a Python handler waits
+    did not list (one CI run of tests/bot/findings/test_outputs_kept.py). Only a Python handler waits
     (an ignored signal stays ignored, a default one still ends the process); outside the
     main thread, where no handler runs, nothing changes. Nested, the outermost section
     holds the signal. Keep the section short: a signal waits for all of it."""

@@ -51,7 +51,7 @@ model: a runtime refuses an IR version newer than it knows even where it knows t
 NEWEST_OPSET = max(IR_VERSION)
 """The newest default-domain opset the generator writes: every op spec was audited up to it
 (checker, strict shape inference, the torch reference and onnxruntime 1.31.1, which loads
-nothing newer; tests/test_opset_range.py)."""
+nothing newer; tests/generator/test_opset_range.py)."""
 
 
 def draw_values(rng: np.random.Generator, shape: Sequence[int], dtype: DType, fan_in: int = 1) -> np.ndarray:

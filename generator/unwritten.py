@@ -2,7 +2,7 @@
 
 A compiler's bugs live in the ops it runs; an op a build runs and the generator never
 writes is a blind spot. So every default-domain op type of the installed onnx is either a
-registered spec or named here with why, and `tests/test_generator.py` fails when onnx
+registered spec or named here with why, and `tests/generator/test_generator.py` fails when onnx
 brings an op that is neither. `bench/op_reach.py` counts, per build, the ops it runs that
 fall here.
 """

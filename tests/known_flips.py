@@ -2,8 +2,8 @@
 
 Each flip is a real bug that appears (a regression) or goes away (a fix) between two
 consecutive releases, with a standalone repro kept in tests/ and verified on both sides of
-the flip (tests/release_cases.py with tests/test_release_pairs.py for onnxruntime;
-tests/narrow_repo.py with tests/test_narrow_history.py for narrowcc's two pass regressions).
+the flip (tests/release_cases.py with tests/oracles/test_release_pairs.py for onnxruntime;
+tests/narrow_repo.py with tests/product/test_narrow_history.py for narrowcc's two pass regressions).
 
 A campaign's finding *is* a flip's bug when it carries the flip's label across the two
 releases (new_regression or fixed) and its reduced model holds the flip's trigger: the op

@@ -142,6 +142,6 @@ def tvm_agreement(tvm: WorkerClient, cases: list[tuple[str, int]], make: Make, t
 def classic_dtypes(spec: type[OpSpec]) -> tuple[DType, ...]:
     """The spec's types but bfloat16: the per-family checks judge outputs at their own type's
     bounds against onnxruntime, which runs bfloat16 in data movement alone. bfloat16 is
-    checked in tests/test_bfloat16.py, and against onnx.reference at bfloat16's bounds in
-    tests/test_reference_parity.py."""
+    checked in tests/generator/test_bfloat16.py, and against onnx.reference at bfloat16's bounds in
+    tests/generator/test_reference_parity.py."""
     return tuple(d for d in spec.dtypes if d is not DType.bfloat16)

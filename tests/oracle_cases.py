@@ -3,7 +3,7 @@
 Most cases were found by short fuzzbot campaigns and minimized by hand; the
 Pad+pool fusions came from a known onnxruntime issue (#22177, Pad fused into
 AveragePool) and the NaN, unsupported and reference cases from probing what each
-system does. The docstring of each says which build does what and why. tests/test_oracle_cases.py
+system does. The docstring of each says which build does what and why. tests/oracles/test_oracle_cases.py
 checks every stated fact against the real systems, so the oracle tests built on
 these cases are tests against what the backends really do, not against a mock.
 
@@ -44,7 +44,7 @@ _BOOL = TensorProto.BOOL
 
 
 def old_ort_python() -> Path:
-    """The interpreter of the onnxruntime 1.20.1 venv (the one tests/test_two_ort.py uses)."""
+    """The interpreter of the onnxruntime 1.20.1 venv (the one tests/backends/test_two_ort.py uses)."""
     return cached_venv(f"onnxruntime-{ORT_OLD}", list(ORT_OLD_PACKAGES))
 
 
@@ -462,7 +462,7 @@ def openvino_unsupported_det() -> Case:
 def reference_mean_first_input_broadcasts() -> Case:
     """Mean(a[1], b[3]): ReferenceEvaluator adds in place into the first input and raises
     "ValueError: non-broadcastable output operand with shape (1,) doesn't match the
-    broadcast shape (3,)" (tests/test_reference.py EVALUATOR_DEFECTS). The torch
+    broadcast shape (3,)" (tests/generator/test_reference.py EVALUATOR_DEFECTS). The torch
     reference, onnxruntime, TVM and OpenVINO all give [1, 1.5, 2]."""
     node = helper.make_node("Mean", ["a", "b"], ["y"])
     inputs = [_value("a", _F32, [1]), _value("b", _F32, [3])]
@@ -474,7 +474,7 @@ def reference_maxpool_asymmetric_pads() -> Case:
     """MaxPool 2x2 with pads [0, 0, 1, 1] (bottom and right only): ReferenceEvaluator
     reads the pads in the wrong order and returns shape (1, 1, 2, 4); the torch
     reference, onnxruntime, TVM and OpenVINO return the right (1, 1, 3, 3)
-    (tests/test_reference.py EVALUATOR_DEFECTS: "sizes padded outputs wrongly")."""
+    (tests/generator/test_reference.py EVALUATOR_DEFECTS: "sizes padded outputs wrongly")."""
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1])
     model = _model([node], [_value("x", _F32, [1, 1, 3, 3])], [_value("y", _F32, [1, 1, 3, 3])])
     return model, {"x": np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)}

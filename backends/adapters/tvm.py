@@ -80,7 +80,7 @@ class TvmAdapter(Adapter):
         r"ShapeExpr input|static shape is unknown|Cannot broadcast symbolic|cannot be proven",
     )
     """TVM's own wording for what it does not handle, from the Relax ONNX frontend's raises
-    and asserts and the legalizers' messages (tests/test_tvm_limits.py reads them from the
+    and asserts and the legalizers' messages (tests/backends/test_tvm_limits.py reads them from the
     installed TVM's source and checks each is classified, and no invalid-model error is).
     Not one: LegalizeOps' `emit_te now only supports Tensor that has ShapeExpr shape`, which
     a frontend op that lost a symbolic input's shape leads to (Sub of `[batch,1]` and

@@ -4,5 +4,5 @@ the findings a campaign has kept while it runs, `kept`), the standalone repro sc
 and the known-bugs file.
 
 May import: bot (the version), bot.errors, bot.files, bot.sides, backends, generator, oracles
-(docs/architecture.md; tests/test_layout.py enforces it).
+(docs/architecture.md; tests/product/test_layout.py enforces it).
 """

@@ -7,5 +7,5 @@ fuzzing, with the known bugs it learns (`campaign`). The `fuzzbot reduce` verb i
 bot/commands/reduce.py.
 
 May import: bot.config, bot.errors, bot.files, bot.findings, backends, generator, oracles, reducers
-(docs/architecture.md; tests/test_layout.py enforces it).
+(docs/architecture.md; tests/product/test_layout.py enforces it).
 """

@@ -92,7 +92,7 @@ class OpSpec(ABC):
     dtypes: ClassVar[tuple[DType, ...]] = FLOATS
     since_opset: ClassVar[int] = OLDEST_WRITTEN
     """The first opset the spec writes its op at: OLDEST_WRITTEN, or the opset the op arrived
-    in (tests/test_old_opsets.py holds every spec to its op's schema history). The forms an
+    in (tests/generator/test_old_opsets.py holds every spec to its op's schema history). The forms an
     op's versions differ in are the spec's to write by the opset (`takes_input`,
     `has_attribute`, `schema_allows`)."""
     until_opset: ClassVar[int] = 99

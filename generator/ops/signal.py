@@ -255,7 +255,7 @@ class DFT(OpSpec):
             cons += [self.length >= 1, self.length <= MAX_LENGTH]
         if self.irfft:
             # The spectrum holds exactly the length's n // 2 + 1 bins: where it holds more or
-            # fewer, builds read the spec's cut-or-pad rule differently (tests/test_ops_signal.py).
+            # fewer, builds read the spec's cut-or-pad rule differently (tests/generator/test_ops_signal.py).
             cons += [shape[self.axis] >= 2, self._length(ins) <= MAX_LENGTH]
         return cons
 
