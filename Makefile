@@ -41,8 +41,10 @@ lint: $(BIN)/fuzzbot
 typecheck: $(BIN)/fuzzbot
 	$(BIN)/mypy
 
+# Every core, one test module per worker: module fixtures (a campaign, a build) are made
+# once, and the session's histories and builds are shared under their locks.
 unit: $(BIN)/fuzzbot
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q -n auto --dist loadfile --durations=30
 
 # The tier a change is checked with first: no release venv, no git-history build, no whole
 # campaign (pyproject.toml's markers). `make test` runs every tier.

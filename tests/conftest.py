@@ -86,3 +86,21 @@ RotaryEmbedding, TensorScatter, Swish, CumProd, BitCast)."""
 def ort_support_newest(probe_cache: str) -> Support:
     """The same matrix at NEWEST_OPSET."""
     return _ort_support(probe_cache, NEWEST_OPSET)
+
+
+TIER_ORDER = ("campaign", "release")
+"""Modules of these tiers run first, the slowest tier first: with pytest-xdist's `--dist
+loadfile` each module runs on one worker, and a long campaign module handed out last kept
+one core busy for minutes after the other had finished."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole campaigns, then release venvs, then the rest; a stable sort, so each module's
+    tests stay together and in their order (the markers are per module), and every worker
+    collects the same order, which xdist requires."""
+
+    def tier(item: pytest.Item) -> int:
+        marks = {m.name for m in item.iter_markers()}
+        return next((i for i, name in enumerate(TIER_ORDER) if name in marks), len(TIER_ORDER))
+
+    items.sort(key=tier)
