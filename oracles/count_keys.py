@@ -10,7 +10,17 @@ bundles) is said here once, not by string tests at each reader.
 
 from __future__ import annotations
 
-__all__ = ["ASIDE_FOLDERS", "FILTERED_PREFIX", "ORDER", "PERF_REGRESSION", "CountKey"]
+__all__ = [
+    "ASIDE_FOLDERS",
+    "FILTERED_FOLDER",
+    "FILTERED_PREFIX",
+    "FLAKY_FOLDER",
+    "ORDER",
+    "PERF_FOLDER",
+    "PERF_REGRESSION",
+    "SET_ASIDE_FOLDERS",
+    "CountKey",
+]
 
 from dataclasses import dataclass
 
@@ -38,7 +48,11 @@ ORDER: tuple[str, ...] = (
 )
 """The order tables list keys in: what a PR check fails on first, good news and passes last."""
 
-ASIDE_FOLDERS = {CrossVerdict.flaky.value: "flaky/", PERF_REGRESSION: "perf/"}
+FLAKY_FOLDER, FILTERED_FOLDER, PERF_FOLDER = "flaky", "filtered", "perf"
+SET_ASIDE_FOLDERS = (FLAKY_FOLDER, FILTERED_FOLDER, PERF_FOLDER)
+"""The output folders of cases set aside, beside findings/: what a merge copies over."""
+
+ASIDE_FOLDERS = {CrossVerdict.flaky.value: f"{FLAKY_FOLDER}/", PERF_REGRESSION: f"{PERF_FOLDER}/"}
 """The set-aside keys with a folder of their own; a `filtered:<rule>` key's is filtered/<rule>/."""
 
 
@@ -85,7 +99,7 @@ class CountKey:
         """The output folder that keeps the bundles of a set-aside key (flaky/, perf/,
         filtered/<rule>/); None for a key whose cases are findings or only counted."""
         if self.rule is not None:
-            return f"filtered/{self.rule}/"
+            return f"{FILTERED_FOLDER}/{self.rule}/"
         return ASIDE_FOLDERS.get(self.text)
 
     @property

@@ -24,8 +24,9 @@ from bot.reduce.campaign import CampaignReduction
 from bot.reduce.finding import input_form
 from generator.api import OLDEST_GENERATED, GenConfig
 from generator.emit import NEWEST_OPSET
+from oracles.count_keys import FILTERED_FOLDER, CountKey
 from oracles.references import Source
-from oracles.sides import CrossJudgement, CrossVerdict
+from oracles.sides import CrossJudgement
 
 
 class FindingKeeper:
@@ -115,12 +116,9 @@ class FindingKeeper:
         """Flaky and (on request, `keep_filtered`) every other case set aside: filtered by a
         rule, declined by the build (unsupported), or crashing only on an undefined input.
         Saved apart, never listed as findings, so that each reason can be audited."""
-        if cross.verdict is CrossVerdict.flaky:
-            where = "flaky"
-        elif cross.verdict is CrossVerdict.filtered:
-            where = f"filtered/{cross.rule}"
-        else:
-            where = f"filtered/{cross.verdict.value}"
+        # flaky/ and filtered/<rule>/ are the count key's own folders; a case set aside for
+        # what the build said (unsupported, an undefined input) is kept under its verdict
+        where = CountKey(cross.key).aside_folder or f"{FILTERED_FOLDER}/{cross.verdict.value}"
         finding = self._finding(case, results, cross)
         with interrupts_deferred():
             self._write(Path(self.cfg.out) / where / f"seed{case.seed}", case, cross, finding, results)

@@ -53,7 +53,7 @@ from bot.sides.probe import ProbeFailure, SupportMatrix, declared_lossy
 from generator import onnx_checks
 from generator.ops import registry
 from oracles.case import CaseEvidence
-from oracles.count_keys import PERF_REGRESSION
+from oracles.count_keys import PERF_FOLDER, PERF_REGRESSION
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.rules import load_rules
@@ -685,7 +685,7 @@ class Campaign:
         if not any(j.regression for j in judgements):
             return
         with self._lock, interrupts_deferred():
-            dest = Path(self.cfg.out) / "perf" / f"seed{case.seed}"
+            dest = Path(self.cfg.out) / PERF_FOLDER / f"seed{case.seed}"
             write_bundle(dest, case.model, case.inputs, case.reference)
             (dest / "perf.json").write_text("[" + ",".join(j.model_dump_json() for j in judgements) + "]\n")
             self.counts[PERF_REGRESSION] += 1

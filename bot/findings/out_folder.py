@@ -21,6 +21,7 @@ from bot.errors import UserError
 from bot.findings.known_bugs import KNOWN_FILE
 from bot.findings.store import STORE_NAME
 from bot.findings.summary_md import SUMMARY_MD
+from oracles.count_keys import SET_ASIDE_FOLDERS
 
 RESULT_NAMES = (
     "summary.json",
@@ -30,9 +31,7 @@ RESULT_NAMES = (
     KNOWN_FILE,
     "findings",
     "duplicates",
-    "filtered",
-    "flaky",
-    "perf",
+    *SET_ASIDE_FOLDERS,
     "support",
     "dry-run",
 )

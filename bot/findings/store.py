@@ -28,7 +28,8 @@ from pydantic import BaseModel
 
 from bot.errors import UserError
 from bot.findings.bundle import Finding
-from oracles.sides import finding_label
+from oracles.sides import CrossKey, finding_label
+from oracles.verdict import Verdict
 
 STORE_NAME = "findings.sqlite"
 SCHEMA_VERSION = 1
@@ -91,8 +92,10 @@ class StoredFinding(BaseModel):
     the smallest model, and `nodes` is that model's node count (None: unreadable)."""
 
     fingerprint: str
-    verdict: str
-    across: str = ""
+    verdict: Verdict
+    """The failing side's own verdict, as the finding's (bot.findings.bundle.Finding)."""
+    across: CrossKey = ""
+    """The label across sides, typed as the finding's; "" for a one-build row of an old store."""
     signature: str = ""
     backend_name: str = ""
     backend_version: str = ""
@@ -168,7 +171,7 @@ def row_for(
     reduced, nodes = measure(bundle) if bundle is not None else (False, None)
     return StoredFinding(
         fingerprint=finding.fingerprint,
-        verdict=finding.verdict.value,
+        verdict=finding.verdict,
         across=finding.across,
         signature=finding.signature,
         backend_name=finding.backend.name,
@@ -303,7 +306,7 @@ class FindingStore:
             for row in rows:
                 old = self._get(conn, row.fingerprint)
                 new = row if old is None else combine(old, row)
-                values = new.model_dump(include=set(_COLUMNS))
+                values = new.model_dump(include=set(_COLUMNS), mode="json")
                 conn.execute(_UPSERT, [values[c] for c in _COLUMNS])
                 merged.append(new)
         return merged
@@ -319,7 +322,7 @@ class FindingStore:
             moved = row.model_copy(update={"fingerprint": new, "signature": signature})
             there = self._get(conn, new)
             merged = moved if there is None else combine(there, moved)
-            values = merged.model_dump(include=set(_COLUMNS))
+            values = merged.model_dump(include=set(_COLUMNS), mode="json")
             conn.execute(_UPSERT, [values[c] for c in _COLUMNS])
             return merged
 

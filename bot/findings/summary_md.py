@@ -17,7 +17,7 @@ from bot.files import write_whole
 from bot.findings.divergence_text import divergence_lines, support_lines
 from bot.findings.store import StoredFinding, load_rows
 from bot.findings.summary import FindingRef, Summary, rewrites_fired, symbolic_share
-from oracles.count_keys import ASIDE_FOLDERS, CountKey
+from oracles.count_keys import ASIDE_FOLDERS, FILTERED_FOLDER, CountKey
 from oracles.sides import CrossVerdict, SideName
 
 SUMMARY_MD = "summary.md"
@@ -261,7 +261,7 @@ def render_summary_md(
 def kept_aside(out: Path) -> dict[str, int]:
     """Bundles under OUT/flaky/, OUT/perf/ and OUT/filtered/<rule>/, by count key."""
     folders = {key: out / folder for key, folder in ASIDE_FOLDERS.items()}
-    filtered = out / "filtered"
+    filtered = out / FILTERED_FOLDER
     for rule in sorted(filtered.iterdir()) if filtered.is_dir() else []:
         folders[str(CountKey.filtered(rule.name))] = rule
     kept = {key: _bundles_in(folder) for key, folder in folders.items()}

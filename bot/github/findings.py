@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from bot.findings.bundle import Finding
 from bot.findings.summary import FindingRef, Summary
 from bot.github.errors import ReportError
+from oracles.count_keys import FLAKY_FOLDER
 
 
 class ReportInputError(ReportError):
@@ -159,7 +160,7 @@ def _bisect(path: Path) -> dict[str, Any] | None:
 
 
 def _flaky(out: Path) -> list[str]:
-    folder = out / "flaky"
+    folder = out / FLAKY_FOLDER
     lines = []
     for bundle in sorted(folder.iterdir()) if folder.is_dir() else []:
         if not bundle.is_dir() or bundle.name.startswith("."):

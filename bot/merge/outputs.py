@@ -36,6 +36,7 @@ from bot.findings.store import REDUCED_DIR, FindingStore, StoredFinding, StoreEr
 from bot.findings.summary import CorpusSummary, FindingRef, PerfFinding, Summary, Timings, seen_union, write_summary
 from bot.findings.summary_md import write_summary_md
 from generator.coverage import CoverageStats
+from oracles.count_keys import PERF_FOLDER, SET_ASIDE_FOLDERS
 
 
 class MergeError(UserError):
@@ -327,14 +328,14 @@ def _copy_set_aside(outputs: list[ShardOutput], tmp: Path) -> list[PerfFinding]:
     a name two shards share is the same case and either copy will do. Returns the perf
     findings, pointing at their copies."""
     for o in outputs:
-        for folder in ("flaky", "filtered", "perf"):
+        for folder in SET_ASIDE_FOLDERS:
             if (o.path / folder).is_dir():
                 shutil.copytree(o.path / folder, tmp / folder, ignore=_SKIP_TEMPORARY, dirs_exist_ok=True)
     perf: dict[str, PerfFinding] = {}
     for o in outputs:
         for p in o.summary.perf:
             name = Path(p.path).name
-            perf.setdefault(name, p.model_copy(update={"path": f"perf/{name}"}))
+            perf.setdefault(name, p.model_copy(update={"path": f"{PERF_FOLDER}/{name}"}))
     return sorted(perf.values(), key=lambda p: p.seed)
 
 

@@ -38,6 +38,7 @@ from bot.reduce.rewrite_blame import Rewrites, names_rewrites
 from bot.reduce.workers import SidePools, SideRun
 from generator.avoid import Avoid
 from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rewrite_fingerprint
+from oracles.count_keys import FLAKY_FOLDER
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.sides import CrossVerdict
@@ -263,7 +264,7 @@ class CampaignReduction:
         if found is None:
             return
         print(f"warning: {bundle}: {ref.across} set aside as flaky: {found.note}", file=sys.stderr)
-        moved = move_bundle(bundle, self.out / "flaky" / bundle.name)
+        moved = move_bundle(bundle, self.out / FLAKY_FOLDER / bundle.name)
         note = "; ".join(n for n in (finding.note, found.note) if n)
         _update(moved, {"across": CrossVerdict.flaky, "note": note})
         self.kept.findings.remove(ref)
