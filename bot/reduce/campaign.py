@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import FuzzConfig
-from bot.errors import interrupts_deferred
-from bot.findings.bundle import Finding, load_bundle, move_bundle
+from bot.findings.bundle import Finding, load_bundle
 from bot.findings.kept import KeptFindings
 from bot.findings.known_bugs import KnownBug, known_bug, read_known
-from bot.findings.store import FindingStore, relative_to_root
-from bot.findings.summary import FindingRef, in_output, seen_union
+from bot.findings.records import FindingRecords
+from bot.findings.store import FindingStore
+from bot.findings.summary import FindingRef, in_output
 from bot.reduce.blame import blame
 from bot.reduce.finding import (
     across_after_reduction,
@@ -38,7 +38,6 @@ from bot.reduce.rewrite_blame import Rewrites, names_rewrites
 from bot.reduce.workers import SidePools, SideRun
 from generator.avoid import Avoid
 from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rewrite_fingerprint
-from oracles.count_keys import FLAKY_FOLDER
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.sides import CrossVerdict
@@ -93,6 +92,8 @@ class CampaignReduction:
         self.spent_during_s = 0.0
         """The part of `spent_s` spent while fuzzing, inside the fuzzing's wall time."""
         self.out = Path(cfg.out)
+        self.records = FindingRecords(kept, store, self.out)
+        """Renaming, folding and relabelling a kept finding, each in every record at once."""
         self.pools = SidePools(runs, Judging(cfg.oracles, cfg.tolerances))
         """Candidates are judged as the campaign judges (its rules and tolerances), with
         counts of their own: the summary's tie-breaks are the campaign's cases only."""
@@ -204,15 +205,8 @@ class CampaignReduction:
 
     def _fold(self, ref: FindingRef, target: FindingRef, bundle: Path) -> None:
         """`ref` is another sighting of `target`'s bug: counted there, kept as a duplicate."""
-        self.store.rename(ref.fingerprint, target.fingerprint, target.signature)
-        self.kept.occurrences[target.fingerprint] = self.kept.occurrences.get(
-            target.fingerprint, 0
-        ) + self.kept.occurrences.pop(ref.fingerprint, 0)
-        target.seen = seen_union(target.seen, ref.seen)
         self.aliases[ref.fingerprint] = target.fingerprint
-        with interrupts_deferred():
-            self.kept.findings.remove(ref)
-            move_bundle(bundle, self.out / "duplicates" / bundle.name)
+        self.records.fold(ref, target, bundle)
 
     def reduce(self, ref: FindingRef, budget_s: float, max_tests: int | None = None) -> None:
         """Reduce, relabel, generalize and name one finding; fold it into an earlier one
@@ -243,17 +237,13 @@ class CampaignReduction:
             bundle = self._relabelled(ref, bundle, reduced, was)
         evidence = generalize(reduced, finding.side, guard, pools) if settings.generalize else None
         first_seen = ref.fingerprint
-        named = rename_finding(ref, bundle, reduced, self.kept, self.store, evidence)
+        named = rename_finding(ref, bundle, reduced, self.records, evidence)
         self.aliases[first_seen] = ref.fingerprint
         if named:
             self._learn(reduced)
             return
         first = next(r for r in self.kept.findings if r.fingerprint == ref.fingerprint and r is not ref)
-        first.seen = seen_union(first.seen, ref.seen)
-        first.triggers = seen_union(first.triggers, ref.triggers)
-        with interrupts_deferred():
-            self.kept.findings.remove(ref)
-            move_bundle(bundle, self.out / "duplicates" / bundle.name)
+        self.records.fold(ref, first, bundle)
 
     def _ask_again(self, ref: FindingRef, bundle: Path, finding: Finding, guard: str, pools: SidePools) -> None:
         """A regression or fix that did not reproduce: when one side now answers otherwise
@@ -264,11 +254,7 @@ class CampaignReduction:
         if found is None:
             return
         print(f"warning: {bundle}: {ref.across} set aside as flaky: {found.note}", file=sys.stderr)
-        moved = move_bundle(bundle, self.out / FLAKY_FOLDER / bundle.name)
-        note = "; ".join(n for n in (finding.note, found.note) if n)
-        _update(moved, {"across": CrossVerdict.flaky, "note": note})
-        self.kept.findings.remove(ref)
-        self.store.relabel({ref.fingerprint: CrossVerdict.flaky.value})
+        self.records.set_aside_as_flaky(ref, bundle, "; ".join(n for n in (finding.note, found.note) if n))
         self.moved[str(ref.across), CrossVerdict.flaky.value] += 1
 
     def first_names(self, fingerprint: str) -> set[str]:
@@ -292,13 +278,9 @@ class CampaignReduction:
     def _relabelled(self, ref: FindingRef, bundle: Path, reduced: Reduced, was: CrossVerdict) -> Path:
         """The bundle folder renamed for the label its reduction earned (its name starts
         with the label, which people read), with ref and the reduced record following it."""
-        prefix = f"{was.value}-"
-        if ref.across == was or not bundle.name.startswith(prefix):
+        moved = self.records.relabel(ref, bundle, was)
+        if moved == bundle:
             return bundle
-        with interrupts_deferred():
-            moved = move_bundle(bundle, bundle.with_name(f"{ref.across}-{bundle.name.removeprefix(prefix)}"))
-            ref.path = relative_to_root(moved, self.out)
-        _update(moved, {"across": ref.across})
         reduced.moved_to(moved / reduced.path.name)
         if ref.across == CrossVerdict.new_regression:  # base was asked about the trigger, not each candidate
             reduced.learn(kept={**reduced.finding.kept, self.sides[0]: "pass on the reduced model"})
@@ -310,9 +292,3 @@ class CampaignReduction:
 
 def _label(ref: FindingRef) -> str:
     return ref.across.value if ref.across else ""
-
-
-def _update(bundle: Path, fields: dict[str, object]) -> None:
-    path = bundle / "finding.json"
-    finding = Finding.model_validate_json(path.read_text())
-    path.write_text(finding.model_copy(update=fields).model_dump_json(indent=2) + "\n")

@@ -26,8 +26,8 @@ from backends.results import Status
 from backends.spec import BackendSpecError, parse_backend, spec_level
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding
-from bot.findings.kept import KeptFindings
-from bot.findings.store import FindingStore, relative_to_root
+from bot.findings.records import FindingRecords
+from bot.findings.store import relative_to_root
 from bot.findings.summary import FindingRef, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.candidates import (
@@ -243,7 +243,7 @@ def across_after_reduction(
 
 
 def rename_finding(
-    ref: FindingRef, bundle: Path, reduced: Reduced, kept: KeptFindings, store: FindingStore, ev: DtypeEvidence | None
+    ref: FindingRef, bundle: Path, reduced: Reduced, records: FindingRecords, ev: DtypeEvidence | None
 ) -> bool:
     """Give `ref` (whose bundle is at `bundle`) its final name; False when that name belongs to
     an earlier finding, whose occurrences then absorb this one's. Its evidence may give it
@@ -261,6 +261,7 @@ def rename_finding(
         # T.int64"), which generalization turns into T; two reports of one check before
         fp = crash_site_fingerprint(finding.model_copy(update={"signature": signature}), ref.across or "")
     keys = [rewrite_fingerprint(finding, ref.across or ""), fp] if finding.rewrite else [fp]
+    kept, store = records.kept, records.store
     same = next((o for o in kept.findings if o is not ref and set(o.keys or [o.fingerprint]) & set(keys)), None)
     fp = keys[0] if same is None else same.fingerprint
     ref.keys = seen_union([fp], keys)
@@ -273,10 +274,6 @@ def rename_finding(
     ref.reduced_nodes = len(model.graph.node)
     reduced.learn(signature=signature, fingerprint=fp, dtypes=ev, across=ref.across or "")
     reduced.save()  # on disk before the store hears of the name
-    old = ref.fingerprint
-    if fp != old:
-        store.rename(old, fp, signature)
-        kept.occurrences[fp] = kept.occurrences.get(fp, 0) + kept.occurrences.pop(old, 0)
-        ref.fingerprint, ref.signature = fp, signature
+    records.rename(ref, fp, signature)
     store.offer(fp, bundle)
     return not any(other is not ref and other.fingerprint == fp for other in kept.findings)
