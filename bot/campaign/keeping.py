@@ -17,6 +17,7 @@ from bot.cases.making import Prepared
 from bot.config import FuzzConfig
 from bot.errors import interrupts_deferred
 from bot.findings.bundle import Finding, move_bundle, write_bundle
+from bot.findings.records import DUPLICATES
 from bot.findings.repro import render_repro
 from bot.findings.store import FindingStore, relative_to_root
 from bot.findings.summary import FindingRef, in_output, seen_union
@@ -92,18 +93,12 @@ class FindingKeeper:
         self.store.record(finding, dest, shard=self.state.shard)
         for ref in superseded:
             self.kept.findings.remove(ref)
-            move_bundle(in_output(out, ref.path), out / "duplicates" / Path(ref.path).name)
-        local = cross.failing.localization
-        ref = FindingRef(
+            move_bundle(in_output(out, ref.path), out / DUPLICATES / Path(ref.path).name)
+        ref = FindingRef.of(
+            finding,
+            relative_to_root(dest, out),
             found_s=round(self.clock(), 3) if found_s is None else found_s,
             mutation=f"{case.mutation} (parent seed {case.parent})" if case.mutation else "",
-            path=relative_to_root(dest, out),
-            verdict=j.verdict,
-            across=cross.key,
-            fingerprint=j.fingerprint,
-            seed=case.seed,
-            signature=j.signature,
-            depends_on_optimization=local.depends_on_optimization if local else None,
             seen=[input_form(case.model)],
         )
         if case.regression_of is not None:  # already reduced: its own bundle is the reduced one

@@ -7,12 +7,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field, computed_field, field_validator
 
 from backends.results import BackendInfo
 from bot.errors import Interrupted, signal_of
 from bot.files import write_whole
+from bot.findings.bundle import Finding
 from bot.findings.store import FindingStore
 from bot.sides.config import CompilerConfig
 from bot.sides.probe import ProbeFailure
@@ -77,6 +79,21 @@ class FindingRef(BaseModel):
     """Seconds into the fuzzing when this sighting was kept (the first, for a finding's first bundle)."""
     mutation: str = ""
     """When a mutant found it: its mutation (`sibling: Add -> Max at step 3`) and parent seed."""
+
+    @classmethod
+    def of(cls, finding: Finding, path: str, **more: Any) -> FindingRef:
+        """The ref of the finding recorded at `path` (relative to the output folder): what
+        the bundle's finding.json says of its bug, read from it, never restated by hand."""
+        local = finding.localization
+        fields: dict[str, Any] = {
+            "verdict": finding.verdict,
+            "across": finding.across or None,
+            "fingerprint": finding.fingerprint,
+            "seed": finding.seed or 0,
+            "signature": finding.signature,
+            "depends_on_optimization": local.depends_on_optimization if local else None,
+        }
+        return cls(path=path, **(fields | more))
 
 
 def count_key_of(ref: FindingRef, two_builds: bool) -> str:

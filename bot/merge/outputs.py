@@ -273,23 +273,14 @@ def _ref(known: FindingRef | None, bundle: Path, path: str, row: StoredFinding) 
     store chose and the label the merged rows settled on (bot.findings.store.combine: shards that saw
     one bug under two labels agree on the one that matters most)."""
     reduced = {
-        "path": path,
         "reduced_path": f"{path}/{REDUCED_DIR}" if row.reduced else None,
         "reduced_nodes": row.nodes if row.reduced else None,
         **({"across": row.across} if row.across else {}),
     }
     if known is not None:
-        return known.model_copy(update=reduced)
+        return known.model_copy(update={"path": path, **reduced})
     f = Finding.model_validate_json((bundle / "finding.json").read_text())
-    local = f.localization
-    return FindingRef(
-        verdict=f.verdict,
-        fingerprint=f.fingerprint,
-        seed=f.seed or 0,
-        signature=f.signature,
-        depends_on_optimization=local.depends_on_optimization if local else None,
-        **reduced,
-    )
+    return FindingRef.of(f, path, **{"across": None, **reduced})
 
 
 _SKIP_TEMPORARY = shutil.ignore_patterns(".*")
