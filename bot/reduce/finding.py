@@ -47,7 +47,7 @@ from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rew
 from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, Localization, label_rank
-from oracles.verdict import Symptom, Verdict
+from oracles.verdict import Judgement, Symptom, Verdict
 
 
 def finding_level(finding: Finding) -> str | None:
@@ -230,9 +230,21 @@ def across_after_reduction(
     share; declining it leaves head's bug new in head; failing it differently again keeps
     `otherwise`, the provisional label, unless that is `new_in_head`: base ran the trigger
     and failed, so both builds fail it (`persistent`, by the verdict table), whatever base's
-    own bug is."""
+    own bug is.
+
+    The label is a claim about base, so base is asked as the campaign asks a side (k runs,
+    oracles.asking): base is right only when every run is right. Asked once, a base that
+    reads stray memory and was right that once made a bug both builds share a regression.
+    Runs that disagree leave the provisional label."""
     same = SameBug(reduced.finding, pools.pool(base), pools.judging)
-    j = same.judge(reduced.case())
+    case = reduced.case()
+    runs = pools.judging.asking.claim(lambda: same.judge(case))
+    labels = {_base_says(j, same, otherwise) for j in runs}
+    return labels.pop() if len(labels) == 1 else otherwise
+
+
+def _base_says(j: Judgement | None, same: SameBug, otherwise: CrossVerdict) -> CrossVerdict:
+    """The label one of base's runs of the reduced trigger gives it."""
     if j is None or j.undefined or j.verdict is Verdict.unsupported:
         return CrossVerdict.new_in_head
     if j.verdict is Verdict.pass_:
