@@ -49,7 +49,7 @@ unit: $(BIN)/fuzzbot
 # The tier a change is checked with first: no release venv, no git-history build, no whole
 # campaign (pyproject.toml's markers). `make test` runs every tier.
 quick: $(BIN)/fuzzbot
-	$(BIN)/pytest -q -m "not release and not campaign"
+	$(BIN)/pytest -q -n auto --dist loadfile -m "not release and not campaign"
 
 bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py
