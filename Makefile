@@ -44,12 +44,12 @@ typecheck: $(BIN)/fuzzbot
 # Every core, one test module per worker: module fixtures (a campaign, a build) are made
 # once, and the session's histories and builds are shared under their locks.
 unit: $(BIN)/fuzzbot
-	$(BIN)/pytest -q -n auto --dist loadfile --durations=30
+	$(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=30
 
 # The tier a change is checked with first: no release venv, no git-history build, no whole
 # campaign (pyproject.toml's markers). `make test` runs every tier.
 quick: $(BIN)/fuzzbot
-	$(BIN)/pytest -q -n auto --dist loadfile -m "not release and not campaign"
+	$(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not release and not campaign"
 
 bench: $(BIN)/fuzzbot
 	$(BIN)/python bench/throughput.py
