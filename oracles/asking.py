@@ -59,7 +59,7 @@ class Asking:
 
     def shown_once(self, ask: Callable[[], bool]) -> bool:
         """Whether one of up to `tries` asks shows the failure."""
-        return self.first_showing(lambda: True if ask() else None, bool) is not None
+        return any(ask() for _ in range(self.tries))
 
     def every_showing(self, ask: Callable[[], T | None], shows: Callable[[T], bool]) -> list[T] | None:
         """`tries` answers, each showing it; None at the first that does not (one ask that
