@@ -85,6 +85,8 @@ class WorkerClient:
         self.level = spec.level
         self.handshake: dict[str, Any] = {}
         self.restarts = 0
+        self.forks = 0
+        """Fresh runs in a child of the worker's zygote (run_fresh)."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._answered = 0
         """Requests the current process was sent before the one in flight: a failure after
@@ -187,6 +189,7 @@ class WorkerClient:
             "fault": self.fault,
             "memory_mb": self.memory_mb,
             "coverage": self.coverage,
+            "fresh": True,
         }
         assert proc.stdin is not None
         with contextlib.suppress(OSError):  # a worker that died at once: the handshake read says so
@@ -294,6 +297,8 @@ class WorkerClient:
                     if stage is Stage.run:
                         deadline = time.monotonic() + self.timeout_s
                     continue
+                if header.get("died") is not None:  # a fresh child died; its worker lives
+                    return self._child_died(int(header["died"]), stage, offset, started)
                 result = self._result(header, arrays, time.monotonic() - started)
                 if header.get("exiting"):  # it answered, then exits: reap it before the next request
                     result.stderr_tail = self._tail(offset)
@@ -308,12 +313,7 @@ class WorkerClient:
             return self._failure(Status.crash, stage, f"worker protocol error: {e}", None, offset, started)
         except (EOFError, OSError) as e:
             code = self._reap()
-            sig = signal_name(code)
-            message = f"worker killed by {sig}" if sig else f"worker exited with code {code} ({e})"
-            if sig and (words := last_words(self._tail(offset))):
-                message += f": {words}"
-            if self.memory_mb and sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
-                message += f" (memory limit {self.memory_mb} MiB)"
+            message, sig = self._death(code, offset, str(e))
             return self._failure(Status.crash, stage, message, sig, offset, started)
 
     def run(self, model: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
@@ -324,6 +324,22 @@ class WorkerClient:
             self._held = self._collect()
         self._submit({"op": "run", "level": self.level}, inputs, {"model": model})
         return self._collect()
+
+    def run_fresh(self, model: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
+        """Run in a process no earlier case ran in, the used worker kept: a child of the
+        zygote the worker forked before its first case (backends.fresh), or, where the worker
+        has none, a restart. The answer to a case sent ahead is collected first and kept."""
+        if not self.handshake.get("fresh") or self._proc is None or self._proc.poll() is not None:
+            self.restart()
+            return self.run(model, inputs)
+        if self._pending is not None:
+            self._held = self._collect()
+        self._submit({"op": "fresh", "level": self.level}, inputs, {"model": model})
+        self._answered -= 1  # the worker only relayed it: its own process ran nothing more
+        self.forks += 1
+        result = self._collect()
+        result.earlier_requests = 0
+        return result
 
     def restart(self) -> None:
         """A fresh process, for a failure that must be seen in a worker no earlier case ran
@@ -370,6 +386,30 @@ class WorkerClient:
         self._kill()
         return RunResult(
             status=status,
+            stage=stage,
+            message=message,
+            signal=sig,
+            stderr_tail=self._tail(offset),
+            wall_s=time.monotonic() - started,
+            backend=self.info,
+        )
+
+    def _death(self, code: int, offset: int, why: str) -> tuple[str, str | None]:
+        """How a worker process died, in words, with the signal's name if one killed it."""
+        sig = signal_name(code)
+        message = f"worker killed by {sig}" if sig else f"worker exited with code {code} ({why})"
+        if sig and (words := last_words(self._tail(offset))):
+            message += f": {words}"
+        if self.memory_mb and sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
+            message += f" (memory limit {self.memory_mb} MiB)"
+        return message, sig
+
+    def _child_died(self, code: int, stage: Stage | None, offset: int, started: float) -> RunResult:
+        """A fresh child's death, worded as a worker's own, so the failure it shows is named
+        as the used worker's was; the worker itself lives on."""
+        message, sig = self._death(code, offset, "worker closed its channel")
+        return RunResult(
+            status=Status.crash,
             stage=stage,
             message=message,
             signal=sig,

@@ -29,6 +29,7 @@ import numpy as np
 from backends import faults, memory
 from backends.adapters.base import Unavailable, is_unsupported
 from backends.code_coverage import CodeCoverage, start_coverage
+from backends.fresh import Zygote, forward
 from backends.protocol import PROTOCOL_VERSION, read_message, write_message
 
 MAX_MESSAGE = 4000
@@ -219,7 +220,7 @@ def run_stages(
     return {"status": "ok", **times, **seen}, outputs
 
 
-def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
+def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any, Zygote | None] | None:
     hello, _, _ = read_message(inp)
     if hello.get("protocol") != PROTOCOL_VERSION:
         message = f"worker speaks protocol {PROTOCOL_VERSION}, the bot {hello.get('protocol')}"
@@ -244,6 +245,8 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
         reply = {"ok": False, "protocol": PROTOCOL_VERSION, "stage": "import", "unavailable": unavailable}
         write_message(out, {**reply, "message": str(e) if unavailable else describe(e)})
         return None
+    served = Served(adapter, cap, coverage)
+    zygote = fresh_zygote(served, fault, hello, (inp.fileno(), out.fileno()))
     write_message(
         out,
         {
@@ -264,9 +267,23 @@ def handshake(inp: BinaryIO, out: BinaryIO) -> tuple[Served, Any] | None:
             "memory_cap_mb": cap,
             "coverage": coverage_state,
             "coverage_modules": measured,
+            "fresh": zygote is not None,
         },
     )
-    return Served(adapter, cap, coverage), fault
+    return served, fault, zygote
+
+
+def fresh_zygote(served: Served, fault: Any, hello: dict[str, Any], channels: tuple[int, int]) -> Zygote | None:
+    """The zygote fresh runs fork from (backends.fresh), where the bot asked for one and the
+    adapter does not decline it: onnxruntime's import starts its thread pools, which a fork
+    would not carry, and a new process costs it about 0.1 s anyway."""
+    if not hello.get("fresh") or not getattr(served.adapter, "fresh_by_fork", True):
+        return None
+
+    def serve_one(inp: BinaryIO, out: BinaryIO) -> None:
+        forward(inp, out, lambda header, arrays, model, to: handle_run(served, header, arrays, model, fault, to))
+
+    return Zygote.fork(serve_one, channels)
 
 
 def coverage_packages(adapter: Any, asked: Any) -> list[str]:
@@ -284,7 +301,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
     ready = handshake(inp, out)
     if ready is None:
         return 1
-    served, fault = ready
+    served, fault, zygote = ready
     while True:
         try:
             header, arrays, blobs = read_message(inp)
@@ -295,6 +312,9 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
             return 0
         if op == "echo":  # the protocol alone, for its benchmark and tests
             write_message(out, {"id": rid, "status": "ok"}, arrays)
+            continue
+        if op == "fresh" and zygote is not None:
+            zygote.run(header, arrays, blobs, out)
             continue
         reply, outputs = handle_run(served, header, arrays, blobs["model"], fault, out)
         write_message(out, {"id": rid, **reply}, outputs)
