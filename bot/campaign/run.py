@@ -210,7 +210,9 @@ class Campaign:
 
     def start(self) -> BackendInfo:
         """Bring every worker up and prove each side runs its own build; a side that cannot
-        start, or imports another's code, fails here, before any test."""
+        start, or imports another's code, fails here, before any test. Its time is
+        summary.json's `time_s.start`: what a PR pays between a built head and its first test."""
+        began = time.perf_counter()
         try:
             infos = [side.client.start() for lane in self.lanes for side in lane]
             self.state.backend = infos[len(self.setups) - 1]
@@ -222,6 +224,7 @@ class Campaign:
         except BaseException:
             self.close()
             raise
+        self.state.times.start = time.perf_counter() - began
         return self.state.backend
 
     def check_sides(self) -> None:
