@@ -40,6 +40,14 @@ class Sample(BaseModel):
 
 SAMPLES = 5
 """Differing elements kept per output (the first ones, in index order)."""
+PRECISION_OF = {"float64": ("float32", 2.0**-24), "float32": ("float16", 2.0**-11)}
+"""Output dtype -> the next narrower float type and its unit roundoff: a wrong float64 result
+within a few roundings of float32 is a float64 op computed about as precisely as float32."""
+PRECISION_UNITS = 16
+"""How many of the narrower type's roundings, at the output's scale, a precision-scale error
+stays within: onnxruntime's float64 windows and Shrink, computed in float32, were off by up
+to 3e-8 and 6e-8 on values near 1 (0.5 and 1 roundings); semantic bugs are off by the
+values' own size (2**24 roundings)."""
 
 
 class OutputDiff(BaseModel):
@@ -52,6 +60,23 @@ class OutputDiff(BaseModel):
     first_bad_index: list[int] | None = None
     samples: list[Sample] = []
     """The first differing elements, with their expected and actual values."""
+    dtype: str = ""
+    """The output's dtype, where `ulps` is measured."""
+    ulps: float | None = None
+    """A float output's worst wrong element: its error in units in the last place of the
+    output's dtype, at the expected value."""
+    bound_ulps: float | None = None
+    """The bound at that element, in the same units: how far past it the error went."""
+    scale: float | None = None
+    """The largest finite magnitude the reference gives the output."""
+
+    def within_rounding_of(self) -> str | None:
+        """The narrower float type whose rounding, at the output's scale, explains the
+        error (PRECISION_OF); None for any other mismatch."""
+        narrower = PRECISION_OF.get(self.dtype)
+        if self.mismatch is not Mismatch.values or narrower is None or not self.scale:
+            return None
+        return narrower[0] if self.max_abs <= PRECISION_UNITS * narrower[1] * self.scale else None
 
 
 def _samples(expected: np.ndarray, actual: np.ndarray, bad: np.ndarray) -> list[Sample]:
@@ -78,6 +103,16 @@ class Comparison(BaseModel):
     @property
     def max_rel(self) -> float:
         return max((o.max_rel for o in self.outputs), default=0.0)
+
+    @property
+    def precision_scale(self) -> str | None:
+        """The narrower float type whose rounding explains every wrong output, when one
+        does: a real defect that a maintainer reads as precision, not as a wrong result
+        (a float64 window computed in float32). None when any wrong output is off further,
+        not finite, or of another kind."""
+        wrong = [o for o in self.outputs if o.mismatch is not None]
+        within = {o.within_rounding_of() for o in wrong}
+        return within.pop() if len(within) == 1 and None not in within else None
 
     def summary(self) -> str:
         bad = [o for o in self.outputs if o.mismatch is not None]
@@ -186,7 +221,27 @@ def compare_output(
         diff.samples = _samples(expected, actual, bad)
         bounds = "exact" if tol.atol == 0 and tol.rtol == 0 else f"atol={tol.atol:g} rtol={tol.rtol:g}"
         diff.detail = f"{diff.bad_elements}/{expected.size} elements beyond {bounds}"
+        if expected.dtype.kind == "f":
+            _in_ulps(diff, expected, abs_err, bad, tol)
     return diff
+
+
+def _in_ulps(diff: OutputDiff, expected: np.ndarray, abs_err: np.ndarray, bad: np.ndarray, tol: Tolerance) -> None:
+    """Fill `diff`'s errors in units in the last place of the output's dtype (the worst wrong
+    element, and the bound there) and the reference's scale: what a precision-scale finding
+    is read by (Comparison.precision_scale)."""
+    info = np.finfo(expected.dtype)
+    magnitude = np.abs(expected.astype(np.float64))
+    finite = np.isfinite(magnitude)
+    wrong = magnitude[bad]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ulp = np.exp2(np.floor(np.log2(np.maximum(wrong, float(info.smallest_normal)))) - info.nmant)
+        errors = np.nan_to_num(abs_err[bad] / ulp, nan=0.0)
+    worst = int(np.argmax(errors))
+    diff.dtype = expected.dtype.name
+    diff.ulps = float(errors[worst])
+    diff.bound_ulps = float(max(tol.atol, tol.rtol * wrong[worst]) / ulp[worst])
+    diff.scale = float(magnitude[finite].max(initial=0.0))
 
 
 def compare(

@@ -79,6 +79,9 @@ class FindingRef(BaseModel):
     """Seconds into the fuzzing when this sighting was kept (the first, for a finding's first bundle)."""
     mutation: str = ""
     """When a mutant found it: its mutation (`sibling: Add -> Max at step 3`) and parent seed."""
+    precision: str | None = None
+    """A wrong result whose every wrong output is within a few roundings of this narrower
+    float type (oracles.compare.Comparison.precision_scale): real, and read as precision."""
 
     @classmethod
     def of(cls, finding: Finding, path: str, **more: Any) -> FindingRef:
@@ -92,6 +95,7 @@ class FindingRef(BaseModel):
             "seed": finding.seed or 0,
             "signature": finding.signature,
             "depends_on_optimization": local.depends_on_optimization if local else None,
+            "precision": finding.comparison.precision_scale if finding.comparison else None,
         }
         return cls(path=path, **(fields | more))
 
@@ -242,6 +246,9 @@ class SupportChanges(BaseModel):
 
 
 class Timings(BaseModel):
+    start: float = 0.0
+    """From built sides to the first test: every worker up, the sides checked, the diff read,
+    support probed (bot.campaign.run.Campaign.start). Outside `wall_s`."""
     generation: float = 0.0
     values: float = 0.0
     """The part of `generation` spent keeping every tensor finite and off its margins."""

@@ -219,11 +219,13 @@ def _findings(rows: list[StoredFinding], summary: Summary | None = None) -> list
     ordered = sorted(rows, key=_finding_order)
     for i, row in enumerate(ordered[:MAX_ROWS], 1):
         shown = labelled and row.across and row.across != row.verdict
+        ref = refs.get(row.fingerprint)
         verdict = row.verdict + (f" ({row.across})" if shown else "")
+        verdict += f", precision: {ref.precision}" if ref is not None and ref.precision else ""
         bundle = _link(row.smallest) if row.smallest else "(not kept)"
         lines.append(
             f"| {i} | `{row.fingerprint}` | {_cell(verdict)} | {_cell(row.signature, SIGNATURE_CHARS)} "
-            f"| {row.count} | {_size(row)} | {bundle} | {_first_bad(refs.get(row.fingerprint))} |"
+            f"| {row.count} | {_size(row)} | {bundle} | {_first_bad(ref)} |"
         )
     if len(ordered) > MAX_ROWS:
         lines += ["", f"… and {len(ordered) - MAX_ROWS} more: see findings.sqlite and summary.json."]

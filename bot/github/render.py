@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from backends.results import BackendInfo
 from bot.findings.divergence_text import divergence_lines, support_lines
+from bot.findings.summary import FindingRef
 from bot.github.findings import Item, Report
 from bot.github.text import (
     CLOSE_MARKER,
@@ -31,6 +32,7 @@ from bot.github.text import (
     recurrence_marker,
     trigger_marker,
 )
+from oracles.compare import PRECISION_UNITS, OutputDiff
 from oracles.count_keys import CountKey
 from oracles.sides import CrossVerdict, SideName
 from oracles.verdict import Verdict
@@ -114,9 +116,25 @@ def _differences(item: Item) -> list[str]:
             lines.append(f"| `{o.name}` | | {_one_line(o.detail, 200).replace('|', '&#124;')} | |")
     summary = "; ".join(
         f"`{o.name}`: {o.bad_elements} element(s) differ, max abs error {o.max_abs:.4g}, max rel error {o.max_rel:.4g}"
+        + _in_ulps(o)
         for o in wrong
     )
     return [*lines, "", summary, ""]
+
+
+def _in_ulps(o: OutputDiff) -> str:
+    """The worst element's error beside the bound, both in the output dtype's last place."""
+    if o.ulps is None or o.bound_ulps is None:
+        return ""
+    return f", worst element {o.ulps:.3g} ULPs of {o.dtype} where the bound allows {o.bound_ulps:.3g}"
+
+
+def precision_line(narrower: str) -> str:
+    """What a precision-scale finding is (oracles.compare.Comparison.precision_scale)."""
+    return (
+        f"wrong beyond the bound, but within {PRECISION_UNITS} roundings of {narrower} at the output's scale:"
+        f" computed about as precisely as {narrower}"
+    )
 
 
 def _localization(item: Item) -> str:
@@ -153,6 +171,8 @@ def _facts(item: Item, report: Report) -> list[str]:
     if f is not None and f.runs:
         rows.append(("runs", ", ".join(v.value for v in f.runs)))
     rows.append(("optimization", _localization(item)))
+    if item.ref.precision:
+        rows.append(("precision", precision_line(item.ref.precision)))
     if f is not None and (f.blamed or f.kernel):
         # where the build went wrong (bot.reduce.blame), or the kernel or pass it died in
         rows.append(("first wrong", f"`{f.blamed}`") if f.blamed else ("kernel", f"`{f.kernel}`"))
@@ -197,8 +217,8 @@ def issue_title(item: Item, recurrence: int = 1) -> str:
     f = item.finding
     backend = f.backend.name if f else "backend"
     backend += f": {f.rewrite}" if f and f.rewrite else ""
-    verdict = item.ref.verdict.value
-    stage = f" in {f.stage}" if f and f.stage and verdict != Verdict.wrong_result else ""
+    verdict = _verdict(item.ref)
+    stage = f" in {f.stage}" if f and f.stage and item.ref.verdict != Verdict.wrong_result else ""
     suffix = f" ({recurrence})" if recurrence > 1 else ""
     return _one_line(f"[fuzzbot] {backend}: {verdict}{stage}: {item.ref.signature}", TITLE_CHARS - len(suffix)) + suffix
 
@@ -245,16 +265,21 @@ def _run_lines(item: Item) -> list[str]:
 def _regression(item: Item, report: Report, limit: int, room: int) -> list[str]:
     """One flagged finding in full: the model text clipped at `limit`, the repro whole when
     the `room` left in the comment holds it."""
-    lines = [f"### {item.ref.verdict.value}: `{_one_line(item.ref.signature, 200)}`", ""]
+    lines = [f"### {_verdict(item.ref)}: `{_one_line(item.ref.signature, 200)}`", ""]
     lines += _facts(item, report) + _differences(item)
     lines += _details("reduced model (ONNX text)", item.model_text, "text", f"{item.bundle}/model.txt", limit)
     return lines + _repro_block(item, report, room - len("\n".join(lines)))
 
 
+def _verdict(ref: FindingRef) -> str:
+    """The verdict a list shows, with a precision-scale wrong result's narrower type."""
+    return ref.verdict.value + (f" (precision: {ref.precision})" if ref.precision else "")
+
+
 def _short(items: Iterable[Item]) -> list[str]:
     listed = list(items)
     lines = [
-        f"- `{i.ref.fingerprint}` {i.ref.verdict.value}: `{_one_line(i.ref.signature, 120)}` ({i.bundle})"
+        f"- `{i.ref.fingerprint}` {_verdict(i.ref)}: `{_one_line(i.ref.signature, 120)}` ({i.bundle})"
         for i in listed[:LIST_LINES]
     ]
     if len(listed) > LIST_LINES:
@@ -346,8 +371,16 @@ def _rest(report: Report, by: dict[str, list[Item]]) -> list[str]:
     for key, title in titles.items():
         items = by.get(key, [])
         if items or counts.get(key):
-            found = f"{len(items)} finding(s)** ({_tests(counts.get(key, 0))})"
-            lines += [f"**{title}: {found}", "", *_short(items), ""]
+            precise = sum(1 for i in items if i.ref.precision)
+            apart = f"; {precise} precision-scale, listed below" if precise else ""
+            found = f"{len(items)} finding(s)** ({_tests(counts.get(key, 0))}{apart})"
+            listed = _short(i for i in items if not i.ref.precision)
+            lines += [f"**{title}: {found}", "", *([*listed, ""] if listed else [])]
+    # apart, so that they neither drown the wrong results nor vanish among them
+    precise_items = [i for key in titles for i in by.get(key, []) if i.ref.precision]
+    if precise_items:
+        title = "wrong beyond the bound, within a few roundings of a narrower float type"
+        lines += [f"**Precision-scale: {len(precise_items)} finding(s)** ({title})", "", *_short(precise_items), ""]
     flaky = counts.get(CrossVerdict.flaky, 0)
     if flaky or report.flaky:
         extra = [f"- {line}" for line in report.flaky[:LIST_LINES]]

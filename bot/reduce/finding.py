@@ -284,6 +284,7 @@ def rename_finding(
         ref.depends_on_optimization = finding.localization.depends_on_optimization
     ref.reduced_path = relative_to_root(reduced.path, store.root)
     ref.reduced_nodes = len(model.graph.node)
+    ref.precision = finding.comparison.precision_scale if finding.comparison else None  # as its report shows it
     reduced.learn(signature=signature, fingerprint=fp, dtypes=ev, across=ref.across or "")
     reduced.save()  # on disk before the store hears of the name
     records.rename(ref, fp, signature)

@@ -14,6 +14,8 @@ from backends.results import Status
 from backends.spec import parse_backend
 from tests.cases import stable_cases
 
+pytestmark = [pytest.mark.worker]
+
 
 @pytest.mark.parametrize("backend", ["onnxruntime:all", "tvm"])
 def test_a_fresh_run_is_a_process_no_earlier_case_ran_in_and_the_used_worker_stays(backend: str) -> None:
