@@ -381,9 +381,19 @@ class WorkerClient:
         )
 
     def _failure(
-        self, status: Status, stage: Stage | None, message: str, sig: str | None, offset: int, started: float
+        self,
+        status: Status,
+        stage: Stage | None,
+        message: str,
+        sig: str | None,
+        offset: int,
+        started: float,
+        kill: bool = True,
     ) -> RunResult:
-        self._kill()
+        """A run that got no answer; the worker is killed unless it is alive and well (a
+        fresh child of it died)."""
+        if kill:
+            self._kill()
         return RunResult(
             status=status,
             stage=stage,
@@ -408,15 +418,7 @@ class WorkerClient:
         """A fresh child's death, worded as a worker's own, so the failure it shows is named
         as the used worker's was; the worker itself lives on."""
         message, sig = self._death(code, offset, "worker closed its channel")
-        return RunResult(
-            status=Status.crash,
-            stage=stage,
-            message=message,
-            signal=sig,
-            stderr_tail=self._tail(offset),
-            wall_s=time.monotonic() - started,
-            backend=self.info,
-        )
+        return self._failure(Status.crash, stage, message, sig, offset, started, kill=False)
 
     def _send(self, frame: bytes) -> None:
         assert self._proc is not None and self._proc.stdin is not None

@@ -158,10 +158,12 @@ def report(runs: list[dict[str, Any]], flips: list[Flip], modes: list[str], budg
     return {"budget_s": budget, "flips": per_flip, "overall": overall}
 
 
-def nightly(seeds: int, budget: float, work: Path) -> dict[str, Any]:
-    """One-build campaigns on onnxruntime:all, guidance on and off: distinct bugs per hour."""
+def nightly(seeds: int, budget: float, work: Path, modes: list[str]) -> dict[str, Any]:
+    """One-build campaigns on onnxruntime:all, guidance on and off: distinct bugs per hour.
+    Side by side means one process per mode at once (`--modes on` beside `--modes off`),
+    so both run under the same load."""
     result: dict[str, Any] = {}
-    for mode in ("off", "on"):
+    for mode in modes:
         distinct = []
         for seed in range(seeds):
             out = work / f"nightly-{mode}-{seed}"
@@ -208,7 +210,7 @@ def main() -> int:
         result = report(runs, measured, modes, args.budget)
         result["half"] = args.half
         if args.nightly:
-            result["nightly"] = nightly(args.seeds, args.nightly, work)
+            result["nightly"] = nightly(args.seeds, args.nightly, work, modes)
     print(json.dumps(result, indent=2))
     return 0
 
