@@ -103,7 +103,8 @@ class ReduceSettings(BaseModel):
         0.25,
         ge=0.0,
         le=1.0,
-        description="the most of the fuzzing budget reductions while fuzzing may take; the rest wait for after it",
+        description="the most of all worker runs reductions while fuzzing may take, counted in candidate runs"
+        " (within oracles.judging_share); the rest wait for after the budget",
     )
 
 

@@ -63,8 +63,8 @@ class OutputDiff(BaseModel):
     dtype: str = ""
     """The output's dtype, where `ulps` is measured."""
     ulps: float | None = None
-    """A float output's worst wrong element: its error in units in the last place of the
-    output's dtype, at the expected value."""
+    """A float output's element furthest past its bound: its error in units in the last
+    place of the output's dtype, at the output's scale."""
     bound_ulps: float | None = None
     """The bound at that element, in the same units: how far past it the error went."""
     scale: float | None = None
@@ -227,21 +227,20 @@ def compare_output(
 
 
 def _in_ulps(diff: OutputDiff, expected: np.ndarray, abs_err: np.ndarray, bad: np.ndarray, tol: Tolerance) -> None:
-    """Fill `diff`'s errors in units in the last place of the output's dtype (the worst wrong
-    element, and the bound there) and the reference's scale: what a precision-scale finding
-    is read by (Comparison.precision_scale)."""
+    """Fill `diff`'s error in units in the last place of the output's dtype at the output's
+    scale (its largest finite reference magnitude), at the element furthest past its bound,
+    with the bound there in the same units: what a precision-scale finding is read by
+    (Comparison.precision_scale). At the scale, not at each element: near zero a float64
+    ULP is subnormal, and a count there says nothing."""
     info = np.finfo(expected.dtype)
     magnitude = np.abs(expected.astype(np.float64))
-    finite = np.isfinite(magnitude)
-    wrong = magnitude[bad]
+    scale = float(magnitude[np.isfinite(magnitude)].max(initial=0.0))
+    ulp = 2.0 ** (np.floor(np.log2(max(scale, float(info.smallest_normal)))) - info.nmant)
+    errors, bounds = abs_err[bad], np.maximum(tol.atol, tol.rtol * magnitude[bad])
     with np.errstate(divide="ignore", invalid="ignore"):
-        ulp = np.exp2(np.floor(np.log2(np.maximum(wrong, float(info.smallest_normal)))) - info.nmant)
-        errors = np.nan_to_num(abs_err[bad] / ulp, nan=0.0)
-    worst = int(np.argmax(errors))
-    diff.dtype = expected.dtype.name
-    diff.ulps = float(errors[worst])
-    diff.bound_ulps = float(max(tol.atol, tol.rtol * wrong[worst]) / ulp[worst])
-    diff.scale = float(magnitude[finite].max(initial=0.0))
+        worst = int(np.argmax(np.nan_to_num(errors / bounds, nan=0.0)))
+    diff.dtype, diff.scale = expected.dtype.name, scale
+    diff.ulps, diff.bound_ulps = float(errors[worst] / ulp), float(bounds[worst] / ulp)
 
 
 def compare(

@@ -123,10 +123,11 @@ def _differences(item: Item) -> list[str]:
 
 
 def _in_ulps(o: OutputDiff) -> str:
-    """The worst element's error beside the bound, both in the output dtype's last place."""
+    """The error of the element furthest past its bound, beside the bound there: both in
+    the last place of the output's dtype at the output's scale."""
     if o.ulps is None or o.bound_ulps is None:
         return ""
-    return f", worst element {o.ulps:.3g} ULPs of {o.dtype} where the bound allows {o.bound_ulps:.3g}"
+    return f", {o.ulps:.3g} ULPs of {o.dtype} at the output's scale where the bound allows {o.bound_ulps:.3g}"
 
 
 def precision_line(narrower: str) -> str:

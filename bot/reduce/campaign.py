@@ -86,7 +86,8 @@ class CampaignReduction:
         self.on_known = on_known
         self.budget = budget
         """The runs judging may take while fuzzing, which a reduction then spends in
-        candidates (oracles.judging_budget); None: `reduce.during_share` alone."""
+        candidates, within `reduce.during_share` of all runs (oracles.judging_budget); None:
+        `reduce.max_tests` candidates each."""
         self.spent_s = 0.0
         """Seconds spent reducing, while fuzzing and after (summary.json's time_s.reduction)."""
         self.spent_during_s = 0.0
@@ -108,25 +109,25 @@ class CampaignReduction:
         first one is an occurrence of the named bug, not a new finding to reduce again."""
 
     def during(self, ref: FindingRef, deadline: float) -> None:
-        """Reduce `ref` now if it is the first of its kind and the budget has time left."""
+        """Reduce `ref` now if it is the first of its kind, the judging budget has candidate
+        runs left for it, and the fuzzing has time left."""
         settings = self.cfg.reduce
         kind = (ref.verdict.value, ref.signature)
         if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
             return
         left = deadline - time.monotonic()
-        allowed = settings.during_share * self.cfg.budget - self.spent_during_s
-        steps = self.budget.room() if self.budget is not None else settings.max_tests
-        if left < MIN_DURING_S or allowed < MIN_DURING_S or steps < MIN_DURING_STEPS:
+        steps = self.budget.reduction_room(settings.during_share) if self.budget is not None else settings.max_tests
+        if left < MIN_DURING_S or steps < MIN_DURING_STEPS:
             return
-        left = min(left, allowed)
         self._kinds.add(kind)
         t0 = time.monotonic()
-        self.reduce(ref, min(settings.budget, left), min(settings.max_tests, steps))
+        # bounded in candidate runs; the seconds left only stop it where the fuzzing ends
+        self.reduce(ref, left, min(settings.max_tests, steps))
         spent = time.monotonic() - t0
         self.spent_s += spent
         self.spent_during_s += spent
         if self.budget is not None:
-            self.budget.judging += _tests_spent(in_output(self.out, ref.reduced_path or ref.path), steps)
+            self.budget.reduced(_tests_spent(in_output(self.out, ref.reduced_path or ref.path), steps))
 
     def after(self) -> None:
         """Reduce what is still unreduced, then fold what is left, within `reduce.share` of

@@ -16,20 +16,27 @@ def _wrong(dtype: str, by: float, at: int = 7) -> tuple[np.ndarray, np.ndarray]:
     return expected, actual
 
 
-def test_an_error_is_counted_in_the_last_place_of_its_dtype_beside_the_bound() -> None:
-    """In [0.5, 1) one float32 ULP is 2**-24, and float32's bound there is its atol, 1e-3
-    (16,777 ULPs): 3,000 ULPs off is within it, 30,000 past it, and both are read in ULPs."""
+def test_an_error_is_counted_in_the_last_place_of_its_dtype_at_the_outputs_scale_beside_the_bound() -> None:
+    """The output reaches 4.0, where one float32 ULP is 2**-21; float32's bound at an
+    element below 1 is its atol, 1e-3 (about 2,097 of those ULPs). An element off by 3,000
+    of its own ULPs (2**-24) is within it; one off by 30,000 (3,750 at the scale) is past it."""
     expected, actual = _wrong("float32", 0.0)
     value = float(expected[7])
-    assert 0.5 <= value < 1.0
+    assert 0.5 <= value < 1.0 and float(expected.max()) == 4.0
     actual[7] = np.float32(value + 3_000 * 2.0**-24)
     out = compare({"y": expected}, {"y": actual}).outputs[0]
     assert out.mismatch is None and out.ulps is None  # within the bound: nothing to measure
     actual[7] = np.float32(value + 30_000 * 2.0**-24)
     out = compare({"y": expected}, {"y": actual}).outputs[0]
-    assert out.ulps == pytest.approx(30_000, rel=1e-3)
-    assert out.bound_ulps == pytest.approx(1e-3 / 2.0**-24, rel=1e-6)
+    assert out.ulps == pytest.approx(3_750, rel=1e-3)
+    assert out.bound_ulps == pytest.approx(1e-3 / 2.0**-21, rel=1e-6)
     assert out.dtype == "float32" and out.scale == pytest.approx(4.0)
+
+
+def test_an_error_beside_a_zero_is_counted_at_the_scale_not_in_subnormal_ulps() -> None:
+    expected = np.array([0.0, 1.0, 2.0])
+    out = compare({"y": expected}, {"y": expected + np.array([1e-5, 0.0, 0.0])}).outputs[0]
+    assert out.ulps == pytest.approx(1e-5 / 2.0**-51) and out.bound_ulps == pytest.approx(1e-8 / 2.0**-51)
 
 
 @pytest.mark.parametrize(

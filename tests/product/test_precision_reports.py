@@ -58,6 +58,6 @@ def test_a_float64_op_computed_in_float32_is_listed_as_precision_and_a_wrong_res
     assert "precision" not in issue_title(by_op["MVN"])
     body = issue_body(by_op["Shrink"], report)
     assert "| precision | wrong beyond the bound, but within 16 roundings of float32" in body
-    assert f"ULPs of float64 where the bound allows {wrong.bound_ulps:.3g}" in body
+    assert f"ULPs of float64 at the output's scale where the bound allows {wrong.bound_ulps:.3g}" in body
     rows = [line for line in (out / "summary.md").read_text().splitlines() if "Shrink" in line]
     assert any("precision: float32" in row for row in rows)
