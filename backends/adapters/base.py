@@ -14,7 +14,8 @@ Optional: `convert(model_bytes)` (when present, failures in it are tagged with t
 inputs)` (runs inside the compile stage, for systems that compile on the first call),
 `unsupported` (regular expressions over an error message that mark it a declared
 limitation rather than a bug; a NotImplementedError with a message is one by default,
-`not_implemented_is_limit`), `opsets`, `level_help`, `lowest_level`,
+`not_implemented_is_limit`), `fresh_by_fork` (False where a forked child cannot use what the
+import started, such as CUDA), `opsets`, `level_help`, `lowest_level`,
 `system_modules`, `coverage_modules`, `code_coverage() -> dict[str, list[int]]` (the native
 source lines the run just measured executed, read off the counters of a build compiled for
 gcov or llvm-cov; backends.code_coverage measures Python itself) and
@@ -54,6 +55,11 @@ class Adapter:
     not_implemented_is_limit: ClassVar[bool] = True
     """A NotImplementedError that says what it lacks is a declared limit, Python's convention
     for "not supported" (set False where the system raises it for bugs too)."""
+    fresh_by_fork: ClassVar[bool] = True
+    """Whether a fresh run may be a child forked from a process that imported the system and
+    ran nothing (backends.fresh); False where the import leaves what a fork cannot carry
+    (CUDA: a process forked after CUDA was initialized cannot use it), and a fresh run then
+    restarts the worker."""
     options: ClassVar[dict[str, str]] = {}
     """Option name -> what it does; set in a spec as `NAME:LEVEL,key=value`."""
     count_options: ClassVar[tuple[str, ...]] = ()

@@ -48,6 +48,10 @@ class TensorRtAdapter(Adapter):
     repro_note = "Needs a CUDA GPU, and torch built with CUDA (device buffers come from torch)."
     options = {"device": "CUDA device index [0]", "workspace_mb": "builder workspace limit in MiB [1024]"}
     count_options = ("device", "workspace_mb")
+    fresh_by_fork = False
+    """`__init__` asks torch.cuda.is_available(), which initializes CUDA, and a process forked
+    after that cannot use it ("Cannot re-initialize CUDA in forked subprocess", pytorch#68861):
+    a fresh run restarts the worker."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
