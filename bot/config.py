@@ -103,8 +103,8 @@ class ReduceSettings(BaseModel):
         0.25,
         ge=0.0,
         le=1.0,
-        description="the most of all worker runs reductions while fuzzing may take, counted in candidate runs;"
-        " they count as judging (oracles.judging_share), and triage defers until that share recovers",
+        description="the most of all worker runs reductions while fuzzing may take, counted in candidate runs"
+        " (within oracles.judging_share); the rest wait for after the budget",
     )
 
 

@@ -7,9 +7,8 @@ found 85 failures in its first 368 tests, and spent 159 s triaging and 376 s red
 300-second budget, at 1.3 tests per second. A PR check on such a compiler must still search.
 
 So judging gets a share of the runs: the re-runs and reductions while fuzzing may add at
-most `share` of all worker runs, plus a small grant so the first finding is judged at once.
-A reduction does not wait for that room (it ends a flood of its bug's sightings); it takes
-at most `reduce.during_share` of all runs, and triage defers until the share recovers.
+most `share` of all worker runs, plus a small grant so the first finding is judged at once;
+reductions alone may take at most `reduce.during_share` of them.
 Runs, not seconds, so the same seeds get the same judging at any machine load. What does not
 fit waits: a suspect case keeps its first runs and is judged in full once the fuzzing ends
 (bot.campaign.run), a reduction waits for the phase after the budget. A regression head
@@ -89,17 +88,14 @@ class JudgingBudget:
         return int(self.share * self.tests) + GRANT
 
     def reduction_room(self, share: float) -> int:
-        """Candidate runs a reduction while fuzzing may take now: no more than `share` of all
-        runs for reductions (reduce.during_share), whatever triage has left. A reduction
-        makes its bug known, and a known bug's sightings stop feeding the search; waiting for
-        triage's room, it never came on a compiler that fails often (an onnxruntime nightly
-        with mutation on: 2,475 wrong results in 9,706 tests, triage's room spent on them,
-        11 of 572 findings reduced). What it takes counts as judging, so triage then defers
-        until the share recovers. Runs, so a campaign of a given length reduces the same
-        findings as far at any machine load; seconds once decided it."""
-        if share <= 0.0:
-            return 0
-        return max(0, int(share * (self.tests + self.judging)) + GRANT - self.reducing)
+        """Candidate runs a reduction while fuzzing may take now: what judging may still take,
+        and no more than `share` of all runs for reductions (reduce.during_share). Runs, so a
+        campaign of a given length reduces the same findings as far at any machine load;
+        seconds once decided which reductions ran, and how far, on a loaded machine."""
+        if share >= 1.0:
+            return self.room()
+        allowed = int(share * (self.tests + self.judging)) + GRANT - self.reducing
+        return max(0, min(self.room(), allowed))
 
     def reduced(self, runs: int) -> None:
         """A reduction while fuzzing took `runs` candidate runs."""
