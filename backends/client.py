@@ -299,6 +299,8 @@ class WorkerClient:
                     continue
                 if header.get("died") is not None:  # a fresh child died; its worker lives
                     return self._child_died(int(header["died"]), stage, offset, started)
+                if header.get("fresh_unavailable"):  # its zygote is gone: fresh runs restart it
+                    self.handshake["fresh"] = False
                 result = self._result(header, arrays, time.monotonic() - started)
                 if header.get("exiting"):  # it answered, then exits: reap it before the next request
                     result.stderr_tail = self._tail(offset)
@@ -329,17 +331,18 @@ class WorkerClient:
         """Run in a process no earlier case ran in, the used worker kept: a child of the
         zygote the worker forked before its first case (backends.fresh), or, where the worker
         has none, a restart. The answer to a case sent ahead is collected first and kept."""
-        if not self.handshake.get("fresh") or self._proc is None or self._proc.poll() is not None:
-            self.restart()
-            return self.run(model, inputs)
-        if self._pending is not None:
-            self._held = self._collect()
-        self._submit({"op": "fresh", "level": self.level}, inputs, {"model": model})
-        self._answered -= 1  # the worker only relayed it: its own process ran nothing more
-        self.forks += 1
-        result = self._collect()
-        result.earlier_requests = 0
-        return result
+        if self.handshake.get("fresh") and self._proc is not None and self._proc.poll() is None:
+            if self._pending is not None:
+                self._held = self._collect()
+            self._submit({"op": "fresh", "level": self.level}, inputs, {"model": model})
+            self._answered -= 1  # the worker only relayed it: its own process ran nothing more
+            result = self._collect()
+            if self.handshake.get("fresh"):  # else its zygote was gone (`_await`)
+                self.forks += 1
+                result.earlier_requests = 0
+                return result
+        self.restart()
+        return self.run(model, inputs)
 
     def restart(self) -> None:
         """A fresh process, for a failure that must be seen in a worker no earlier case ran

@@ -59,17 +59,22 @@ class Zygote:
         theirs.close()
         return cls(pid, ours)
 
-    def run(self, header: dict[str, Any], arrays: dict[str, Any], blobs: dict[str, bytes], out: BinaryIO) -> None:
-        """One request in a fresh child; its stage events and answer relayed to `out`."""
+    def run(self, header: dict[str, Any], arrays: dict[str, Any], blobs: dict[str, bytes], out: BinaryIO) -> bool:
+        """One request in a fresh child; its stage events and answer relayed to `out`. False
+        when the zygote is gone (killed from outside): the request is not answered, and the
+        bot restarts the worker for a fresh run instead."""
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         try:
             socket.send_fds(self.channel, [b"f"], [req_r, rep_w])
+        except OSError:
+            for fd in (req_w, rep_r):
+                os.close(fd)
+            return False
         finally:
             os.close(req_r)
             os.close(rep_w)
-        with os.fdopen(req_w, "wb") as request:
-            request.write(encode(header, arrays, blobs))
+        _send_all(req_w, encode(header, arrays, blobs))
         stage, answered = None, False
         with os.fdopen(rep_r, "rb") as replies:
             while not answered:
@@ -83,9 +88,13 @@ class Zygote:
                     reply.pop("exiting", None)
                     answered = True
                 write_message(out, reply, outputs)
-        code = self._status()
+        try:
+            code = self._status()
+        except (OSError, EOFError):
+            return answered
         if not answered:
             write_message(out, {"id": header.get("id"), "status": "crash", "stage": stage, "died": code})
+        return True
 
     def _status(self) -> int:
         data = b""
@@ -95,6 +104,19 @@ class Zygote:
                 raise EOFError("the zygote closed its channel")
             data += chunk
         return int(STATUS.unpack(data)[0])
+
+
+def _send_all(fd: int, data: bytes) -> None:
+    """Write the request and close the pipe; a child that died before reading it leaves the
+    pipe broken, and its exit status says how it died."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _zygote(channel: socket.socket, serve_one: ServeOne) -> None:

@@ -313,8 +313,10 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
         if op == "echo":  # the protocol alone, for its benchmark and tests
             write_message(out, {"id": rid, "status": "ok"}, arrays)
             continue
-        if op == "fresh" and zygote is not None:
-            zygote.run(header, arrays, blobs, out)
+        if op == "fresh":  # never run here: this process has run cases
+            if zygote is None or not zygote.run(header, arrays, blobs, out):
+                zygote = None
+                write_message(out, {"id": rid, "status": "error", "fresh_unavailable": True})
             continue
         reply, outputs = handle_run(served, header, arrays, blobs["model"], fault, out)
         write_message(out, {"id": rid, **reply}, outputs)

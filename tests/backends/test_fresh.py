@@ -3,6 +3,8 @@ ran in, with the used worker kept, on real onnxruntime and TVM workers."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +113,22 @@ def test_an_adapter_that_declines_forking_gets_a_restart_instead(tmp_path: Path)
         fresh = client.run_fresh(model, inputs)
         assert fresh.status is Status.ok and fresh.earlier_requests == 0
         assert client.restarts == 1 and client.forks == 0 and client.handshake["pid"] != pid
+
+
+def test_a_worker_whose_zygote_is_gone_says_so_and_the_fresh_run_restarts_it() -> None:
+    """The zygote killed from outside (the kernel's OOM killer could): the worker answers the
+    fresh run with `fresh_unavailable`, and the client restarts it for a process no earlier
+    case ran in, as a worker without a zygote gets."""
+    (case,) = stable_cases(1, start=3)
+    model, inputs = case.model.SerializeToString(), case.inputs
+    with WorkerClient(parse_backend("onnxruntime:all"), timeout_s=30) as client:
+        pid = client.handshake["pid"]
+        assert client.run(model, inputs).status is Status.ok
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        assert len(children) == 1  # the zygote, forked at the handshake
+        os.kill(int(children[0]), signal.SIGKILL)
+        fresh = client.run_fresh(model, inputs)
+        assert fresh.status is Status.ok and fresh.earlier_requests == 0
+        assert client.restarts == 1 and client.forks == 0 and client.handshake["pid"] != pid
+        assert client.handshake["fresh"] is True  # the new worker has a zygote of its own
+        assert client.run_fresh(model, inputs).status is Status.ok and client.forks == 1
