@@ -103,8 +103,7 @@ class ReduceSettings(BaseModel):
         0.25,
         ge=0.0,
         le=1.0,
-        description="the most of all worker runs reductions while fuzzing may take, counted in candidate runs"
-        " (within oracles.judging_share); the rest wait for after the budget",
+        description="the most of the fuzzing budget reductions while fuzzing may take; the rest wait for after it",
     )
 
 

@@ -7,8 +7,7 @@ found 85 failures in its first 368 tests, and spent 159 s triaging and 376 s red
 300-second budget, at 1.3 tests per second. A PR check on such a compiler must still search.
 
 So judging gets a share of the runs: the re-runs and reductions while fuzzing may add at
-most `share` of all worker runs, plus a small grant so the first finding is judged at once;
-reductions alone may take at most `reduce.during_share` of them.
+most `share` of all worker runs, plus a small grant so the first finding is judged at once.
 Runs, not seconds, so the same seeds get the same judging at any machine load. What does not
 fit waits: a suspect case keeps its first runs and is judged in full once the fuzzing ends
 (bot.campaign.run), a reduction waits for the phase after the budget. A regression head
@@ -43,8 +42,6 @@ class JudgingSummary(BaseModel):
     first runs, never kept."""
     settled_skips: int = 0
     """Sightings of a failure triage had confirmed enough times, taken on their first runs."""
-    reduction_runs: int = 0
-    """The part of `judging_runs` that reductions while fuzzing took (reduce.during_share)."""
 
 
 GRANT = 40
@@ -69,8 +66,6 @@ class JudgingBudget:
     """Runs judging the deferred suspects took after the fuzzing."""
     unjudged: int = 0
     settled_skips: int = 0
-    reducing: int = 0
-    """The part of `judging` that reductions took, in candidate runs."""
     confirmed: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Full triages that reported each failure (bad sides' fingerprints and the label)."""
 
@@ -86,21 +81,6 @@ class JudgingBudget:
         if self.share >= 1.0:
             return 1 << 30
         return int(self.share * self.tests) + GRANT
-
-    def reduction_room(self, share: float) -> int:
-        """Candidate runs a reduction while fuzzing may take now: what judging may still take,
-        and no more than `share` of all runs for reductions (reduce.during_share). Runs, so a
-        campaign of a given length reduces the same findings as far at any machine load;
-        seconds once decided which reductions ran, and how far, on a loaded machine."""
-        if share >= 1.0:
-            return self.room()
-        allowed = int(share * (self.tests + self.judging)) + GRANT - self.reducing
-        return max(0, min(self.room(), allowed))
-
-    def reduced(self, runs: int) -> None:
-        """A reduction while fuzzing took `runs` candidate runs."""
-        self.judging += runs
-        self.reducing += runs
 
     def allows(self, runs: int) -> bool:
         return runs <= self.room()
@@ -122,5 +102,4 @@ class JudgingBudget:
             after_runs=self.after,
             unjudged=self.unjudged,
             settled_skips=self.settled_skips,
-            reduction_runs=self.reducing,
         )
