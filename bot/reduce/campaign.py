@@ -48,7 +48,8 @@ MIN_DURING_S = 5.0
 the phase after the budget, which has its own share. Reductions while fuzzing are bounded
 in candidate runs (the judging budget) and in seconds (`reduce.during_share` of the budget,
 `reduce.budget` each). Bounded in candidate runs alone, the reductions of a 600 s
-onnxruntime nightly took 579 s of it for 74 candidate runs, in work no candidate count sees."""
+onnxruntime nightly took 579 s of it for 74 candidate runs: slow candidates (up to the
+test timeout each) or the work besides them (generalization, blame, fresh workers)."""
 FOLD_MIN_S = 30.0
 """Folding the unreduced findings gets at least this long after the reductions, even where
 they used all of `reduce.share`: a fold saves a report, and costs a blame or two."""
