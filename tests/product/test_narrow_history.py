@@ -149,8 +149,9 @@ def test_the_same_seeds_make_the_same_campaign_whatever_the_string_hashing(
     for key in ("counts", "coverage", "mutation", "code_coverage"):
         assert first[key] == second[key], key
     # compile-time divergences are the machine's (reported, never fed to generation), and
-    # so is the count of divergent tests they are part of
-    fed = [{k: v for k, v in untimed(s["divergence"]).items() if k != "tests"} for s in (first, second)]
+    # so are the counts of divergent tests and of distinct keys they are part of (one CI run
+    # under load had a compile-time key more under one salt: keys 3 against 2)
+    fed = [{k: v for k, v in untimed(s["divergence"]).items() if k not in ("tests", "keys")} for s in (first, second)]
     assert fed[0] == fed[1] and fed[0]["kinds"]
     assert first["findings"] and all(f["reduced_nodes"] for f in first["findings"])
     kept = ("seed", "fingerprint", "signature", "reduced_nodes")
