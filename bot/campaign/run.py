@@ -492,7 +492,8 @@ class Campaign:
         budget waits for the end of the fuzzing (oracles.judging_budget)."""
         lane = lane or self.lanes[0]
         t0 = time.perf_counter()
-        cross = self.triage.triage(case, lane, results, evidence, deferrable=deferrable)
+        lineage = self.source.lineage(case)
+        cross = self.triage.triage(case, lane, results, evidence, deferrable=deferrable, lineage=lineage)
         judged = time.perf_counter() - t0
         self.source.note_rewrites(results[-1].rewrites, case.seed)
         with self._lock:
@@ -539,7 +540,10 @@ class Campaign:
             self._defer(case, results, cross)
         elif cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
             if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
-                gain = max(gain, self.source.found(case))  # a PR check is after what changed
+                # a PR check is after what changed; in one build a finding is no parent
+                # (CaseSource.found's `parent`, measured in docs/campaigns.md)
+                shown = [s.first for s in (cross.base, cross.head) if s is not None and s.bad]
+                gain = max(gain, self.source.found(case, shown, parent=self.two_sided))
             self.reduction.during(ref, self.deadline)
         elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
             self.keeping.keep_aside(case, results, cross)
@@ -577,7 +581,9 @@ class Campaign:
                 continue
             lane = self.lane_sets[0].at(d.level)
             t0 = time.perf_counter()
-            judged = self._within_bound(partial(self.triage.triage, d.case, lane, d.results, deferrable=False))
+            lineage = self.source.lineage(d.case)
+            judge = partial(self.triage.triage, d.case, lane, d.results, deferrable=False, lineage=lineage)
+            judged = self._within_bound(judge)
             if judged is None:
                 continue  # counted on its first runs, and as dropped
             cross = judged

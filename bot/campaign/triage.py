@@ -17,7 +17,7 @@ the reducer's candidates share; this module adds the re-runs, the table and loca
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
@@ -27,12 +27,17 @@ import onnx
 
 from backends.client import WorkerClient
 from backends.results import RunResult, Status
+from oracles.bug_identity import as_sighting_of
 from oracles.case import CaseEvidence
 from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.references import Source
 from oracles.sides import CrossJudgement, CrossVerdict, Localization, SideRuns, combine
 from oracles.verdict import Judgement
+
+JudgeRun = Callable[[CaseEvidence, RunResult, dict[str, np.ndarray] | None, str], Judgement]
+"""How triage judges one run of a case on a side (the case's evidence, the run, what stands
+in for the reference, the side), and names it (`Triage._judge`)."""
 
 
 class JudgeableCase(Protocol):
@@ -124,14 +129,17 @@ class Triage:
         first: Sequence[RunResult],
         ev: CaseEvidence | None = None,
         deferrable: bool = True,
+        lineage: Sequence[Judgement] = (),
     ) -> CrossJudgement:
         """`sides` and `first` are in the order (base, head), or just (head,); `ev`: the
         case's evidence when `prepare` made it already. With a budget, a suspect whose
         re-runs do not fit comes back `deferred` (judge it again later, not deferrable), and
-        one whose failure triage has settled is taken on its first runs."""
+        one whose failure triage has settled is taken on its first runs. `lineage`: the
+        failures the model this case is a mutant of showed; a run that shows one of them
+        again is named as it (oracles.bug_identity.as_sighting_of)."""
         ev = ev if ev is not None else self.evidence(case)
         against = self._base_as_reference(ev, first)
-        judge = self.judging.judge
+        judge = partial(self._judge, lineage=lineage)
         runs = [SideRuns(side=s.name, runs=[judge(ev, r, against, s.name)]) for s, r in zip(sides, first, strict=True)]
         if not any(r.first.verdict.is_bug for r in runs):
             return self._combine(runs)
@@ -148,10 +156,20 @@ class Triage:
             if seen.verdict is not CrossVerdict.new_regression and not self.budget.allows(self.cost(sides)):
                 self.budget.deferred += 1
                 return seen.model_copy(update={"deferred": True})
-        verdict = self._confirm(case, sides, first, runs, ev, against)
+        verdict = self._confirm(case, sides, first, runs, ev, against, judge)
         if self.budget is not None and verdict.verdict.is_reported and verdict.key == seen.key:
             self.budget.confirm(key)
         return verdict
+
+    def _judge(
+        self,
+        ev: CaseEvidence,
+        result: RunResult,
+        against: dict[str, np.ndarray] | None,
+        side: str,
+        lineage: Sequence[Judgement] = (),
+    ) -> Judgement:
+        return as_sighting_of(lineage, self.judging.judge(ev, result, against, side))
 
     def cost(self, sides: Sequence[Side]) -> int:
         """The runs a full triage of a suspect takes at most: k - 1 re-runs a side, a fresh
@@ -166,10 +184,11 @@ class Triage:
         runs: list[SideRuns],
         ev: CaseEvidence,
         against: dict[str, np.ndarray] | None,
+        judge: JudgeRun,
     ) -> CrossJudgement:
         """The re-runs, a fresh worker where the first runs came from used ones, the table
-        across sides, and localization: every run counted against the budget."""
-        judge = self.judging.judge
+        across sides, and localization: every run counted against the budget. `judge`: how
+        each run is judged and named (`_judge`, with the case's lineage)."""
         used = [result.earlier_requests > 0 for result in first]
         for i, (side, side_runs) in enumerate(zip(sides, runs, strict=True)):
             for again in self.judging.asking.again(partial(side.client.run, case.model_bytes, case.inputs)):
@@ -182,7 +201,7 @@ class Triage:
                 if not side_runs.bad:
                     continue
                 if in_used and side_runs.first.fingerprint not in self.seen_fresh:
-                    self._in_a_fresh_worker(ev, side, side_runs, against)
+                    self._in_a_fresh_worker(ev, side, side_runs, against, judge)
                 elif not in_used:
                     self.seen_fresh.add(side_runs.first.fingerprint)
             verdict = self._combine(runs)
@@ -193,7 +212,12 @@ class Triage:
         return verdict
 
     def _in_a_fresh_worker(
-        self, ev: CaseEvidence, side: Side, side_runs: SideRuns, against: dict[str, np.ndarray] | None
+        self,
+        ev: CaseEvidence,
+        side: Side,
+        side_runs: SideRuns,
+        against: dict[str, np.ndarray] | None,
+        judge: JudgeRun,
     ) -> None:
         """Run a failure once more in a process no earlier case ran in. Every other run of the
         side came after earlier cases in one process, and a case can leave a worker broken
@@ -205,7 +229,7 @@ class Triage:
         failure held a buggy converter's lane for 37% of its campaign."""
         self._spent(1)
         ran = side.client.run_fresh(ev.model.SerializeToString(), ev.inputs)
-        fresh = self.judging.judge(ev, ran, against, side.name)
+        fresh = judge(ev, ran, against, side.name)
         side_runs.fresh = fresh
         if fresh.verdict.is_bug:
             side_runs.runs.append(fresh)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -26,6 +26,7 @@ import onnx
 from generator.dtypes import DType
 from generator.mutate import Genome, Mutant, mutate
 from generator.ops.base import OpSpec
+from oracles.verdict import Judgement
 
 MUTATION_SALT = 0x6D75_7461
 MIN_SHARE = 0.1
@@ -95,11 +96,25 @@ class Mutation:
     """Mutants made, by mutation kind."""
     kind_gains: Counter[str] = field(default_factory=Counter)
     """Mutants that yielded, by mutation kind."""
+    lineage: dict[int, tuple[Judgement, ...]] = field(default_factory=dict)
+    """A finding parent's seed -> the failures it was kept for: a mutant that shows one again
+    is a sighting of that finding (oracles.bug_identity.as_sighting_of). Kept past the parent
+    itself, for the mutants in flight when it is forgotten or makes room."""
 
-    def add_parent(self, seed: int, genome: Genome | None, why: str, model: onnx.ModelProto | None = None) -> None:
-        """A case worth searching around; a stronger reason replaces a weaker one."""
+    def add_parent(
+        self,
+        seed: int,
+        genome: Genome | None,
+        why: str,
+        model: onnx.ModelProto | None = None,
+        shown: Sequence[Judgement] = (),
+    ) -> None:
+        """A case worth searching around; a stronger reason replaces a weaker one. `shown`:
+        the failures a finding was kept for."""
         if not self.enabled or genome is None:
             return
+        if shown:
+            self.lineage[seed] = tuple(j.model_copy(update={"comparison": None}) for j in shown)
         known = self.parents.get(seed)
         if known is not None:
             if WHY_WEIGHT.get(why, 1.0) > WHY_WEIGHT.get(known.why, 1.0):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from generator.coverage import INPUT, Coverage, CoverageStats, pair_key
 from generator.focus import CaseFeatures, Focus
 from generator.ops.base import OpSpec
 from generator.z3_contexts import ContextSupply
+from oracles.verdict import Judgement
 
 if TYPE_CHECKING:
     from bot.cases.corpus_feed import CorpusFeed
@@ -277,17 +278,24 @@ class CaseSource:
             kind_gains=dict(sorted(m.kind_gains.items())),
         )
 
-    def found(self, case: Prepared) -> float:
-        """A case kept as a finding: a fresh one becomes a parent (bugs cluster). Its yield is
-        1 for a fresh case or a parent's first finding, else 0: a mutant of a buggy parent
-        shows that bug again under another unreduced fingerprint, which is no news."""
+    def found(self, case: Prepared, shown: Sequence[Judgement] = (), parent: bool = True) -> float:
+        """A case kept as a finding. With `parent`, a fresh one becomes a parent (bugs
+        cluster), and its mutants that show `shown` (the failures it was kept for) again are
+        sightings of it. Its yield is 1 for a fresh case or a parent's first finding, else 0:
+        a mutant of a buggy parent that shows another bug is news once."""
         with self._lock:
             if self.shows_known(case.model):
                 return 0.0
             if case.parent is None:
-                self.mutation.add_parent(case.seed, case.genome, "finding", case.model)
+                if parent:
+                    self.mutation.add_parent(case.seed, case.genome, "finding", case.model, shown)
                 return 1.0
             return 1.0 if self.mutation.first_finding(case.parent) else 0.0
+
+    def lineage(self, case: Prepared) -> tuple[Judgement, ...]:
+        """The failures of the finding `case` is a mutant of (none for a fresh case)."""
+        with self._lock:
+            return () if case.parent is None else self.mutation.lineage.get(case.parent, ())
 
     def credit(self, case: Prepared, gain: float) -> None:
         """What a judged case yielded, to the source that made it."""

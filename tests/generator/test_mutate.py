@@ -21,6 +21,7 @@ from backends.adapters.base import is_unsupported
 from backends.adapters.ort import OrtAdapter
 from bot.campaign.sides import open_campaign
 from bot.config import FuzzConfig, ReduceSettings
+from bot.findings.summary import Summary
 from bot.sides.config import CompilerConfig
 from generator.api import GenConfig, generate, step_specs
 from generator.coverage import Coverage
@@ -197,7 +198,7 @@ def test_a_check_z3_does_not_count_is_stopped_by_the_backstop_and_spends_the_mod
     assert solver.spent >= MODEL_RLIMIT and solver.check() == z3.unknown and fired == [1]
 
 
-def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None, cache: str) -> int:
+def _campaign(tmp: Path, compiler: CompilerConfig | None, cache: str) -> Summary:
     cfg = FuzzConfig(
         budget=600.0,  # the test count stops it, at any load
         max_tests=120,
@@ -211,16 +212,22 @@ def _near_miss_parents(tmp: Path, compiler: CompilerConfig | None, cache: str) -
     )
     summary = open_campaign(cfg).run()
     assert summary.tests == 120 and summary.mutation is not None
-    return summary.mutation.parents.get("near_miss", 0)
+    return summary
 
 
-def test_near_misses_are_parents_only_where_two_builds_are_compared(tmp_path: Path, probe_cache: str) -> None:
+def test_near_misses_and_findings_are_parents_only_where_two_builds_are_compared(
+    tmp_path: Path, probe_cache: str
+) -> None:
     """The same 120 seeds on onnxruntime: compared against itself as two builds, outputs close
     to the tolerance become parents; fuzzed as one build (a nightly), none does, because there
-    their mutants yielded less than half of what fresh cases did."""
+    their mutants yielded less than half of what fresh cases did. Nor does a finding of one
+    build: its mutants show its bug again (bot.cases.source.CaseSource.found)."""
     python = {"python": sys.executable}
     two = CompilerConfig.model_validate({"base": python, "head": python})
     (tmp_path / "two").mkdir()
     (tmp_path / "one").mkdir()
-    assert _near_miss_parents(tmp_path / "two", two, probe_cache) > 0
-    assert _near_miss_parents(tmp_path / "one", None, probe_cache) == 0
+    paired = _campaign(tmp_path / "two", two, probe_cache).mutation
+    assert paired is not None and paired.parents.get("near_miss", 0) > 0
+    alone = _campaign(tmp_path / "one", None, probe_cache)
+    assert alone.findings, "one build's findings, none of which may become a parent"
+    assert alone.mutation is not None and alone.mutation.parents == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oracles.bug_identity import Distance, same_bug, similar_messages
+from oracles.bug_identity import Distance, as_sighting_of, same_bug, similar_messages
 from oracles.verdict import Judgement, Verdict
 
 RUN, BUILD, COMMIT = Distance.run, Distance.build, Distance.commit
@@ -77,3 +77,36 @@ def test_messages_are_similar_past_names_and_numbers_not_past_wording() -> None:
         "shape (2,3) and (4,5) not aligned in node MatMul_0", "shape (7,1) and (4,) not aligned in node MatMul_12"
     )
     assert not similar_messages("shape (2,3) and (4,5) not aligned", "division by zero")
+
+
+def _wrong_at(kernel: str, symptom: str = "values", ops: str = "Add,Conv,Relu") -> Judgement:
+    """An unreduced wrong result, named as judging names it: by its model's op list."""
+    j = _wrong(symptom, signature=f"{symptom} in {ops}")
+    fp = f"fp of {symptom} in {ops}"
+    return j.model_copy(update={"kernel": kernel, "fingerprint": fp})
+
+
+def test_a_mutant_shows_its_parents_wrong_result_only_through_the_same_kernel() -> None:
+    """One mutation step moves the op list, which names an unreduced wrong result, and leaves
+    the kernel that computed the first wrong output where the step did not touch it."""
+    parent = _wrong_at("ai.onnx::LayerNormalization", "values+nan")
+    assert same_bug(parent, _wrong_at("ai.onnx::LayerNormalization", "values", ops="Add,Max,Range"), Distance.mutant)
+    assert not same_bug(parent, _wrong_at("ai.onnx::Softmax", "values"), Distance.mutant)
+    assert not same_bug(parent, _wrong_at("ai.onnx::LayerNormalization", "values+shape"), Distance.mutant)
+    assert not same_bug(_wrong_at(""), _wrong_at(""), Distance.mutant), "no kernel named: no evidence"
+    assert same_bug(CHECK, CHECK.model_copy(update={"message": CHECK.message.replace("7", "9")}), Distance.mutant)
+
+
+def test_a_mutant_that_shows_its_parents_bug_is_named_as_its_parent_and_another_keeps_its_name() -> None:
+    crash = CHECK.model_copy(update={"fingerprint": "the check's"})
+    parent = _wrong_at("ai.onnx::LayerNormalization")
+    shown = (crash, parent)
+    again = _wrong_at("ai.onnx::LayerNormalization", ops="Add,Max,Pow,ReduceMean")
+    named = as_sighting_of(shown, again)
+    assert (named.fingerprint, named.signature) == (parent.fingerprint, parent.signature)
+    assert named.kernel == again.kernel and named.message == again.message
+    other = _wrong_at("ai.onnx::Softmax", ops="Add,Softmax")
+    assert as_sighting_of(shown, other) == other
+    assert as_sighting_of((), again) == again
+    passed = Judgement(verdict=Verdict.pass_)
+    assert as_sighting_of(shown, passed) is passed

@@ -564,3 +564,37 @@ def test_rounding_that_leaves_an_ops_domain_makes_the_case_too_sensitive_to_judg
     plain = _model([helper.make_node("Tan", ["x"], ["y"])], {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [3])
     calm = rounding_spread(plain, {"x": np.array([0.1, 0.2, 0.3], np.float32)})
     assert calm is not None and np.all(np.isfinite(calm["y"])) and np.all(calm["y"] < 1e-6)
+
+
+def _chain(*ops: str) -> _Case:
+    """x -> ops in turn -> y, float32 [8]."""
+    names = ["x", *(f"t{i}" for i in range(len(ops) - 1)), "y"]
+    nodes = [helper.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:], strict=False)]
+    model = _model(nodes, {"x": TensorProto.FLOAT}, {"y": TensorProto.FLOAT}, [8])
+    return _Case(model, {"x": np.linspace(-2, 2, 8, dtype=np.float32)})
+
+
+def test_a_mutant_that_shows_its_parents_wrong_result_is_triaged_as_a_sighting_of_it(
+    triage: Triage, sides: Callable[..., Side]
+) -> None:
+    """A mutant of a finding's model whose first wrong output the same kernel computed carries
+    the finding's name through every run, so it is counted there, not kept as a new finding
+    under its own op list; one whose wrong output another kernel computed keeps its own."""
+    head = sides("head", "perturb")
+    parent = _chain("Tanh")
+    found = triage.triage(parent, [head], _first(parent, head)).head
+    assert found is not None and found.first.kernel.endswith("Tanh")
+    lineage = (found.first,)
+
+    mutant = _chain("Abs", "Tanh")
+    cross = triage.triage(mutant, [head], _first(mutant, head), lineage=lineage)
+    assert cross.verdict is CrossVerdict.persistent and cross.head is not None, cross.note
+    assert {j.fingerprint for j in cross.head.runs} == {found.first.fingerprint}
+    assert cross.head.first.signature == found.first.signature
+    unnamed = triage.triage(mutant, [head], _first(mutant, head))
+    assert unnamed.head is not None and unnamed.head.first.fingerprint != found.first.fingerprint
+
+    moved = _chain("Tanh", "Abs")
+    other = triage.triage(moved, [head], _first(moved, head), lineage=lineage)
+    assert other.head is not None and other.head.first.kernel.endswith("Abs")
+    assert other.head.first.fingerprint != found.first.fingerprint
