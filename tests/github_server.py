@@ -20,6 +20,7 @@ All state lives on the ``FakeGitHub`` instance behind one lock; nothing is globa
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import math
@@ -27,6 +28,7 @@ import re
 import threading
 import time
 import urllib.parse
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,6 +44,8 @@ _GRAPHQL_ENTERPRISE = "/api/graphql"
 _DEFAULT_PER_PAGE = 30
 _MAX_PER_PAGE = 100
 _RATE_LIMIT = 5000
+BLOB_PREFIX = "/_blobs/"
+"""Where artifact zips are served from, outside the API, as GitHub's storage is."""
 _STATE_REASONS = {"completed", "not_planned", "reopened", None}
 _VIEWER_LOGIN = re.compile(r"\bviewer\s*\{\s*login\s*\}")
 TokenKind = Literal["user", "app"]
@@ -71,7 +75,7 @@ class _HttpError(Exception):
 @dataclass
 class _Response:
     status: int
-    body: Any = None  # JSON-serialisable, or a str sent as HTML
+    body: Any = None  # JSON-serialisable, a str sent as HTML, or bytes sent as they are
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -137,6 +141,16 @@ class _Issue:
 
 
 @dataclass
+class _Artifact:
+    id: int
+    run: int
+    name: str
+    zipped: bytes
+    created_at: datetime
+    expired: bool = False
+
+
+@dataclass
 class _Repo:
     full_name: str
     id: int
@@ -144,6 +158,7 @@ class _Repo:
     labels: dict[str, _Label] = field(default_factory=dict)  # keyed by lower-cased name, as GitHub matches
     issues: dict[int, _Issue] = field(default_factory=dict)
     comments: dict[int, _Comment] = field(default_factory=dict)
+    artifacts: dict[int, _Artifact] = field(default_factory=dict)
 
     def next_number(self) -> int:
         return max(self.issues, default=0) + 1
@@ -307,6 +322,20 @@ class FakeGitHub:
             issue = self._issue_or_raise(full_name, number)
             self._replace_labels(repo, issue, [lb for lb in issue.labels if lb.lower() != name.lower()], login)
 
+    def add_artifact(self, full_name: str, run: int, name: str, files: dict[str, bytes], expired: bool = False) -> int:
+        """An artifact a workflow run uploaded: `files` by their path inside it, zipped as
+        GitHub serves them. Its zip URL redirects, as GitHub's does, to storage that takes no
+        token (`BLOB_PREFIX`)."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path, data in files.items():
+                archive.writestr(path, data)
+        with self._lock:
+            repo = self._repo_or_raise(full_name)
+            artifact = _Artifact(next(self._ids), run, name, buffer.getvalue(), self._now(), expired)
+            repo.artifacts[artifact.id] = artifact
+            return artifact.id
+
     def fail_next(self, n: int, status: int = 502) -> None:
         """The next n requests answer ``status``: an HTML page for 5xx (as GitHub's edge does), else JSON."""
         with self._lock:
@@ -371,6 +400,8 @@ class FakeGitHub:
     def _dispatch(self, method: str, raw_path: str, query: str, headers: dict[str, str], body: bytes) -> _Response:
         """Authenticate, route and run the handler under the state lock."""
         prefix, path = _strip_prefix(raw_path)
+        if path.startswith(BLOB_PREFIX):
+            return self._blob(path[len(BLOB_PREFIX) :], headers)
         auth = headers.get("authorization", "")
         scheme, _, given = auth.partition(" ")
         with self._lock:
@@ -438,6 +469,9 @@ class FakeGitHub:
             ("GET", repo + "/labels/(?P<label>[^/]+)$", self._get_label),
             ("GET", repo + r"/pulls/(?P<number>\d+)$", self._get_pull),
             ("GET", repo + "/commits/(?P<sha>[0-9a-fA-F]{4,40})$", self._get_commit),
+            ("GET", repo + r"/actions/runs/(?P<run>\d+)$", self._get_run),
+            ("GET", repo + r"/actions/runs/(?P<run>\d+)/artifacts$", self._list_artifacts),
+            ("GET", repo + r"/actions/artifacts/(?P<aid>\d+)/zip$", self._artifact_zip),
         ]
         return [(method, re.compile(pattern), handler) for method, pattern, handler in table]
 
@@ -676,6 +710,58 @@ class FakeGitHub:
             "files": [],
         }
         return _Response(200, body)
+
+    def _get_run(self, ctx: _Ctx, owner: str, name: str, run: str) -> _Response:
+        """A run is known once an artifact of it is: fuzzbot reads only its artifacts."""
+        repo = self._repo(owner, name)
+        if not any(a.run == int(run) for a in repo.artifacts.values()):
+            raise _HttpError(404, "Not Found")
+        api = f"{ctx.api_root}/repos/{repo.full_name}/actions/runs/{run}"
+        return _Response(200, {"id": int(run), "url": api, "artifacts_url": f"{api}/artifacts", "status": "completed"})
+
+    def _list_artifacts(self, ctx: _Ctx, owner: str, name: str, run: str) -> _Response:
+        repo = self._repo(owner, name)
+        mine = [a for a in repo.artifacts.values() if a.run == int(run)]
+        if not mine:
+            raise _HttpError(404, "Not Found")
+        items = [self._artifact_json(ctx, repo, a) for a in mine]
+        return _Response(200, {"total_count": len(items), "artifacts": items})
+
+    def _artifact_zip(self, ctx: _Ctx, owner: str, name: str, aid: str) -> _Response:
+        """GitHub answers 302 to a signed storage URL, or 410 once the artifact expired."""
+        artifact = self._repo(owner, name).artifacts.get(int(aid))
+        if artifact is None:
+            raise _HttpError(404, "Not Found")
+        if artifact.expired:
+            raise _HttpError(410, "Artifact has expired")
+        return _Response(302, None, {"Location": f"{self.url}{BLOB_PREFIX}{aid}?sig=signed"})
+
+    def _blob(self, key: str, headers: dict[str, str]) -> _Response:
+        """Storage: the signature is the credential, and a token sent along is refused, as
+        Azure's blob storage refuses a second credential."""
+        if headers.get("authorization"):
+            return _Response(400, "<Error>Authentication information is not given in the correct format</Error>")
+        with self._lock:
+            found = next((a for r in self._repos.values() for a in r.artifacts.values() if str(a.id) == key), None)
+        if found is None:
+            return _Response(404, "<Error>BlobNotFound</Error>")
+        return _Response(200, found.zipped, {"Content-Type": "application/zip"})
+
+    def _artifact_json(self, ctx: _Ctx, repo: _Repo, a: _Artifact) -> Json:
+        api = f"{ctx.api_root}/repos/{repo.full_name}/actions"
+        return {
+            "id": a.id,
+            "node_id": f"MDg6QXJ0aWZhY3Q{a.id}",
+            "name": a.name,
+            "size_in_bytes": len(a.zipped),
+            "url": f"{api}/artifacts/{a.id}",
+            "archive_download_url": f"{api}/artifacts/{a.id}/zip",
+            "expired": a.expired,
+            "created_at": _ts(a.created_at),
+            "updated_at": _ts(a.created_at),
+            "expires_at": _ts(a.created_at + timedelta(days=90)),
+            "workflow_run": {"id": a.run},
+        }
 
     # ----------------------------------------------------------------- state helpers (lock held)
 
@@ -1021,6 +1107,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _send(self, response: _Response, rate_headers: dict[str, str]) -> None:
         if response.body is None:
             payload = b""
+        elif isinstance(response.body, bytes):
+            payload = response.body
         elif isinstance(response.body, str):
             payload = response.body.encode()
         else:

@@ -35,8 +35,8 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
+from bot.files import file_lock
 from bot.sides.config import CompilerConfig
-from bot.sides.workspace import file_lock
 
 SOURCE = Path(__file__).resolve().parent / "toycompiler"
 

@@ -280,6 +280,8 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
         feed = ["--regressions", str(root / inputs.regressions)] if inputs.regressions else []
         code = fuzzbot(["merge", *(str(root / d) for d in inputs.merge), "--out", str(inputs.out), *feed], run_env)
         return EXIT_ERROR if code == EXIT_ERROR else merged_code(inputs.out)
+    if isinstance(compiler, dict):
+        fetch_artifacts(compiler, inputs, env, root)
     known = known_from_issues(inputs, env, tmp)
     if known is not None:
         section = data.setdefault("known_bugs", {}) or {}
@@ -289,6 +291,28 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     args = ["fuzz", "--config", str(config), "--out", str(inputs.out)]
     return fuzzbot([*args, *(["--shard", inputs.shard] if inputs.shard else [])], run_env)
+
+
+def fetch_artifacts(compiler: dict[str, Any], inputs: Inputs, env: Mapping[str, str], root: Path) -> None:
+    """Each `artifact:` side fetched here, with the token, into the cache, and handed to the
+    campaign (which never sees the token) as the wheels it holds (bot.sides.artifact)."""
+    from bot.sides.artifact import ArtifactError, fetch_artifact
+    from bot.sides.config import ArtifactSpec
+
+    for which in ("base", "head"):
+        side = compiler.get(which)
+        if not (isinstance(side, dict) and isinstance(side.get("artifact"), dict)):
+            continue
+        try:
+            spec = ArtifactSpec.model_validate(side["artifact"])
+        except ValueError as e:
+            raise InputError(f"compiler.{which}.artifact: {str(e).splitlines()[-1].strip()}") from e
+        fetching = {**without_secrets(env), "GITHUB_TOKEN": inputs.token}
+        try:
+            folder = fetch_artifact(spec, cache_dir(inputs, root) / "sides", which, fetching)
+        except ArtifactError as e:
+            raise InputError(str(e)) from e
+        compiler[which] = {"wheel": str(folder / "**" / "*.whl")}
 
 
 def known_from_issues(inputs: Inputs, env: Mapping[str, str], tmp: Path) -> Path | None:

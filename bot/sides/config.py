@@ -2,8 +2,9 @@
 
 A side is either a git ref of the compiler's repository, built by the recipe in its
 own venv, or a pip requirement list for a released version (from PyPI or from another
-index, a nightly feed), or wheels the compiler's own CI built, or an interpreter that
-already has the build (a CI job that built it earlier).
+index, a nightly feed), or wheels the compiler's own CI built (files here, or a GitHub
+Actions artifact of this run or another), or an interpreter that already has the build (a
+CI job that built it earlier).
 """
 
 from __future__ import annotations
@@ -11,6 +12,27 @@ from __future__ import annotations
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ArtifactSpec(BaseModel):
+    """A GitHub Actions artifact holding the wheels of a side (bot.sides.artifact)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="the artifact's name, as actions/upload-artifact gave it")
+    run: int | None = Field(
+        None, ge=1, description="the workflow run that uploaded it (default: this run, $GITHUB_RUN_ID)"
+    )
+    repo: str | None = Field(
+        None,
+        pattern=r"^[\w.-]+/[\w.-]+$",
+        description="owner/name of the repository whose run it is (default: $GITHUB_REPOSITORY)",
+    )
+
+    @property
+    def label(self) -> str:
+        run = f"run {self.run}" if self.run else "this run"
+        return f"artifact {self.name} ({run}{f' of {self.repo}' if self.repo else ''})"
 
 
 class SideSpec(BaseModel):
@@ -27,13 +49,18 @@ class SideSpec(BaseModel):
     index: str | None = Field(
         None, description="with pip: the package index its requirements come from, e.g. a nightly feed"
     )
+    artifact: ArtifactSpec | None = Field(
+        None,
+        description="wheels in a GitHub Actions artifact, fetched through the API with $GITHUB_TOKEN:"
+        " {name, run, repo}; the side's venv is rebuilt when a wheel's bytes change",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SideSpec:
-        given = [k for k in ("ref", "pip", "wheel", "python") if getattr(self, k)]
+        given = [k for k in ("ref", "pip", "wheel", "artifact", "python") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(
-                f"a side needs exactly one of ref, pip, wheel or python (got {', '.join(given) or 'none'})"
+                f"a side needs exactly one of ref, pip, wheel, artifact or python (got {', '.join(given) or 'none'})"
             )
         if self.index and not self.pip:
             raise ValueError("index names where a side's pip requirements come from: it needs pip")
@@ -46,6 +73,8 @@ class SideSpec(BaseModel):
             return self.ref
         if self.pip:
             return " ".join(self.pip) + (f" from {_no_userinfo(self.index)}" if self.index else "")
+        if self.artifact:
+            return self.artifact.label
         return str(self.wheel or self.python)
 
 

@@ -7,6 +7,7 @@ Layout under `cache_dir`:
     builds/<sha12>-<digest>/     a commit's build: checkout-<sha12>/ (git worktree), venv/, build.log
     builds/pip-<digest>/         a pip side's venv, keyed by its requirement list (and index)
     builds/wheel-<digest>/       a wheel side's venv, keyed by the wheels' bytes
+    artifacts/<repo>-<id>/       a GitHub Actions artifact's files, keyed by its id (bot.sides.artifact)
 
 A commit's venv is created without pip and layered over the shared packages venv by a
 `.pth` file, so numpy (or torch) is installed once rather than once per commit, while
@@ -22,7 +23,6 @@ Workspace is told to trust recorded failures.
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import hashlib
 import os
@@ -31,8 +31,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -42,6 +41,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from bot.credentials import without_credentials
 from bot.errors import UserError
+from bot.files import file_lock
+from bot.sides.artifact import ArtifactError, fetch_artifact
 from bot.sides.config import CompilerConfig, SideSpec
 from oracles.sides import SideName
 
@@ -102,15 +103,6 @@ class PreparedSide:
         return self.root.name if self.root is not None else f"python-{digest(str(self.python))}"
 
 
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock across processes, held for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
 
@@ -125,7 +117,7 @@ def wheel_files(given: str, which: SideName) -> list[Path]:
     elif path.is_file():
         found = [path]
     else:
-        found = sorted(Path(p) for p in glob.glob(str(path)))
+        found = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
     wheels = [w.resolve() for w in found if w.is_file() and w.suffix == ".whl"]
     if not wheels:
         raise WorkspaceError(f"{which}: wheel {given}: no .whl file there")
@@ -363,6 +355,12 @@ class Workspace:
             return self.prepare_pip([*index, *side.pip], f"{which} {side.label}")
         if side.wheel:
             return self.prepare_wheels(wheel_files(side.wheel, which), which)
+        if side.artifact:
+            try:
+                folder = fetch_artifact(side.artifact, self.cache_dir, which)
+            except ArtifactError as e:
+                raise WorkspaceError(str(e)) from e
+            return self.prepare_wheels(wheel_files(str(folder / "**" / "*.whl"), which), which)
         assert side.ref is not None
         sha = self.resolve(side.ref)
         named = side.ref if not sha.startswith(side.ref) else ""

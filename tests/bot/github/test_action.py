@@ -351,3 +351,40 @@ def test_a_cancelled_job_s_sigterm_reaches_the_campaign_which_writes_its_summary
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["tests"] >= 1
     assert "interrupted by SIGTERM" in err and "Traceback" not in err
+
+
+def test_an_artifact_side_is_fetched_with_the_token_before_the_campaign_which_gets_its_wheels(
+    tmp_path: Path,
+) -> None:
+    """The Action's token fetches base's artifact from the base commit's run into the cache;
+    the campaign, which never sees the token, is handed the wheels as a wheel side. An
+    artifact that is not there is one error line, with what the run holds."""
+    from bot.config import FuzzConfig
+    from bot.github.entrypoint import InputError, build_config, fetch_artifacts, parse_inputs
+    from tests.github_server import FakeGitHub
+
+    wheel = "toycc-0.1.0-py3-none-any.whl"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    with FakeGitHub(token=TOKEN).start() as github:
+        github.add_repo("acme/toycc")
+        github.add_artifact("acme/toycc", 41, "wheels", {f"dist/{wheel}": b"the base build"})
+        env = {
+            **base,
+            "GITHUB_WORKSPACE": str(tmp_path),
+            "INPUT_MODE": "fuzz-only",
+            "INPUT_GITHUB-TOKEN": TOKEN,
+            "GITHUB_REPOSITORY": "acme/toycc",
+            "GITHUB_API_URL": github.url,
+            "GITHUB_RUN_ID": "42",
+        }
+        inputs = parse_inputs(env)
+        user = {"compiler": {"base": {"artifact": {"name": "wheels", "run": 41}}, "head": {"ref": "main"}}}
+        data = build_config(inputs, user, tmp_path)
+        fetch_artifacts(data["compiler"], inputs, env, tmp_path)
+        compiler = FuzzConfig.model_validate(data).compiler
+        assert compiler is not None and compiler.base.wheel is not None and compiler.head.ref == "main"
+        (fetched,) = Path(compiler.base.wheel).parent.parent.glob(f"dist/{wheel}")
+        assert fetched.read_bytes() == b"the base build" and fetched.is_relative_to(tmp_path / ".fuzzbot-cache")
+        missing = {"compiler": {"base": {"artifact": {"name": "wheelz", "run": 41}}, "head": {"ref": "main"}}}
+        with pytest.raises(InputError, match=r"^base: artifact wheelz \(run 41\): not among run 41's artifacts"):
+            fetch_artifacts(build_config(inputs, missing, tmp_path)["compiler"], inputs, env, tmp_path)

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.sides.config import CompilerConfig, SideSpec
+from bot.sides.artifact import fetch_artifact
+from bot.sides.config import ArtifactSpec, CompilerConfig, SideSpec
 from bot.sides.workspace import Workspace, wheel_files
 from oracles.sides import SideName
 from tests.conftest import CliResult
+from tests.github_server import FakeGitHub
 from tests.toy_repo import BACKEND, TOY_OPS, ToyRepo, toy_repo
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
@@ -173,9 +175,124 @@ def test_a_wheel_side_that_names_nothing_installable_is_one_line(
 
 
 def test_a_side_config_names_one_source_and_hides_a_feed_s_token() -> None:
-    with pytest.raises(ValueError, match="exactly one of ref, pip, wheel or python"):
+    with pytest.raises(ValueError, match="exactly one of ref, pip, wheel, artifact or python"):
         SideSpec.model_validate({"wheel": "dist/", "pip": ["x"]})
     with pytest.raises(ValueError, match=r"index .* needs pip"):
         SideSpec.model_validate({"wheel": "dist/", "index": "https://feed/simple/"})
     side = SideSpec.model_validate({"pip": ["ort-nightly==1.33.0.dev1"], "index": "https://me:t0ken@feed.test/simple/"})
     assert side.label == "ort-nightly==1.33.0.dev1 from https://feed.test/simple/"
+
+
+REPO = "org/toycc"
+
+
+@contextlib.contextmanager
+def _github(monkeypatch: pytest.MonkeyPatch, run: int) -> Iterator[FakeGitHub]:
+    """A local GitHub holding REPO, and the environment a runner of workflow run `run` sets."""
+    with FakeGitHub() as fake:
+        fake.add_repo(REPO)
+        monkeypatch.setenv("GITHUB_TOKEN", fake.token)
+        monkeypatch.setenv("GITHUB_API_URL", fake.url)
+        monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+        monkeypatch.setenv("GITHUB_RUN_ID", str(run))
+        yield fake
+
+
+def test_a_campaign_between_two_ci_runs_artifacts_finds_the_regression(
+    cli: Cli, wheels: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Base's wheels are the artifact of the base commit's run (41), head's the artifact of this
+    run (42), nested in dist/ beside a wheel for another platform, as a CI's build matrix
+    uploads them. Both come through the API with the job's token, past two 502s; each side's
+    venv holds its own build, and a second look at the cache fetches nothing."""
+    with _github(monkeypatch, run=42) as fake:
+        fake.add_artifact(REPO, 41, "wheels", {wheels["fusion"].name: wheels["fusion"].read_bytes()})
+        fake.add_artifact(REPO, 41, "wheels", {"stale.txt": b"an older upload, expired"}, expired=True)
+        head_files = {
+            f"dist/{wheels['docs'].name}": wheels["docs"].read_bytes(),
+            "dist/toycc-0.1.0-cp27-cp27m-win32.whl": b"not for this machine",
+        }
+        head_id = fake.add_artifact(REPO, 42, "wheels", head_files)
+        fake.fail_next(2)
+        config = tmp_path / "fuzzbot.yml"
+        compiler = {
+            "packages": PACKAGES,
+            "base": {"artifact": {"name": "wheels", "run": 41}},
+            "head": {"artifact": {"name": "wheels"}},
+        }
+        data = {
+            "backend": BACKEND,
+            "compiler": compiler,
+            "cache_dir": str(tmp_path / "cache"),
+            "probe": False,
+            "budget": "90s",
+            "max_tests": 200,
+            "reduce": {"enabled": False},
+            "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+        }
+        config.write_text(yaml.safe_dump(data))
+        r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+        zips = [path for method, path in fake.requests if path.endswith("/zip")]
+        assert r.code == 2, r.err
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
+        sides = summary["sides"]
+        assert sides["base"]["label"] == f"base {wheels['fusion'].name}"
+        assert sides["head"]["label"] == f"head {wheels['docs'].name}"
+        base, head = (Path(sides[s]["python"]) for s in ("base", "head"))
+        assert "c - a * b" in _installed(head) and "c - a * b" not in _installed(base)
+        assert len(zips) == 2, fake.requests
+        (kept,) = (tmp_path / "cache").rglob(f"artifacts/org+toycc-{head_id}")
+        assert fetch_artifact(ArtifactSpec(name="wheels"), kept.parent.parent, "head") == kept
+        assert [path for method, path in fake.requests if path.endswith("/zip")] == zips
+
+
+@pytest.mark.parametrize(
+    ("artifact", "env", "message"),
+    [
+        (
+            {"name": "wheel", "run": 41},
+            {},
+            "error: cannot compare: base: artifact wheel (run 41): not among run 41's artifacts in org/toycc"
+            " (wheels, wheels (expired))",
+        ),
+        (
+            {"name": "wheels", "run": 7},
+            {},
+            "error: cannot compare: base: artifact wheels (run 7): GitHub refused the artifacts of run 7: 404",
+        ),
+        (
+            {"name": "wheels"},
+            {"GITHUB_RUN_ID": ""},
+            "error: cannot compare: base: artifact wheels (this run): no run (set artifact.run or $GITHUB_RUN_ID)",
+        ),
+        (
+            {"name": "wheels", "run": 41},
+            {"GITHUB_TOKEN": ""},
+            "error: cannot compare: base: artifact wheels (run 41): no token in $GITHUB_TOKEN",
+        ),
+    ],
+    ids=["no-such-name", "no-such-run", "no-run", "no-token"],
+)
+def test_an_artifact_side_that_cannot_be_had_is_one_line_with_what_there_is(
+    cli: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    artifact: dict[str, object],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    with _github(monkeypatch, run=42) as fake:
+        fake.add_artifact(REPO, 41, "wheels", {"toycc-0.1.0-py3-none-any.whl": b"x"})
+        fake.add_artifact(REPO, 41, "wheels", {"old.whl": b"x"}, expired=True)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        config = tmp_path / "fuzzbot.yml"
+        compiler = {"packages": PACKAGES, "base": {"artifact": artifact}, "head": {"python": sys.executable}}
+        data = {"backend": BACKEND, "compiler": compiler, "cache_dir": str(tmp_path / "cache"), "probe": False}
+        config.write_text(yaml.safe_dump(data))
+        r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"), "--budget", "5s")
+    assert r.code == 1, r.err
+    lines = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith(message), r.err
+    assert "test-token" not in r.err
