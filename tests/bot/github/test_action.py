@@ -295,6 +295,19 @@ def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
+def _runner_env(workspace: Path, api: str) -> dict[str, str]:
+    """What a runner of acme/toycc hands a fuzz-only step of the Action, talking to `api`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    return {
+        **base,
+        "GITHUB_WORKSPACE": str(workspace),
+        "INPUT_MODE": "fuzz-only",
+        "INPUT_GITHUB-TOKEN": TOKEN,
+        "GITHUB_REPOSITORY": "acme/toycc",
+        "GITHUB_API_URL": api,
+    }
+
+
 def test_the_open_issues_triggers_reach_the_campaign_and_an_outage_does_not_stop_it(tmp_path: Path) -> None:
     """Before fuzzing, the entrypoint reads the bot's open issues' triggers with the token
     (the campaign never sees it); without a token, or when GitHub fails, it fuzzes without."""
@@ -307,18 +320,10 @@ def test_the_open_issues_triggers_reach_the_campaign_and_an_outage_does_not_stop
     fingerprint = "ab" * 8
     row = {"fingerprint": fingerprint, "nodes": [{"op_type": "Relu", "dtypes": None}], "edges": []}
     body = f"<!-- fuzzbot:fingerprint={fingerprint} -->\n" + trigger_marker(json.dumps(row))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
     with FakeGitHub(token=TOKEN).start() as github:
         github.add_repo("acme/toycc")
         Github(auth=Auth.Token(TOKEN), base_url=github.url).get_repo("acme/toycc").create_issue("[fuzzbot] x", body)
-        env = {
-            **base,
-            "GITHUB_WORKSPACE": str(tmp_path),
-            "INPUT_MODE": "fuzz-only",
-            "INPUT_GITHUB-TOKEN": TOKEN,
-            "GITHUB_REPOSITORY": "acme/toycc",
-            "GITHUB_API_URL": github.url,
-        }
+        env = _runner_env(tmp_path, github.url)
         path = known_from_issues(parse_inputs(env), env, tmp_path)
         assert path is not None and [r["fingerprint"] for r in json.loads(path.read_text())] == [fingerprint]
         no_token = {k: v for k, v in env.items() if k != "INPUT_GITHUB-TOKEN"}
@@ -364,19 +369,10 @@ def test_an_artifact_side_is_fetched_with_the_token_before_the_campaign_which_ge
     from tests.github_server import FakeGitHub
 
     wheel = "toycc-0.1.0-py3-none-any.whl"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
     with FakeGitHub(token=TOKEN).start() as github:
         github.add_repo("acme/toycc")
         github.add_artifact("acme/toycc", 41, "wheels", {f"dist/{wheel}": b"the base build"})
-        env = {
-            **base,
-            "GITHUB_WORKSPACE": str(tmp_path),
-            "INPUT_MODE": "fuzz-only",
-            "INPUT_GITHUB-TOKEN": TOKEN,
-            "GITHUB_REPOSITORY": "acme/toycc",
-            "GITHUB_API_URL": github.url,
-            "GITHUB_RUN_ID": "42",
-        }
+        env = _runner_env(tmp_path, github.url) | {"GITHUB_RUN_ID": "42"}
         inputs = parse_inputs(env)
         user = {"compiler": {"base": {"artifact": {"name": "wheels", "run": 41}}, "head": {"ref": "main"}}}
         data = build_config(inputs, user, tmp_path)

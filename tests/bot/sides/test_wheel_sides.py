@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -73,30 +73,31 @@ def _index(wheel: Path, root: Path) -> Iterator[str]:
         server.server_close()
 
 
+def _campaign(cli: Cli, tmp_path: Path, base: Mapping[str, object], head: Mapping[str, object]) -> CliResult:
+    """A campaign of toycc between the two sides, through the CLI, as a maintainer runs it."""
+    config = tmp_path / "fuzzbot.yml"
+    data = {
+        "backend": BACKEND,
+        "compiler": {"packages": PACKAGES, "base": base, "head": head},
+        "cache_dir": str(tmp_path / "cache"),
+        "probe": False,
+        "budget": "90s",
+        "max_tests": 200,
+        "reduce": {"enabled": False},
+        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+    }
+    config.write_text(yaml.safe_dump(data))
+    return cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+
+
 def test_a_campaign_between_an_index_build_and_a_ci_wheel_finds_the_regression(
     cli: Cli, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     """Base from a nightly-style index, head from the glob a CI's dist/ folder matches: the
     head's fused kernel is wrong, and the campaign says so as a new regression."""
     with _index(wheels["fusion"], tmp_path / "index") as url:
-        config = tmp_path / "fuzzbot.yml"
-        compiler = {
-            "packages": PACKAGES,
-            "base": {"pip": ["toycc==0.1.0"], "index": url},
-            "head": {"wheel": str(wheels["docs"].parent / "*.whl")},
-        }
-        data = {
-            "backend": BACKEND,
-            "compiler": compiler,
-            "cache_dir": str(tmp_path / "cache"),
-            "probe": False,
-            "budget": "90s",
-            "max_tests": 200,
-            "reduce": {"enabled": False},
-            "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
-        }
-        config.write_text(yaml.safe_dump(data))
-        r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+        base = {"pip": ["toycc==0.1.0"], "index": url}
+        r = _campaign(cli, tmp_path, base, {"wheel": str(wheels["docs"].parent / "*.whl")})
     assert r.code == 2, r.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
@@ -214,24 +215,7 @@ def test_a_campaign_between_two_ci_runs_artifacts_finds_the_regression(
         }
         head_id = fake.add_artifact(REPO, 42, "wheels", head_files)
         fake.fail_next(2)
-        config = tmp_path / "fuzzbot.yml"
-        compiler = {
-            "packages": PACKAGES,
-            "base": {"artifact": {"name": "wheels", "run": 41}},
-            "head": {"artifact": {"name": "wheels"}},
-        }
-        data = {
-            "backend": BACKEND,
-            "compiler": compiler,
-            "cache_dir": str(tmp_path / "cache"),
-            "probe": False,
-            "budget": "90s",
-            "max_tests": 200,
-            "reduce": {"enabled": False},
-            "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
-        }
-        config.write_text(yaml.safe_dump(data))
-        r = cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
+        r = _campaign(cli, tmp_path, {"artifact": {"name": "wheels", "run": 41}}, {"artifact": {"name": "wheels"}})
         zips = [path for method, path in fake.requests if path.endswith("/zip")]
         assert r.code == 2, r.err
         summary = json.loads((tmp_path / "out" / "summary.json").read_text())
