@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 MACHINE = frozenset(
-    {"time_s", "wall_s", "memory_bound", "build_s", "found_s", "seconds", "load_s", "order_s", "cached"}
+    {"time_s", "wall_s", "memory_bound", "build_s", "found_s", "seconds", "load_s", "order_s", "cached", "perf"}
 )
-"""summary.json keys the machine decides (seconds, bytes, and whether a build or a probe came
+"""summary.json keys the machine decides (seconds, bytes, whether a build or a probe came
 from the cache, which two campaigns started at once on a cold cache share out between
-them): left out of the comparison."""
+them, and the perf check's findings, which are timings: two loads gave two of them): left
+out of the comparison."""
 MACHINE_KIND = "compile_time"
 """The divergence kind the machine decides (oracles.divergence.DivergenceKind.compile_time)."""
 CLI = "import sys; from bot.cli import main; sys.argv[0] = 'fuzzbot'; sys.exit(main(sys.argv[1:]))"
