@@ -36,6 +36,7 @@ import onnx
 from bot.campaign.sides import open_campaign
 from bot.campaign.state import CampaignState
 from bot.config import FuzzConfig, GuideSettings, ReduceSettings
+from bot.errors import UserError
 from bot.findings.known_bugs import holds
 from bot.findings.summary import FindingRef, in_output
 from bot.sides.config import CompilerConfig
@@ -143,17 +144,18 @@ def report(runs: list[dict[str, Any]], flips: list[Flip], modes: list[str], budg
         per_flip[flip.name] = row
     overall: dict[str, Any] = {}
     for mode in modes:
-        medians = [per_flip[f.name][mode]["median_s"] for f in flips]
-        found = [per_flip[f.name][mode]["within_budget"] for f in flips]
+        ran = [f for f in flips if per_flip[f.name][mode]["campaigns"]]  # a pair that could not start is no miss
+        medians = [per_flip[f.name][mode]["median_s"] for f in ran]
+        found = [per_flip[f.name][mode]["within_budget"] for f in ran]
         finite = sorted(m for m in medians if m is not None)
+        regressions = [f for f in ran if f.label == "new_regression"]
         overall[mode] = {
+            "flips_measured": len(ran),
             "flips_found_share": round(sum(found) / max(len(found), 1), 2),
             "flips_found_in_majority": sum(1 for m in medians if m is not None),
             "median_of_medians_s": round(statistics.median(finite), 1) if finite else None,
             "regressions_found_share": round(
-                sum(per_flip[f.name][mode]["within_budget"] for f in flips if f.label == "new_regression")
-                / max(1, sum(1 for f in flips if f.label == "new_regression")),
-                2,
+                sum(per_flip[f.name][mode]["within_budget"] for f in regressions) / max(1, len(regressions)), 2
             ),
         }
     return {"budget_s": budget, "flips": per_flip, "overall": overall}
@@ -208,6 +210,7 @@ def main() -> int:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         runs: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []  # campaigns that could not start: not counted as misses
         for (system, base, head), flips in pairs(None if args.half == "all" else args.half).items():
             flips = [f for f in flips if f.name in chosen]
             if not flips:
@@ -215,11 +218,19 @@ def main() -> int:
             backend, compiler = _config(system, base, head, work)
             for seed in range(args.seeds):
                 for mode in modes:
-                    done = campaign(flips, backend, compiler, mode, 1000 * seed, args.budget, work)
+                    try:
+                        done = campaign(flips, backend, compiler, mode, 1000 * seed, args.budget, work)
+                    except UserError as e:  # a side that cannot be had: the other pairs still run
+                        errors.append(
+                            {"pair": f"{system} {base} -> {head}", "mode": mode, "seed": seed, "error": str(e)}
+                        )
+                        print(json.dumps(errors[-1]), file=sys.stderr, flush=True)
+                        continue
                     done["pair"] = (system, base, head)
                     runs.append(done)
                     print(json.dumps({k: v for k, v in done.items() if k != "pair"}), file=sys.stderr, flush=True)
         result = report(runs, measured, modes, args.budget)
+        result["errors"] = errors
         result["half"] = args.half
         if args.nightly:
             result["nightly"] = nightly(args.seeds, args.nightly, work, modes)
