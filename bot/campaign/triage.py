@@ -169,6 +169,8 @@ class Triage:
         side: str,
         lineage: Sequence[Judgement] = (),
     ) -> Judgement:
+        """Every run of a case, the fresh one included, is named the same way, so that the
+        side's runs agree on whose sighting the case is."""
         return as_sighting_of(lineage, self.judging.judge(ev, result, against, side))
 
     def cost(self, sides: Sequence[Side]) -> int:
