@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,6 +257,18 @@ def plain_case() -> ToyCase:
     ]
     i = _inputs()
     return ToyCase(_model(nodes, "mul_add_relu"), i, {"out": np.maximum(i["x"] * i["y"] + i["z"], 0)})
+
+
+def toy_wheel(repo: ToyRepo, commit: str, dest: Path) -> Path:
+    """toycc's wheel as a CI would build it at `commit`, in `dest`."""
+    source = dest.with_name(dest.name + "-src")
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", repo.sha(commit)], cwd=repo.path, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest)]
+    subprocess.run([*build, str(source)], check=True, capture_output=True)
+    (wheel,) = dest.glob("toycc-*.whl")
+    return wheel
 
 
 def action_user_config(workspace: Path, repo: ToyRepo, cache: Path) -> str:

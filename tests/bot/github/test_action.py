@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,16 @@ import pytest
 import yaml
 
 from tests.paths import ROOT
-from tests.toy_repo import BACKEND, ToyRepo, action_user_config, build_cache, toy_repo
+from tests.toy_repo import (
+    BACKEND,
+    TOY_OPS,
+    ToyRepo,
+    action_user_config,
+    build_cache,
+    toy_compiler_config,
+    toy_repo,
+    toy_wheel,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.release]
 
@@ -42,10 +52,16 @@ class ActionRun:
 
 def run_action(workspace: Path, **inputs: str) -> ActionRun:
     """The entrypoint as a subprocess; inputs spelled as GitHub spells them (INPUT_BASE-REF)."""
+    return run_action_on(workspace, {}, inputs)
+
+
+def run_action_on(workspace: Path, runner: Mapping[str, str], inputs: Mapping[str, str]) -> ActionRun:
+    """`run_action` on a runner that sets `runner` too (GITHUB_RUN_ID, GITHUB_API_URL)."""
     output = workspace / "github_output"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_"))}
     env.update({f"INPUT_{k.upper().replace('_', '-')}": v for k, v in inputs.items()})
     env.update(GITHUB_WORKSPACE=str(workspace), GITHUB_OUTPUT=str(output), GITHUB_REPOSITORY="toy/toycc")
+    env.update(runner)
     env["GITHUB_STEP_SUMMARY"] = str(workspace / "step_summary.md")
     done = subprocess.run(
         [sys.executable, "-m", "bot.github.entrypoint"], env=env, cwd=workspace, capture_output=True, text=True
@@ -384,3 +400,41 @@ def test_an_artifact_side_is_fetched_with_the_token_before_the_campaign_which_ge
         missing = {"compiler": {"base": {"artifact": {"name": "wheelz", "run": 41}}, "head": {"ref": "main"}}}
         with pytest.raises(InputError, match=r"^base: artifact wheelz \(run 41\): not among run 41's artifacts"):
             fetch_artifacts(build_config(inputs, missing, tmp_path)["compiler"], inputs, env, tmp_path)
+
+
+def test_the_action_fuzzes_two_runs_artifacts_fetched_with_a_token_the_campaign_never_sees(
+    toy_repo: ToyRepo, tmp_path: Path
+) -> None:
+    """As a compiler's workflow_run job would: its config names base's wheels as the
+    artifact of the base commit's run and head's as this run's. The Action fetches both with
+    its token, the campaign finds the regression, and the token is nowhere in what it wrote."""
+    from tests.github_server import FakeGitHub
+
+    wheels = {commit: toy_wheel(toy_repo, commit, tmp_path / commit / "dist") for commit in ("fusion", "docs")}
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    config = {
+        "backend": BACKEND,
+        "compiler": {
+            "packages": toy_compiler_config(toy_repo).packages,
+            "base": {"artifact": {"name": "wheels", "run": 41}},
+            "head": {"artifact": {"name": "wheels"}},
+        },
+        "probe": False,
+        "max_tests": 200,
+        "reduce": {"enabled": False},
+        "generator": {"nodes": 6, "ops": TOY_OPS, "dtypes": ["float32"]},
+    }
+    (ws / "fuzzbot.yml").write_text(yaml.safe_dump(config))
+    with FakeGitHub(token=TOKEN).start() as github:
+        github.add_repo("toy/toycc")
+        github.add_artifact("toy/toycc", 41, "wheels", {wheels["fusion"].name: wheels["fusion"].read_bytes()})
+        github.add_artifact("toy/toycc", 42, "wheels", {f"dist/{wheels['docs'].name}": wheels["docs"].read_bytes()})
+        runner = {"GITHUB_API_URL": github.url, "GITHUB_RUN_ID": "42"}
+        inputs = {"mode": "fuzz-only", "config": "fuzzbot.yml", "budget": "90s", "github_token": TOKEN}
+        done = run_action_on(ws, runner, inputs)
+    assert done.code == 2, done.err
+    summary = json.loads((ws / "fuzzbot-out" / "summary.json").read_text())
+    assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
+    written = "".join(p.read_text(errors="replace") for p in (ws / "fuzzbot-out").rglob("*") if p.is_file())
+    assert TOKEN not in done.out + done.err + written

@@ -25,7 +25,7 @@ from bot.sides.workspace import Workspace, wheel_files
 from oracles.sides import SideName
 from tests.conftest import CliResult
 from tests.github_server import FakeGitHub
-from tests.toy_repo import BACKEND, TOY_OPS, ToyRepo, toy_repo
+from tests.toy_repo import BACKEND, TOY_OPS, ToyRepo, toy_repo, toy_wheel
 
 pytestmark = [pytest.mark.worker, pytest.mark.release, pytest.mark.campaign]
 
@@ -35,23 +35,11 @@ Cli = Callable[..., CliResult]
 PACKAGES = ["numpy", "onnx"]
 
 
-def _wheel_at(repo: ToyRepo, commit: str, dest: Path) -> Path:
-    """toycc's wheel as a CI would build it at `commit`, in `dest`."""
-    source = dest.with_name(dest.name + "-src")
-    source.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", repo.sha(commit)], cwd=repo.path, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest)]
-    subprocess.run([*build, str(source)], check=True, capture_output=True)
-    (wheel,) = dest.glob("toycc-*.whl")
-    return wheel
-
-
 @pytest.fixture(scope="module")
 def wheels(toy_repo: ToyRepo, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The good commit's wheel and the buggy head's, each in its own dist/ folder."""
     tmp = tmp_path_factory.mktemp("wheels")
-    return {name: _wheel_at(toy_repo, name, tmp / name / "dist") for name in ("fusion", "docs")}
+    return {name: toy_wheel(toy_repo, name, tmp / name / "dist") for name in ("fusion", "docs")}
 
 
 @contextlib.contextmanager
