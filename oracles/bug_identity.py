@@ -1,11 +1,12 @@
 """A bug's identity: whether a failure is the same bug as another, and the name a reduced
 bug is reported under.
 
-**The same bug**, one definition at the three distances the bot asks it from. The question
+**The same bug**, one definition at the four distances the bot asks it from. The question
 comes up wherever a failure is asked again: a reduction's candidates on the
 build that failed the original, the other build of a persistent bug while it is reduced,
-and each commit of a bisection. Each used to answer it in its own class, and the three
-answers drifted apart without anyone deciding they should. They do differ, and each
+each commit of a bisection, and a mutant of a finding's model. The first three used to
+answer it each in its own class, and the answers drifted apart without anyone deciding
+they should. They do differ, and each
 difference has a reason, kept here beside the others:
 
 - **The same build** (`Distance.run`): the verdict, a wrong result's kinds of mismatch (no

@@ -1,4 +1,4 @@
-"""One definition of "the same bug", asked at three distances (oracles.bug_identity): where the
+"""One definition of "the same bug", asked at four distances (oracles.bug_identity): where the
 answers differ, each difference is one the bot relies on."""
 
 from __future__ import annotations
