@@ -296,7 +296,7 @@ def campaign(inputs: Inputs, env: Mapping[str, str], root: Path, tmp: Path) -> i
 def fetch_artifacts(compiler: dict[str, Any], inputs: Inputs, env: Mapping[str, str], root: Path) -> None:
     """Each `artifact:` side fetched here, with the token, into the cache, and handed to the
     campaign (which never sees the token) as the wheels it holds (bot.sides.artifact)."""
-    from bot.sides.artifact import ArtifactError, fetch_artifact
+    from bot.sides.artifact import ArtifactError, fetch_artifact, wheel_glob
     from bot.sides.config import ArtifactSpec
 
     for which in ("base", "head"):
@@ -312,7 +312,7 @@ def fetch_artifacts(compiler: dict[str, Any], inputs: Inputs, env: Mapping[str, 
             folder = fetch_artifact(spec, cache_dir(inputs, root) / "sides", which, fetching)
         except ArtifactError as e:
             raise InputError(str(e)) from e
-        compiler[which] = {"wheel": str(folder / "**" / "*.whl")}
+        compiler[which] = {"wheel": wheel_glob(folder)}
 
 
 def known_from_issues(inputs: Inputs, env: Mapping[str, str], tmp: Path) -> Path | None:

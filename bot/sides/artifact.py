@@ -7,8 +7,9 @@ artifact is fetched through the REST API with the job's token (PyGithub): its li
 run, then its zip, which GitHub answers with a redirect to short-lived storage. Both steps
 are GETs, safe to repeat, so urllib3's retries take 5xx answers and lost connections, and
 PyGithub's take rate limits; what is left is one error line. A side is below reporting
-(bot.github), whose own retry policy exists for writes that must never be repeated. An artifact's id names its
-bytes for good, so the extracted files are kept in the cache under it and fetched once.
+(bot.github), whose own retry policy exists for writes that must never be repeated. An
+artifact's id names its bytes for good, so the extracted files are kept in the cache under
+it and fetched once.
 
 Environment, as a GitHub runner sets it: `GITHUB_TOKEN` (the Action passes its
 `github-token`), `GITHUB_API_URL`, `GITHUB_REPOSITORY`, `GITHUB_RUN_ID`.
@@ -57,7 +58,8 @@ class Where:
     @classmethod
     def of(cls, spec: ArtifactSpec, env: Mapping[str, str], which: str) -> Where:
         repo = spec.repo or env.get("GITHUB_REPOSITORY", "")
-        run = spec.run or int(env.get("GITHUB_RUN_ID", "0") or 0)
+        given = env.get("GITHUB_RUN_ID", "").strip()
+        run = spec.run or (int(given) if given.isdigit() else 0)
         token = env.get("GITHUB_TOKEN", "")
         if not repo:
             raise ArtifactError(f"{which}: {spec.label}: no repository (set artifact.repo or $GITHUB_REPOSITORY)")
@@ -139,23 +141,26 @@ def _download(url: str, token: str) -> bytes:
         return response.content
 
 
+def wheel_glob(folder: Path) -> str:
+    """The wheels of a fetched artifact, at any depth: a build matrix uploads dist/ folders."""
+    return str(folder / "**" / "*.whl")
+
+
 def _extract(data: bytes, folder: Path, what: str) -> None:
-    """Unzip into `folder`, refusing any member that would land outside it."""
+    """Unzip into `folder`, refusing any member that would land outside it. A half-written
+    extraction stays under `.partial` and is cleared by the next fetch."""
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            for member in archive.namelist():
-                path = PurePosixPath(member)
-                if path.is_absolute() or ".." in path.parts:
-                    raise ArtifactError(f"{what}: the zip names {member!r}, outside its folder")
-            archive.extractall(partial)
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
-        shutil.rmtree(partial, ignore_errors=True)
         raise ArtifactError(f"{what}: not a zip ({e})") from e
-    except ArtifactError:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with archive:
+        for member in archive.namelist():
+            path = PurePosixPath(member)
+            if path.is_absolute() or ".." in path.parts:
+                raise ArtifactError(f"{what}: the zip names {member!r}, outside its folder")
+        archive.extractall(partial)
     (partial / COMPLETE).touch()
     shutil.rmtree(folder, ignore_errors=True)
     partial.replace(folder)

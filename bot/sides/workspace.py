@@ -42,7 +42,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from bot.credentials import without_credentials
 from bot.errors import UserError
 from bot.files import file_lock
-from bot.sides.artifact import ArtifactError, fetch_artifact
+from bot.sides.artifact import ArtifactError, fetch_artifact, wheel_glob
 from bot.sides.config import CompilerConfig, SideSpec
 from oracles.sides import SideName
 
@@ -360,7 +360,7 @@ class Workspace:
                 folder = fetch_artifact(side.artifact, self.cache_dir, which)
             except ArtifactError as e:
                 raise WorkspaceError(str(e)) from e
-            return self.prepare_wheels(wheel_files(str(folder / "**" / "*.whl"), which), which)
+            return self.prepare_wheels(wheel_files(wheel_glob(folder), which), which)
         assert side.ref is not None
         sha = self.resolve(side.ref)
         named = side.ref if not sha.startswith(side.ref) else ""

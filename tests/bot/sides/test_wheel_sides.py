@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -78,6 +79,16 @@ def _campaign(cli: Cli, tmp_path: Path, base: Mapping[str, object], head: Mappin
     return cli("fuzz", "--config", str(config), "--out", str(tmp_path / "out"))
 
 
+def _regression_found(r: CliResult, tmp_path: Path) -> dict[str, Any]:
+    """The sides of a `_campaign` that found toycc's fused kernel's regression, as summary.json
+    tells them (it must have: exit 2 and a `new_regression`)."""
+    assert r.code == 2, r.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
+    sides: dict[str, Any] = summary["sides"]
+    return sides
+
+
 def test_a_campaign_between_an_index_build_and_a_ci_wheel_finds_the_regression(
     cli: Cli, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -86,10 +97,7 @@ def test_a_campaign_between_an_index_build_and_a_ci_wheel_finds_the_regression(
     with _index(wheels["fusion"], tmp_path / "index") as url:
         base = {"pip": ["toycc==0.1.0"], "index": url}
         r = _campaign(cli, tmp_path, base, {"wheel": str(wheels["docs"].parent / "*.whl")})
-    assert r.code == 2, r.err
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
-    sides = summary["sides"]
+    sides = _regression_found(r, tmp_path)
     assert sides["base"]["label"] == f"base toycc==0.1.0 from {url}"
     assert sides["head"]["label"] == f"head {wheels['docs'].name}"
     assert Path(sides["base"]["python"]).parent.parent.parent.name.startswith("pip-")
@@ -205,10 +213,7 @@ def test_a_campaign_between_two_ci_runs_artifacts_finds_the_regression(
         fake.fail_next(2)
         r = _campaign(cli, tmp_path, {"artifact": {"name": "wheels", "run": 41}}, {"artifact": {"name": "wheels"}})
         zips = [path for method, path in fake.requests if path.endswith("/zip")]
-        assert r.code == 2, r.err
-        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-        assert summary["counts"].get("new_regression", 0) >= 1, summary["counts"]
-        sides = summary["sides"]
+        sides = _regression_found(r, tmp_path)
         assert sides["base"]["label"] == f"base {wheels['fusion'].name}"
         assert sides["head"]["label"] == f"head {wheels['docs'].name}"
         base, head = (Path(sides[s]["python"]) for s in ("base", "head"))
@@ -239,12 +244,17 @@ def test_a_campaign_between_two_ci_runs_artifacts_finds_the_regression(
             "error: cannot compare: base: artifact wheels (this run): no run (set artifact.run or $GITHUB_RUN_ID)",
         ),
         (
+            {"name": "wheels"},
+            {"GITHUB_RUN_ID": "${{ github.run_id }}"},
+            "error: cannot compare: base: artifact wheels (this run): no run (set artifact.run or $GITHUB_RUN_ID)",
+        ),
+        (
             {"name": "wheels", "run": 41},
             {"GITHUB_TOKEN": ""},
             "error: cannot compare: base: artifact wheels (run 41): no token in $GITHUB_TOKEN",
         ),
     ],
-    ids=["no-such-name", "no-such-run", "no-run", "no-token"],
+    ids=["no-such-name", "no-such-run", "no-run", "unexpanded-run", "no-token"],
 )
 def test_an_artifact_side_that_cannot_be_had_is_one_line_with_what_there_is(
     cli: Cli,
