@@ -16,7 +16,8 @@ in that venv is a shim for `python -m pip`, which installs into the venv that ru
 
 Every build is keyed by what determines it (commit, recipe, packages, interpreter),
 runs under a file lock so two processes never build the same folder, and is trusted
-only once its `.complete` marker, written last, exists: an interrupted build is redone.
+only once its `.complete` marker, written last, exists and names the folder it was built
+in: an interrupted build is redone, and so is one a moved cache carried to another path.
 A failed build leaves its log and a `.failed` marker, and is retried unless the
 Workspace is told to trust recorded failures.
 """
@@ -427,8 +428,10 @@ class Workspace:
         start = time.monotonic()
         python = root / "venv" / "bin" / "python"
         with file_lock(root.with_name(root.name + ".lock")):
-            if (root / COMPLETE).exists():
+            if _built_here(root):
                 return PreparedSide(python, sha, label, root / "build.log", time.monotonic() - start, cached=True)
+            if (root / COMPLETE).exists():
+                self.say(f"{label}: the cached build was made at another path (a moved or restored cache): rebuilding")
             if (root / FAILED).exists() and not self.retry_failed:
                 raise BuildFailed((root / FAILED).read_text().strip(), root / "build.log", cached=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -439,7 +442,7 @@ class Workspace:
             except BuildFailed as e:
                 (root / FAILED).write_text(f"{e}\n")
                 raise
-            (root / COMPLETE).write_text(label + "\n")
+            (root / COMPLETE).write_text(f"{os.path.abspath(root)}\n{label}\n")
         return PreparedSide(python, sha, label, root / "build.log", time.monotonic() - start)
 
     def _layered_venv(self, venv: Path, log: BuildLog) -> None:
@@ -465,6 +468,15 @@ class Workspace:
 
         label = f"compiler.packages ({' '.join(self.cfg.packages)})"
         return self._cached(root, what, label, None, build).python.parent.parent
+
+
+def _built_here(root: Path) -> bool:
+    """Whether `root` holds a completed build made at this very path. A venv names its own
+    folder in absolute paths (a layered venv's `.pth`, its scripts' first lines, a worktree's
+    `.git` file), so a cache copied or restored elsewhere would run another folder's packages,
+    or none: such a build is redone, not trusted."""
+    marker = root / COMPLETE
+    return marker.exists() and marker.read_text().split("\n", 1)[0] == os.path.abspath(root)
 
 
 def _site_packages(python: Path) -> Path:

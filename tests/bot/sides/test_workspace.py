@@ -4,6 +4,8 @@ recipe, and the toy adapter answering from each build in its own worker process.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +92,34 @@ def test_an_interrupted_build_is_redone(toy_repo: ToyRepo, build_cache: Path) ->
     second = workspace.prepare_commit(toy_repo.sha("readme"))
     assert not second.cached and (first.log.parent / ".complete").exists()
     assert second.log is not None and "$ pip install --no-build-isolation ." in second.log.read_text()
+
+
+def test_a_cache_restored_at_another_path_is_rebuilt_not_trusted(
+    toy_repo: ToyRepo, build_cache: Path, tmp_path: Path
+) -> None:
+    """A restored cache (actions/cache on another runner's path) holds venvs that name their
+    first folder: the commit's venv reads its packages through a `.pth` file there. Trusted,
+    the side would run the first folder's packages, or none once that folder is gone."""
+    cfg = toy_compiler_config(toy_repo)
+    sha = toy_repo.sha("fusion")
+    first = Workspace(cfg, build_cache).prepare_commit(sha)
+    assert first.shared is not None
+    restored = tmp_path / "restored"
+    for folder in (first.root, first.shared):
+        assert folder is not None
+        shutil.copytree(folder, restored / "builds" / folder.name, symlinks=True)
+    said: list[str] = []
+    side = Workspace(cfg, restored, say=said.append).prepare_commit(sha)
+    assert not side.cached and side.python.is_relative_to(restored)
+    assert any("made at another path" in line for line in said)
+    where = subprocess.run(
+        [str(side.python), "-c", "import numpy, toycc; print(numpy.__file__); print(toycc.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert all(Path(line).is_relative_to(restored) for line in where.stdout.split()), where.stdout
+    assert Workspace(cfg, restored).prepare_commit(sha).cached  # built here now: trusted
 
 
 def test_two_builders_of_one_commit_build_it_once(toy_repo: ToyRepo, build_cache: Path) -> None:
