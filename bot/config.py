@@ -223,6 +223,11 @@ class FuzzConfig(BaseModel):
         " null: no bound",
     )
     probe: bool = Field(True, description="probe which op x dtype pairs the backend supports before generating")
+    probe_from_base: bool = Field(
+        True,
+        description="two builds from commits: head is asked only about the ops the git diff can have touched, and"
+        " takes base's answers for the rest; a diff with a line naming no op (a helper, a build file) asks everything",
+    )
     cache_dir: Path = Field(Path(".fuzzbot-cache"), description="where support matrices are cached per backend build")
     test_fault: TestFault | None = Field(None, description="test-only fault injection")
 

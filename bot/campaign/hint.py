@@ -57,9 +57,25 @@ MAX_FILES = 4000
 HUNK_NEW = re.compile(r"^@@ -\S+ \+(\d+(?:,\d+)?) @@")
 """A -U0 hunk header's head side: its first line and, after a comma, how many lines."""
 DIFF = ("diff", "--no-color", "--no-ext-diff", "--no-renames", "-U0")
+COMMENTS = ("#", "//", "/*", "*")
+DOC_SUFFIXES = frozenset({".md", ".rst", ".txt", ".adoc"})
+OUTSIDE_BUILD_DIRS = frozenset({"docs", "doc", "tests", "test", ".github"})
+"""Top-level folders of a repository that no build installs."""
 FUNCNAME_DRIVERS = {"py": "python", "cc": "cpp", "cpp": "cpp", "h": "cpp", "hpp": "cpp", "cu": "cpp"}
 """git's own hunk-header patterns, so a hunk names the function it is in (`def fold_leaky_clip`)."""
 TOP = 10
+
+
+@dataclass
+class Hunk:
+    """One run of changed lines (git's -U0 hunk): the scopes that hold it, for certain."""
+
+    lines: list[str] = field(default_factory=list)
+    new_lines: set[int] = field(default_factory=set)
+    scopes: list[str] = field(default_factory=list)
+    """The Python classes and functions around its head lines (`Cast`, `_impl_v13`); empty
+    for other languages, whose hunk header names the nearest function above, held or not."""
+    deletion: bool = False
 
 
 @dataclass
@@ -72,6 +88,8 @@ class Changed:
     new_lines: set[int] = field(default_factory=set)
     """Head's line numbers the change wrote (where it only deleted, the line after): what
     code coverage asks a case to reach (bot.campaign.code_feedback)."""
+    hunks: list[Hunk] = field(default_factory=list)
+    """Filled from a git diff only: the whole change, hunk by hunk (`touched_ops`)."""
 
 
 @dataclass
@@ -82,11 +100,18 @@ class ChangeHint:
     summary: HintSummary
     layer: Layer = field(default_factory=Layer)
     lines: dict[str, set[int]] = field(default_factory=dict)
+    touched: frozenset[str] | None = None
+    """The op types the change can have touched, where every changed line is accounted
+    for (`touched_ops`); None where it is not, or the diff is not the whole change."""
 
     @classmethod
-    def of(cls, changes: list[Changed], op_types: Iterable[str], source: str) -> ChangeHint:
+    def of(cls, changes: list[Changed], op_types: Iterable[str], source: str, whole: bool = False) -> ChangeHint:
+        """`whole`: the diff is the whole change (git's, between two commits built here),
+        not only the Python part of two builds' installed packages."""
+        op_types = list(op_types)
         summary, layer = read_hint(changes, op_types, source)
-        return cls(summary, layer, {c.path: set(c.new_lines) for c in changes if c.new_lines})
+        touched = touched_ops(changes, OpNames(op_types)) if whole else None
+        return cls(summary, layer, {c.path: set(c.new_lines) for c in changes if c.new_lines}, touched)
 
 
 def words(identifier: str) -> list[str]:
@@ -170,6 +195,38 @@ def read_hint(changes: list[Changed], op_types: Iterable[str], source: str) -> t
     return summary, layer
 
 
+def touched_ops(changes: list[Changed], names: OpNames) -> frozenset[str] | None:
+    """The op types a change can have touched, or None where some changed line is not
+    accounted for. A hunk is accounted for by the file's path naming ops (`gemm.cc`), by a
+    Python class or function around it naming one (`class Cast`), or by every line it
+    changes naming one (`"Div": np.divide,` in a registry). A helper, a constant or a build
+    file names none, and may touch every op: then None. Documentation and tests are no part
+    of a build."""
+    touched: set[str] = set()
+    for change in changes:
+        if _outside_build(change.path):
+            continue
+        by_path = _names_of([change.path.replace("/", " ").replace(".", " ")], names)
+        for hunk in change.hunks:
+            code = [line for line in hunk.lines if line.strip() and not line.lstrip().startswith(COMMENTS)]
+            ops = by_path or _names_of(hunk.scopes, names)
+            if not ops and code and all(_names_of([line], names) for line in code):
+                ops = _names_of(code, names)
+            if not ops and code:
+                return None
+            touched |= ops
+    return frozenset(touched)
+
+
+def _names_of(texts: Iterable[str], names: OpNames) -> set[str]:
+    return {op for t in texts for m in IDENT.finditer(t) for op in names.named(m.group())}
+
+
+def _outside_build(path: str) -> bool:
+    parts = path.split("/")
+    return parts[0] in OUTSIDE_BUILD_DIRS or Path(path).suffix.lower() in DOC_SUFFIXES
+
+
 def _most(weights: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
 
@@ -212,12 +269,16 @@ def git_changes(repo: str, base: str, head: str) -> list[Changed]:
             if scope := line.rpartition("@@")[2].strip():
                 changes[-1].scopes.append(scope)
             at, deletion = _hunk_start(line)
+            changes[-1].hunks.append(Hunk(deletion=deletion))
             if deletion:
                 changes[-1].new_lines.add(at)
+                changes[-1].hunks[-1].new_lines.add(at)
         elif in_hunk and line[:1] in ("+", "-"):
             changes[-1].lines.append(line[1:])
+            changes[-1].hunks[-1].lines.append(line[1:])
             if line[0] == "+":
                 changes[-1].new_lines.add(at)
+                changes[-1].hunks[-1].new_lines.add(at)
                 at += 1
     return changes
 
@@ -286,8 +347,12 @@ def with_python_scopes(changes: list[Changed], checkout: Path) -> list[Changed]:
     for change in changes:
         path = checkout / change.path
         if change.path.endswith(".py") and change.new_lines and path.is_file():
-            scopes = _scopes(path.read_text(errors="replace"), change.new_lines)
+            source = path.read_text(errors="replace")
+            scopes = _scopes(source, change.new_lines)
             change.scopes = list(dict.fromkeys([*change.scopes, *scopes]))
+            for hunk in change.hunks:
+                if not hunk.deletion:  # a deletion's line after may sit in another scope than what went
+                    hunk.scopes = _scopes(source, hunk.new_lines)
     return changes
 
 
@@ -314,7 +379,8 @@ def change_hint(
             checkout = own / f"checkout-{head.commit[:12]}"
             if checkout.is_dir():
                 changes = with_python_scopes(git_changes(str(checkout), base.commit, head.commit), checkout)
-                return ChangeHint.of(changes, op_types, f"git diff {base.commit[:12]} {head.commit[:12]}")
+                source = f"git diff {base.commit[:12]} {head.commit[:12]}"
+                return ChangeHint.of(changes, op_types, source, whole=True)
         pairs = [(imports.get(SideName.base, {}).get(m), imports.get(SideName.head, {}).get(m)) for m in systems]
         roots = [(package_root(b), package_root(h)) for b, h in pairs if b and h]
         changes = [c for b, h in roots if b is not None and h is not None and b != h for c in source_changes(b, h)]

@@ -20,7 +20,16 @@ from bot.campaign.triage import Side
 from bot.cases.opsets import OpsetPlan, campaign_range
 from bot.findings.summary import SupportSummary
 from bot.sides.opset_probe import OpsetAnswer, ceiling_for, probe_opset
-from bot.sides.probe import ProbeFailure, SupportMatrix, beyond, only_in, probe_opsets, shared_support
+from bot.sides.probe import (
+    FromBase,
+    ProbeFailure,
+    SupportMatrix,
+    beyond,
+    cached_matrices,
+    only_in,
+    probe_opsets,
+    shared_support,
+)
 from generator.api import GenConfig, Support
 
 
@@ -50,6 +59,7 @@ class Probed:
             unexpected=failures,
             head_only=head_only,
             base_only=only_in(base.support(), both) if two_sided else {},
+            from_base=head.from_base if two_sided else 0,
         )
 
 
@@ -80,12 +90,16 @@ def probe_range(
     on_progress: Callable[[int, int], None] | None,
     lossy: dict[str, str],
     ops: list[str] | None = None,
+    touched: frozenset[str] | None = None,
 ) -> tuple[OpsetPlan, list[dict[int, SupportMatrix]]]:
     """Every side's support at every opset of `plan`'s range, and the plan with what every
     side runs and what one side alone runs, per opset. `ops`: the config's own list, where
-    it names one; the cache keeps what was asked, and a later campaign asks the rest."""
+    it names one; the cache keeps what was asked, and a later campaign asks the rest.
+    `touched`: the op types the change can have touched, where the diff accounts for every
+    line; head takes base's answers for the rest (bot.sides.probe.FromBase)."""
     matrices: list[dict[int, SupportMatrix]] = []
-    for setup, side in zip(setups, lane, strict=True):
+    from_base: FromBase | None = None
+    for index, (setup, side) in enumerate(zip(setups, lane, strict=True)):
         info: BackendInfo = side.client.start()
         found = probe_opsets(
             side.client,
@@ -97,8 +111,11 @@ def probe_range(
             ops=ops,
             lossy=lossy,
             build_id=setup.build_id,
+            from_base=from_base,
         )
         matrices.append(found)
+        if index == 0 and len(setups) == 2 and touched is not None:
+            from_base = FromBase(cached_matrices(cache, info, list(plan.opsets), setup.build_id), touched)
     both: dict[int, Support] = {}
     own: tuple[dict[int, Support], dict[int, Support]] = ({}, {})
     alone: tuple[dict[int, Support], dict[int, Support]] = ({}, {})

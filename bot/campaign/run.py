@@ -160,6 +160,9 @@ class Campaign:
         self.divergence = DivergenceLog(Path(cfg.out), cfg.oracles.fail_on_dropped_support) if self.two_sided else None
         self.code = CodeFeedback.of({}, cfg.guide.coverage_every)
         """Head's own Python code the cases executed, and the lines the change touched."""
+        self.touched: frozenset[str] | None = None
+        """The op types the change can have touched, where its diff accounts for every line:
+        head's probe asks about these and takes base's answers for the rest."""
         for name in self.reduction.known:  # known from a file: from the first test on
             self.state.known_share[name] = KnownShare(known_at=0)
         self._shown_keys: dict[str, set[tuple[str, str]]] = {}
@@ -238,12 +241,17 @@ class Campaign:
                 check_isolation(setup.name, modules, setup.roots, tuple(system))
 
     def _read_hint(self) -> None:
-        """Weigh generation with what the change's diff names (two builds, guide.hint)."""
-        if not (self.two_sided and self.cfg.guide.hint):
+        """Read the change's diff (two builds): it weighs generation (guide.hint), and says
+        which ops head's probe must ask about (probe_from_base)."""
+        if not (self.two_sided and (self.cfg.guide.hint or self.cfg.probe_from_base)):
             return
         client = self.lanes[0][-1].client
         systems = [*system_modules(self.spec), *client.handshake.get("system_modules", ())]
         hint = change_hint(self.setups, self.state.sides, self.state.imports, systems, registry())
+        if self.cfg.probe_from_base:
+            self.touched = hint.touched
+        if not self.cfg.guide.hint:
+            return
         self.state.hint = hint.summary
         self.source.focus.hinted = hint.layer
         self.code = CodeFeedback.of(hint.lines, self.cfg.guide.coverage_every)
@@ -274,7 +282,9 @@ class Campaign:
         if self.cfg.probe and self._worth_probing():
             lossy = declared_lossy(self.spec)
             ops = self.cfg.generator.ops
-            plan, matrices = probe_range(self.setups, lane, plan, cache, failed, self.on_probe_progress, lossy, ops)
+            plan, matrices = probe_range(
+                self.setups, lane, plan, cache, failed, self.on_probe_progress, lossy, ops, self.touched
+            )
         probed = Probed(plan, list(answers) if answers is not None else [None] * len(self.setups), matrices)
         self._follow(probed, failures)
         return probed

@@ -317,6 +317,9 @@ class SupportSummary(BaseModel):
     base_only: dict[str, list[str]] = Field(default_factory=dict)
     """op -> dtypes base runs and head declines: drawn for a share of the seeds, so that
     support a change took away shows as `dropped_support`."""
+    from_base: int = 0
+    """Pairs head took from base's answers unasked, at the top opset: the change's diff
+    touched none of their ops (`probe_from_base`)."""
 
 
 class SideRecord(BaseModel):

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx.defs
@@ -71,6 +72,9 @@ class SupportMatrix(BaseModel):
     supported: dict[str, list[DType]] = Field(default_factory=dict)
     unsupported: dict[str, dict[str, str]] = Field(default_factory=dict)
     """op -> dtype -> the backend's message, or UNPLACEABLE where the generator had no model."""
+    from_base: int = 0
+    """Pairs taken from base's answers, unasked, since the change touched none of their ops
+    (`FromBase`)."""
 
     def known(self, op: str, dtype: DType) -> bool:
         return dtype in self.supported.get(op, []) or dtype.value in self.unsupported.get(op, {})
@@ -184,6 +188,37 @@ def probe_support(
     return found[opset]
 
 
+@dataclass(frozen=True)
+class FromBase:
+    """Base's cached answers, and the op types the change between base and head can have
+    touched (bot.campaign.hint.touched_ops): head is asked about those, and takes base's
+    answer for every pair whose ops the change left alone. A PR's head is a new build, and a
+    TVM build takes minutes to answer every pair."""
+
+    matrices: dict[int, SupportMatrix]
+    touched: frozenset[str]
+
+    def lend(self, into: SupportMatrix, op: str, dtype: DType) -> bool:
+        """Copy base's answer for (op, dtype) into head's matrix, if the change left its ops alone."""
+        base = self.matrices.get(into.opset)
+        if base is None or not base.known(op, dtype) or self.touched & set(registry()[op].support_ops()):
+            return False
+        if dtype in base.supported.get(op, []):
+            into.supported.setdefault(op, []).append(dtype)
+        else:
+            into.unsupported.setdefault(op, {})[dtype.value] = base.unsupported[op][dtype.value]
+        into.from_base += 1
+        return True
+
+
+def cached_matrices(
+    cache_dir: Path, info: BackendInfo, opsets: Sequence[int], build_id: str
+) -> dict[int, SupportMatrix]:
+    """A build's answers as its cache holds them: what it ran or refused, never a probe that
+    failed unexpectedly (kept in generation, not written)."""
+    return {o: _cached(cache_path(cache_dir, info, o, build_id), info, o) for o in opsets}
+
+
 def probe_opsets(
     client: WorkerClient,
     info: BackendInfo,
@@ -194,13 +229,15 @@ def probe_opsets(
     ops: list[str] | None = None,
     lossy: dict[str, str] | None = None,
     build_id: str = "",
+    from_base: FromBase | None = None,
 ) -> dict[int, SupportMatrix]:
     """The backend's support matrix at each of `opsets`, each cached as `probe_support` caches
     one. A combination is probed once per version of its ops (`kernels_at`): at another opset
     where every op the spec writes has the same version, the build looks up the same kernels,
     so the answer is lent; ops with a function body are probed at every opset. What failed
-    unexpectedly is kept in generation, never cached."""
-    matrices = {o: _cached(cache_path(cache_dir, info, o, build_id), info, o) for o in opsets}
+    unexpectedly is kept in generation, never cached. `from_base`: head of a change takes
+    base's answers for what the change did not touch."""
+    matrices = cached_matrices(cache_dir, info, opsets, build_id)
     todo = {o: _todo(matrices[o], ops, lossy or {}) for o in opsets}
     asked = ProbeModels(cache_dir)
     total, done = sum(len(t) for t in todo.values()), 0
@@ -210,11 +247,12 @@ def probe_opsets(
             if on_progress is not None:
                 on_progress(done, total)
             done += 1
-            if not _lend(matrices, o, op, dtype):
-                failure = _probe_pair(client, matrices[o], op, dtype, asked)
-                if failure is not None:
-                    on_failure(failure)
-                    unexpected[o].append((op, dtype))
+            if (from_base is not None and from_base.lend(matrices[o], op, dtype)) or _lend(matrices, o, op, dtype):
+                continue
+            failure = _probe_pair(client, matrices[o], op, dtype, asked)
+            if failure is not None:
+                on_failure(failure)
+                unexpected[o].append((op, dtype))
         if todo[o]:
             _save(cache_path(cache_dir, info, o, build_id), matrices[o])
             asked.keep(o)

@@ -3,12 +3,23 @@ packages' Python sources name, as op types."""
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from bot.campaign.hint import Changed, OpNames, git_changes, read_hint, source_changes, words
+from bot.campaign.hint import (
+    Changed,
+    ChangeHint,
+    OpNames,
+    git_changes,
+    read_hint,
+    source_changes,
+    touched_ops,
+    with_python_scopes,
+    words,
+)
 from generator.ops import registry
 from tests.narrow_repo import shared_narrow_repo
 
@@ -86,3 +97,75 @@ def test_a_diff_that_names_every_op_steers_nothing() -> None:
     assert len(summary.ops) == 10  # shown all the same
     few, layer = read_hint(changes[:3], OPS, "sources")
     assert not layer.empty and set(few.ops) == {"Gemm", "Softplus", "Tile"}
+
+
+FRONTEND = textwrap.dedent(
+    """\
+    def _shape_of(x):
+        return list(x.shape)
+
+
+    class Gemm:
+        def convert(self, a, b):
+            return a @ b
+
+
+    class Softplus:
+        def convert(self, x):
+            return x
+
+
+    CONVERTERS = {
+        "Gemm": Gemm,
+        "Softplus": Softplus,
+    }
+    """
+)
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    env = ["-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), *env, "commit", "-q", "-m", "x"], check=True)
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("files", "touched"),
+    [
+        (  # a converter's body, and the README: that converter only
+            {"frontend.py": FRONTEND.replace("return a @ b", "return b @ a"), "README.md": "Gemm and more\n"},
+            {"Gemm"},
+        ),
+        (  # a new converter and its registry line
+            {
+                "frontend.py": FRONTEND.replace('"Softplus": Softplus,', '"Softplus": Softplus,\n    "Div": Div,')
+                + "\n\nclass Div:\n    def convert(self, a, b):\n        return a / b\n"
+            },
+            {"Div"},
+        ),
+        ({"frontend.py": FRONTEND.replace("list(x.shape)", "tuple(x.shape)")}, None),  # a helper every op may call
+        ({"setup.py": "version = 2\n"}, None),  # the build itself
+        ({"kernels/gemm.cc": "int gemm() { return 2; }\n"}, {"Gemm"}),  # a file named for its op
+        ({"docs/guide.md": "Softplus\n", "tests/test_frontend.py": "assert 1\n"}, set()),  # nothing built
+    ],
+    ids=["converter", "registered", "helper", "build-file", "op-file", "docs-and-tests"],
+)
+def test_the_ops_a_change_can_touch_are_read_off_every_hunk_or_not_at_all(
+    tmp_path: Path, files: dict[str, str], touched: set[str] | None
+) -> None:
+    """Head's probe asks only about these ops and takes base's answers for the rest
+    (bot.sides.probe.FromBase): a changed line that no op accounts for makes it ask everything."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    base = _commit(repo, {"frontend.py": FRONTEND, "setup.py": "version = 1\n", "kernels/gemm.cc": "int gemm();\n"})
+    head = _commit(repo, files)
+    changes = with_python_scopes(git_changes(str(repo), base, head), repo)
+    assert touched_ops(changes, OpNames(OPS)) == (None if touched is None else frozenset(touched))
+    hint = ChangeHint.of(changes, OPS, "git", whole=True)
+    assert hint.touched == touched_ops(changes, OpNames(OPS))
+    assert ChangeHint.of(changes, OPS, "installed sources").touched is None  # the Python part of a build only
