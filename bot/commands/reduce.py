@@ -37,6 +37,10 @@ if TYPE_CHECKING:  # imported where the command runs: `fuzzbot --help` needs non
     from reducers.driver import Progress as ReduceProgress
 
 
+DEFAULT_MEMORY = "4GiB"
+"""A bundle's reduction is bounded as a campaign is by default (FuzzConfig.memory)."""
+
+
 class ReduceError(UserError):
     """A bad `fuzzbot reduce` invocation, reported in one line."""
 
@@ -90,9 +94,16 @@ def reduce_command(
     force: Annotated[
         bool, typer.Option("--force", help="with --config: clear an earlier run's results from the output folder")
     ] = False,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            help="a bundle: how much this process may grow judging candidates (none: no bound) [default: 4GiB]"
+        ),
+    ] = None,
     test_fault: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Shrink a failing model to a minimal one that fails the same way, with a repro."""
+    from backends.memory import bounded, out_of_memory
     from bot.config import parse_duration, parse_test_fault
     from bot.findings.out_folder import claim_out
     from bot.findings.smaller import check_dest, reduce_keeping_smaller
@@ -104,6 +115,10 @@ def reduce_command(
     console = Console(stderr=True)
     if force and config is None:
         raise ReduceError("--force goes with --config (a bundle's reduced/ is only ever replaced by a smaller one)")
+    if memory is not None and (check is not None or config is not None):
+        raise ReduceError(
+            "--memory goes with a bundle (--config reduces under the config's memory, --check computes nothing)"
+        )
     if check is not None:
         _reduce_with_check(console, target, check, out, budget_s, jobs, max_tests, (fail_code, fail_regex))
         return
@@ -133,9 +148,30 @@ def reduce_command(
         fault=fault.spec() if (fault := parse_test_fault(test_fault)) else None,
         judging=Judging.shipped(),  # a bundle given without a config: the shipped rules and tolerances
     )
-    with reduce_progress(console, budget_s) as on_progress:
-        done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))
+    with bounded(_headroom(memory)), reduce_progress(console, budget_s) as on_progress:
+        try:
+            done = reduce_keeping_smaller(dest, lambda into: reduce_one(into, on_progress=on_progress))
+        except (MemoryError, RuntimeError, OSError) as e:
+            if not out_of_memory(e):
+                raise
+            bound = memory or DEFAULT_MEMORY
+            raise ReduceError(f"{target}: judging the finding asks for more memory than --memory {bound}") from e
     _say_kept(console, done)
+
+
+def _headroom(memory: str | None) -> int | None:
+    """The bound a bundle's reduction runs under (backends.memory), as a campaign's does: its
+    reference and every candidate's are computed in this process, on models a campaign
+    made, and one may ask for a tensor of any size. A `--config` reduction is a campaign,
+    bounded by the config's `memory`; a `--check` one computes nothing itself."""
+    from bot.config import ConfigError, parse_size
+
+    if memory is not None and memory.strip().lower() == "none":
+        return None
+    try:
+        return parse_size(memory or DEFAULT_MEMORY, "--memory")
+    except ConfigError as e:
+        raise ReduceError(str(e)) from e
 
 
 def _say_kept(console: Console, done: Outcome) -> None:

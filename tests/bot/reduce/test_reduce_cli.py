@@ -26,6 +26,7 @@ from oracles.signature import op_signature
 from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict, judge
 from tests import release_cases as rc
+from tests.backends.test_memory_bound import GIB, X, filled
 from tests.conftest import CliResult
 
 pytestmark = [pytest.mark.worker, pytest.mark.release]
@@ -277,3 +278,25 @@ def test_a_reduced_trigger_that_fails_only_after_other_cases_is_not_kept(
         pools.close()
     assert reduced is None and not (bundle / "reduced").exists()
     assert "fails only in a worker that ran others" in capsys.readouterr().err
+
+
+def test_a_bundle_whose_reference_asks_past_the_bound_is_one_error_line(cli: Cli, tmp_path: Path) -> None:
+    """A campaign's model may ask for a tensor of any size; reducing its bundle computes the
+    reference in this process, bounded as a campaign is (`--memory`), never until the
+    machine runs out (3 GiB here, against 768 MiB)."""
+    model = filled(3 * GIB // 4)
+    spec = parse_backend("onnxruntime:all")
+    with WorkerClient(spec, fault={"kind": "segv", "every": 1}) as client:
+        result = client.run(model.SerializeToString(), X)
+    j = judge(result, {}, op_signature(model))  # a crash is judged without the reference
+    assert j.verdict is Verdict.crash and result.backend is not None
+    bundle = write_bundle(tmp_path / "crash", model, X, None, Finding(**dict(j), backend=result.backend))
+    args = ["reduce", str(bundle), "--test-fault", "segv", "--budget", "60s", "--out", str(tmp_path / "small")]
+    r = cli(*args, "--memory", "768MiB")
+    assert r.code == 1 and len(r.err_lines) == 1, r.err
+    assert "asks for more memory than --memory 768MiB" in r.err and "Traceback" not in r.err
+    assert not (tmp_path / "small").exists()
+    r = cli(*args, "--memory", "lots")
+    assert r.code == 1 and "'lots' is not a size" in r.err
+    r = cli(*args[:2], "--check", "false {model}", "--memory", "1GiB")
+    assert r.code == 1 and "--memory goes with a bundle" in r.err
