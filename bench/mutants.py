@@ -49,6 +49,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -274,6 +275,11 @@ class Onnx2Torch:
         return found[0]
 
 
+def _purelib(venv: Path) -> Path:
+    ask = [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    return Path(subprocess.run(ask, capture_output=True, text=True, check=True).stdout.strip())
+
+
 class TvmFrontend:
     """TVM's Relax ONNX frontend: two venvs of one release, head's frontend file mutated."""
 
@@ -295,19 +301,11 @@ class TvmFrontend:
                 pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *TVM_PACKAGES, "coverage==7.17.3"]
                 subprocess.run(pip, check=True, capture_output=True)
                 (venv / ".complete").write_text("\n".join(TVM_PACKAGES) + "\n")
-        self.site = Path(
-            subprocess.run(
-                [
-                    str(self.head_venv / "bin" / "python"),
-                    "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
-        self.original = (self.site / TVM_FILE).read_text()
+        self.site = _purelib(self.head_venv)
+        # Base's copy is the release's own: base is never mutated, while head's copy is a
+        # mutant's until `restore`, and a run stopped without it left one there (every later
+        # mutant was that one plus its own).
+        self.original = (_purelib(self.base_venv) / TVM_FILE).read_text()
         self._probe_unmutated()
         return self
 
@@ -515,7 +513,9 @@ def results(work: Path, target: str) -> list[dict[str, Any]]:
 
 
 def run_half(args: argparse.Namespace) -> None:
-    """Each mutant of the half in order, every mode at once, until `--per-half` competent."""
+    """Each mutant of the half in order, every mode at once, until `--per-half` competent.
+    A run stopped by SIGTERM still puts the unmutated source back (the `finally` below)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work: Path = args.work
     target = open_target(args.target, work, args.repo)
     rows = [r for r in results(work, args.target) if r.get("phase", "campaign") == "campaign"]
