@@ -17,7 +17,7 @@ from typing import Any, Required, TypedDict
 
 import numpy as np
 
-KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky", "corrupt", "poison")
+KINDS = ("segv", "abort", "hang", "perturb", "oom", "slow", "flaky", "corrupt", "poison", "raise")
 SLOW_S = 0.05
 """The delay a `slow` fault adds to the run stage: far above the noise of a small model."""
 OOM_CHUNK = 64 << 20
@@ -60,6 +60,8 @@ def before_compile(fault: dict[str, Any] | None, model: bytes) -> None:
         hoard = []
         while True:
             hoard.append(np.ones(OOM_CHUNK, dtype=np.uint8))
+    elif kind == "raise":  # an internal error the system raises on this model, every time
+        raise RuntimeError("InternalError: Check failed: (lanes == 1) is false (test fault)")
 
 
 def before_run(fault: dict[str, Any] | None, model: bytes) -> None:

@@ -12,7 +12,9 @@ range (bot.cases.opsets) and probes a matrix at every opset of it (`probe_opsets
 
 A probe that fails for any other reason (a crash, a timeout, an error that does not
 say "unsupported") is a possible bug in the backend or in fuzzbot: it is shown to the
-user and never cached as "unsupported", and the combination stays in generation.
+user and never cached as "unsupported", and the combination stays in generation. An
+error the build raised is cached as `failed` (`lasting`), so that a build is not asked
+again what it will only fail again; a crash or a timeout is asked again next time.
 """
 
 from __future__ import annotations
@@ -72,12 +74,30 @@ class SupportMatrix(BaseModel):
     supported: dict[str, list[DType]] = Field(default_factory=dict)
     unsupported: dict[str, dict[str, str]] = Field(default_factory=dict)
     """op -> dtype -> the backend's message, or UNPLACEABLE where the generator had no model."""
+    failed: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """op -> dtype -> what went wrong, where a probe failed in a way that lasts: an error the
+    build raised, which no rerun changes (`lasting`). A possible bug: kept in generation and
+    shown every campaign, never `unsupported`; not asked again of this build (TVM raised
+    such errors on 1,026 pairs x opsets, which took 164 s of every campaign's start)."""
     from_base: int = 0
     """Pairs taken from base's answers, unasked, since the change touched none of their ops
     (`FromBase`)."""
 
     def known(self, op: str, dtype: DType) -> bool:
-        return dtype in self.supported.get(op, []) or dtype.value in self.unsupported.get(op, {})
+        return (
+            dtype in self.supported.get(op, [])
+            or dtype.value in self.unsupported.get(op, {})
+            or dtype.value in self.failed.get(op, {})
+        )
+
+    def copy_answer(self, into: SupportMatrix, op: str, dtype: DType) -> None:
+        """This matrix's answer for (op, dtype), which it knows, written into `into`."""
+        if dtype in self.supported.get(op, []):
+            into.supported.setdefault(op, []).append(dtype)
+        elif dtype.value in self.failed.get(op, {}):
+            into.failed.setdefault(op, {})[dtype.value] = self.failed[op][dtype.value]
+        else:
+            into.unsupported.setdefault(op, {})[dtype.value] = self.unsupported[op][dtype.value]
 
     def declined(self) -> int:
         """How many pairs the build itself refused: the generator's UNPLACEABLE are no answer of it."""
@@ -203,10 +223,7 @@ class FromBase:
         base = self.matrices.get(into.opset)
         if base is None or not base.known(op, dtype) or self.touched & set(registry()[op].support_ops()):
             return False
-        if dtype in base.supported.get(op, []):
-            into.supported.setdefault(op, []).append(dtype)
-        else:
-            into.unsupported.setdefault(op, {})[dtype.value] = base.unsupported[op][dtype.value]
+        base.copy_answer(into, op, dtype)
         into.from_base += 1
         return True
 
@@ -242,6 +259,7 @@ def probe_opsets(
     asked = ProbeModels(cache_dir)
     total, done = sum(len(t) for t in todo.values()), 0
     unexpected: dict[int, list[tuple[str, DType]]] = {o: [] for o in opsets}
+    reported: set[tuple[int, str, str]] = set()
     for o in opsets:
         for op, dtype in todo[o]:
             if on_progress is not None:
@@ -250,16 +268,33 @@ def probe_opsets(
             if (from_base is not None and from_base.lend(matrices[o], op, dtype)) or _lend(matrices, o, op, dtype):
                 continue
             failure = _probe_pair(client, matrices[o], op, dtype, asked)
-            if failure is not None:
-                on_failure(failure)
+            if failure is None:
+                continue
+            on_failure(failure)
+            reported.add((o, op, dtype.value))
+            if lasting(failure):
+                matrices[o].failed.setdefault(op, {})[dtype.value] = failure.message
+            else:
                 unexpected[o].append((op, dtype))
         if todo[o]:
             _save(cache_path(cache_dir, info, o, build_id), matrices[o])
             asked.keep(o)
+    for o in opsets:  # kept in generation: a possible bug, never a declined pair
+        for op, by_dtype in matrices[o].failed.items():
+            for d, message in by_dtype.items():
+                if (o, op, d) not in reported:
+                    on_failure(ProbeFailure(op=op, dtype=DType(d), status=Status.error.value, message=message))
+                unexpected[o].append((op, DType(d)))
     for o, pairs in unexpected.items():
         for op, dtype in pairs:
             matrices[o].supported.setdefault(op, []).append(dtype)
     return matrices
+
+
+def lasting(failure: ProbeFailure) -> bool:
+    """An error the build raised on the model, which asking again would only repeat: cached.
+    A crash, a timeout or memory running out may be the machine's, and is asked again."""
+    return failure.status == Status.error.value and "out of memory" not in failure.message
 
 
 def _cached(path: Path, info: BackendInfo, opset: int) -> SupportMatrix:
@@ -318,10 +353,7 @@ def _lend(matrices: dict[int, SupportMatrix], opset: int, op: str, dtype: DType)
             continue
         if donor.unsupported.get(op, {}).get(dtype.value) == UNPLACEABLE:
             continue  # the generator's answer at that opset, not the build's: the kernels say nothing of it
-        if dtype in donor.supported.get(op, []):
-            matrices[opset].supported.setdefault(op, []).append(dtype)
-        else:
-            matrices[opset].unsupported.setdefault(op, {})[dtype.value] = donor.unsupported[op][dtype.value]
+        donor.copy_answer(matrices[opset], op, dtype)
         return True
     return False
 

@@ -107,6 +107,34 @@ def test_an_unexpected_probe_failure_is_reported_and_never_cached(tmp_path: Path
         assert f.dtype.value not in stored.unsupported.get(f.op, {})
 
 
+def test_an_error_the_build_raises_is_cached_as_failed_kept_in_generation_and_shown_again(tmp_path: Path) -> None:
+    """A build that raises an internal error on some probe models (TVM raises on a thousand
+    pairs x opsets): the failure is shown and kept in generation, as any unexpected one,
+    and cached as such, so the next campaign on that build neither asks again nor reads
+    it as a declined pair."""
+    failures: list[ProbeFailure] = []
+    fault: FaultSpec = {"kind": "raise", "every": 3}
+    ops = ["Add", "Sub", "Relu", "Abs", "Transpose"]
+    with WorkerClient(parse_backend("onnxruntime:all"), fault=fault) as client:
+        assert client.info is not None
+        info = client.info
+        matrix = probe_support(client, info, 17, tmp_path, failures.append, ops=ops)
+    assert failures and all(f.status == "error" and "InternalError" in f.message for f in failures)
+    stored = SupportMatrix.model_validate_json(next((tmp_path / "support").glob("*.json")).read_text())
+    for f in failures:
+        assert f.dtype in matrix.supported[f.op]  # kept in generation
+        assert stored.failed[f.op][f.dtype.value] == f.message
+        assert f.dtype not in stored.supported.get(f.op, []) and f.dtype.value not in stored.unsupported.get(f.op, {})
+    again: list[ProbeFailure] = []
+    idle = WorkerClient(parse_backend("onnxruntime:all"))  # never started: it can answer from the cache only
+    try:
+        cached = probe_support(idle, info, 17, tmp_path, again.append, ops=ops)
+    finally:
+        idle.close()
+    assert sorted(again, key=str) == sorted(failures, key=str)
+    assert cached.support() == matrix.support()
+
+
 def test_lossy_dtypes_are_declared_unsupported_without_a_probe(tmp_path: Path) -> None:
     """A type the backend narrows by design is left out of generation with the adapter's
     reason, even when an earlier cache says the backend ran it."""
