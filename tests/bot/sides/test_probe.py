@@ -16,6 +16,7 @@ from bot.files import write_whole
 from bot.sides.probe import (
     PROBE_FORMAT,
     UNPLACEABLE,
+    FromBase,
     ProbeFailure,
     SupportMatrix,
     cache_path,
@@ -259,3 +260,22 @@ def test_campaigns_sharing_a_cache_never_rename_each_others_files(tmp_path: Path
     assert not errors, errors[0]
     assert json.loads(path.read_text())["i"] == 299
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_head_takes_base_answers_of_every_kind_for_the_ops_the_change_left_alone() -> None:
+    """Supported, declined and failed alike (bot.sides.probe.FromBase); an op the change
+    touched is asked of head."""
+    base = SupportMatrix(backend="b", version="1", opset=17)
+    base.supported["Relu"] = [DType.float32]
+    base.unsupported["Relu"] = {"int8": "NOT_IMPLEMENTED"}
+    base.failed["Relu"] = {"float16": "compile: InternalError: unknown intrinsic"}
+    base.supported["Add"] = [DType.float32]
+    lender = FromBase({17: base}, frozenset({"Add"}))
+    head = SupportMatrix(backend="b", version="1", opset=17)
+    assert all(lender.lend(head, "Relu", d) for d in (DType.float32, DType.int8, DType.float16))
+    assert not lender.lend(head, "Add", DType.float32)  # touched: asked of head
+    assert not lender.lend(head, "Relu", DType.float64)  # base never answered it
+    assert head.supported == {"Relu": [DType.float32]} and head.unsupported == {"Relu": {"int8": "NOT_IMPLEMENTED"}}
+    assert head.failed == base.failed and head.from_base == 3
+    other = SupportMatrix(backend="b", version="1", opset=18)
+    assert not lender.lend(other, "Relu", DType.float32)  # no answer of base's at that opset
