@@ -64,6 +64,8 @@ def parse_size(value: Any, name: str = "") -> int:
 
 
 Size = Annotated[int, BeforeValidator(parse_size)]
+DEFAULT_MEMORY = "4GiB"
+"""How much the bot's own memory may grow: a campaign's `memory`, a bundle reduction's `--memory`."""
 
 
 class TestFault(BaseModel):
@@ -217,7 +219,7 @@ class FuzzConfig(BaseModel):
         " fuzzing, and each new reduced finding is added to it; created if missing",
     )
     memory: Size | None = Field(
-        4 << 30,
+        parse_size(DEFAULT_MEMORY),
         description="how much the bot's own memory may grow while it fuzzes, judges and reduces (backends.memory),"
         " e.g. 4GiB: a case that asks for more is dropped and counted (summary.json dropped.over_memory_bound);"
         " null: no bound",

@@ -368,10 +368,12 @@ def change_hint(
     imports: dict[str, dict[str, str]],
     systems: list[str],
     op_types: Iterable[str],
+    sources: bool = True,
 ) -> ChangeHint:
     """The hint of a two-build campaign: `git diff` when both sides are commits fuzzbot
     built, else the diff of the system's installed Python sources; an empty layer (and a
-    note saying why) when neither is there to read."""
+    note saying why) when neither is there to read. `sources=False`: the git diff only, for
+    what head's probe must ask (`touched`), which installed sources never say."""
     base, head = records.get(SideName.base), records.get(SideName.head)
     own = next((s.roots.own for s in setups if s.name == SideName.head and s.roots is not None), None)
     try:
@@ -381,6 +383,8 @@ def change_hint(
                 changes = with_python_scopes(git_changes(str(checkout), base.commit, head.commit), checkout)
                 source = f"git diff {base.commit[:12]} {head.commit[:12]}"
                 return ChangeHint.of(changes, op_types, source, whole=True)
+        if not sources:
+            return ChangeHint(HintSummary(source="none", note="no git diff between two commits built here"))
         pairs = [(imports.get(SideName.base, {}).get(m), imports.get(SideName.head, {}).get(m)) for m in systems]
         roots = [(package_root(b), package_root(h)) for b, h in pairs if b and h]
         changes = [c for b, h in roots if b is not None and h is not None and b != h for c in source_changes(b, h)]

@@ -247,7 +247,9 @@ class Campaign:
             return
         client = self.lanes[0][-1].client
         systems = [*system_modules(self.spec), *client.handshake.get("system_modules", ())]
-        hint = change_hint(self.setups, self.state.sides, self.state.imports, systems, registry())
+        hint = change_hint(
+            self.setups, self.state.sides, self.state.imports, systems, registry(), sources=self.cfg.guide.hint
+        )
         if self.cfg.probe_from_base:
             self.touched = hint.touched
         if not self.cfg.guide.hint:

@@ -37,10 +37,6 @@ if TYPE_CHECKING:  # imported where the command runs: `fuzzbot --help` needs non
     from reducers.driver import Progress as ReduceProgress
 
 
-DEFAULT_MEMORY = "4GiB"
-"""A bundle's reduction is bounded as a campaign is by default (FuzzConfig.memory)."""
-
-
 class ReduceError(UserError):
     """A bad `fuzzbot reduce` invocation, reported in one line."""
 
@@ -104,7 +100,7 @@ def reduce_command(
 ) -> None:
     """Shrink a failing model to a minimal one that fails the same way, with a repro."""
     from backends.memory import bounded, out_of_memory
-    from bot.config import parse_duration, parse_test_fault
+    from bot.config import DEFAULT_MEMORY, parse_duration, parse_test_fault
     from bot.findings.out_folder import claim_out
     from bot.findings.smaller import check_dest, reduce_keeping_smaller
     from bot.findings.store import REDUCED_DIR
@@ -164,7 +160,7 @@ def _headroom(memory: str | None) -> int | None:
     reference and every candidate's are computed in this process, on models a campaign
     made, and one may ask for a tensor of any size. A `--config` reduction is a campaign,
     bounded by the config's `memory`; a `--check` one computes nothing itself."""
-    from bot.config import ConfigError, parse_size
+    from bot.config import DEFAULT_MEMORY, ConfigError, parse_size
 
     if memory is not None and memory.strip().lower() == "none":
         return None
