@@ -24,10 +24,15 @@ if "bot.cli" in sys.orig_argv:
 """
 
 DIE_WHILE_FUZZING = """
-import os, signal, sys, threading
+import signal, sys, threading
 if "bot.cli" in sys.orig_argv:
-    threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGSEGV)).start()
+    main = threading.main_thread().ident
+    threading.Timer(4.0, signal.pthread_kill, (main, signal.SIGSEGV)).start()
 """
+"""The signal goes to the main thread, as a fault in the CLI's own C call would, so the stack
+that names bot/ holds still while faulthandler walks it. Sent to the whole process, the
+timer's thread took it, with the main thread running on under the dump: one CI run's dump
+ended after the timer thread's first frame, with no bot/ in it."""
 
 
 def _env(tmp: Path, site: str) -> dict[str, str]:
