@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import faulthandler
 import json
-import signal
 import sys
-import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -32,7 +27,7 @@ from bot.commands.known import known_bugs_command
 from bot.commands.merge import merge_command
 from bot.commands.reduce import reduce_command
 from bot.commands.report import report_command
-from bot.errors import EXIT_SIGNALLED, Interrupted, UserError, signal_of
+from bot.errors import EXIT_SIGNALLED, Interrupted, UserError, signal_of, signals_interrupt
 
 if TYPE_CHECKING:  # the commands import what they run when they run: `--help` needs none of it
     from backends.results import RunResult
@@ -459,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         # Generated values reach inf and NaN by design (an overflowing float16 sum, a cast of
         # inf), and the oracles judge them as values: numpy's warnings about them filled a
         # campaign's log with hundreds of lines that say nothing about the compiler.
-        with _signals_interrupt(), warnings.catch_warnings():
+        with signals_interrupt(), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # every thread, unlike np.errstate
             code = app(args=argv, standalone_mode=False, prog_name="fuzzbot")
         return code if isinstance(code, int) else EXIT_OK
@@ -480,29 +475,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             err.print(f"internal error: {type(e).__name__}: {e}", markup=False)
     return EXIT_ERROR
-
-
-@contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise `Interrupted` for the command's length, so its `finally`
-    blocks run (a campaign writes its summary); a signal the caller set to be ignored
-    (a background job's SIGINT) stays ignored. Only the main thread may set handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s, handler in previous.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(s, interrupt)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the message, never a traceback.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,53 @@ def signal_of(interrupt: BaseException) -> str:
 EXIT_SIGNALLED = {"SIGINT": 130, "SIGTERM": 143}
 """A command's exit code when a signal stopped it (docs/exit-codes.md): 128 + the signal's
 number, as a shell reports a process the signal ended."""
+
+
+@contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `Interrupted` for the section's length, so its `finally`
+    blocks run (a campaign writes its summary); a signal the caller set to be ignored
+    (a background job's SIGINT) stays ignored. Only the main thread may set handlers.
+
+    Python drops an exception raised inside a finalizer (`__del__`) with an "Exception
+    ignored" line: one CI run's SIGTERM landed while a z3 `Context.__del__` ran, and the
+    cancelled campaign fuzzed on to its budget. An interrupt lost that way is sent again
+    once the finalizer has returned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    main = threading.main_thread().ident
+    active = [True]
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    def again(number: int) -> None:
+        if active[0] and main is not None:
+            signal.pthread_kill(main, number)
+
+    def lost(unraisable: sys.UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, Interrupted):
+            number = signal.Signals[unraisable.exc_value.signal]
+            # From a thread: the main thread is still inside the finalizer here.
+            resend = threading.Timer(0.05, again, (number,))
+            resend.daemon = True
+            resend.start()
+            return
+        hook(unraisable)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    hook, sys.unraisablehook = sys.unraisablehook, lost
+    for s, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, interrupt)
+    try:
+        yield
+    finally:
+        active[0] = False
+        sys.unraisablehook = hook
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 @contextmanager

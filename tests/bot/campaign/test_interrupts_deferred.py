@@ -8,26 +8,17 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from types import FrameType
 
 import pytest
 
-from bot.errors import Interrupted, interrupts_deferred
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
+from bot.errors import Interrupted, interrupts_deferred, signals_interrupt
 
 
 @pytest.fixture
 def handled() -> Iterator[None]:
     """SIGINT and SIGTERM raise `Interrupted`, as under `fuzzbot` (bot.cli)."""
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_interrupt():
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _signal_self(sig: signal.Signals) -> None:
@@ -37,6 +28,7 @@ def _signal_self(sig: signal.Signals) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_inside_the_section_raises_at_its_end(handled: None, sig: signal.Signals) -> None:
+    cli_handler = signal.getsignal(sig)
     done: list[str] = []
     with pytest.raises(Interrupted) as raised, interrupts_deferred():
         _signal_self(sig)
@@ -44,7 +36,7 @@ def test_a_signal_inside_the_section_raises_at_its_end(handled: None, sig: signa
         done.append("listed")
     assert done == ["written", "listed"]
     assert raised.value.signal == sig.name
-    assert signal.getsignal(sig) is _interrupt, "the handler is the CLI's again"
+    assert signal.getsignal(sig) is cli_handler, "the handler is the CLI's again"
 
 
 def test_outside_the_section_a_signal_still_interrupts_at_once(handled: None) -> None:
@@ -73,3 +65,21 @@ def test_an_ignored_signal_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_interrupt_raised_inside_a_finalizer_is_sent_again_once_it_returns() -> None:
+    """Python prints and drops an exception a `__del__` raises: one CI run's SIGTERM landed
+    in a z3 Context's finalizer, and the cancelled campaign fuzzed on to its budget."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGTERM)  # the handler raises here, in the finalizer
+
+    done: list[str] = []
+    with pytest.raises(Interrupted) as raised, signals_interrupt():
+        Finalized()
+        done.append("finalized")
+        time.sleep(5)
+        done.append("slept through it")
+    assert done == ["finalized"]
+    assert raised.value.signal == "SIGTERM"
