@@ -201,19 +201,21 @@ def gen(
     ] = None,
     cache_dir: Annotated[Path, typer.Option(help="where the probe's result is cached")] = Path(".fuzzbot-cache"),
     force: Annotated[bool, typer.Option("--force", help="clear earlier bundles from --out first")] = False,
+    memory: Annotated[
+        str | None,
+        typer.Option(help="how much this process may grow making a case (none: no bound) [default: 4GiB]"),
+    ] = None,
 ) -> None:
     """Write generated cases as bundles (model, inputs, reference) without running a backend."""
     from pydantic import ValidationError
 
+    from backends.memory import bounded
     from bot.campaign.display import coverage_table
     from bot.cases.corpus_gen import probed_support
-    from bot.findings.bundle import write_bundle
+    from bot.config import ConfigError, memory_option
     from bot.findings.out_folder import claim_out
-    from generator.api import GenConfig, generate, op_specs
+    from generator.api import GenConfig, op_specs
     from generator.coverage import Coverage
-    from generator.values import NoValidValues
-    from generator.z3_contexts import ContextSupply
-    from oracles.references import read_reference
 
     try:
         cfg = GenConfig(
@@ -224,42 +226,75 @@ def gen(
             **({"dtypes": dtypes.split(",")} if dtypes else {}),
         )
         op_specs(cfg.ops, cfg.opset)
+        headroom = memory_option(memory)
     except ValidationError as e:
         err = e.errors()[0]
         raise UserError(f"gen: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from e
-    except ValueError as e:
+    except (ValueError, ConfigError) as e:
         raise UserError(f"gen: {str(e).splitlines()[0]}") from e
     if bundles and corpus is None:
         claim_out(out, force)
     coverage = Coverage()
     support = probed_support(backend, cfg.opset, cache_dir) if backend else None
-    if corpus is not None:
-        _gen_corpus(corpus, cfg, range(seed, seed + count), coverage, support)
-        if stats:
-            Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
-        return
-    dropped = 0
-    contexts = ContextSupply()
-    for s in range(seed, seed + count):
-        try:
-            case = generate(s, cfg, support=support, coverage=coverage, contexts=contexts)
-        except (NoValidValues, RuntimeError):  # no valid values, or no op fits these ops and dtypes
-            dropped += 1
-            continue
-        if bundles:
-            # An edge case (generator.edges) may have no reference: torch refuses an integer
-            # division by zero. It is written without one, as a campaign would run it.
-            reference = read_reference(case.model, case.inputs).outputs
-            write_bundle(out / f"seed-{s}", case.model, case.inputs, reference)
-    if dropped == count:
-        raise UserError(f"gen: none of the {count} seed(s) gave a model with these ops, dtypes and opset")
-    if bundles:
-        typer.echo(
-            f"wrote {count - dropped} bundle(s) to {out}"
-            + (f"; {dropped} dropped (no valid values, or no op fits)" if dropped else "")
-        )
+    seeds = range(seed, seed + count)
+    # Every case is computed in this process on a model the generator drew, and one may ask
+    # for a tensor of any size: a case past the bound is dropped and counted, as a campaign's is.
+    with bounded(headroom):
+        if corpus is not None:
+            _gen_corpus(corpus, cfg, seeds, coverage, support)
+        else:
+            _gen_bundles(out if bundles else None, cfg, seeds, coverage, support)
     if stats:
         Console().print(coverage_table(coverage, len(op_specs(cfg.ops, cfg.opset))))
+
+
+def _gen_bundles(out: Path | None, cfg: GenConfig, seeds: range, coverage: Coverage, support: Support | None) -> None:
+    """Each seed's case as a bundle under `out` (None: generated for `--stats` only, with no
+    reference computed)."""
+    from collections import Counter
+
+    from backends.memory import OVER_BOUND, out_of_memory
+    from bot.cases.making import make_case
+    from bot.findings.bundle import write_bundle
+    from generator.api import NoOpAllowed, generate
+    from generator.values import NoValidValues
+    from generator.z3_contexts import ContextSupply
+
+    dropped: Counter[str] = Counter()
+    contexts = ContextSupply()
+    for s in seeds:
+        if out is None:
+            try:
+                generate(s, cfg, support=support, coverage=coverage, contexts=contexts)
+            except NoValidValues:
+                dropped["no_valid_values"] += 1
+            except (NoOpAllowed, RuntimeError, MemoryError) as e:
+                dropped[OVER_BOUND if out_of_memory(e) else "no_op_allowed"] += 1
+            continue
+        made = make_case(s, cfg, support, coverage, None, contexts)
+        if made.case is None:
+            dropped[made.dropped] += 1
+            continue
+        # An edge case (generator.edges) may have no reference: torch refuses an integer
+        # division by zero. It is written without one, as a campaign would run it.
+        write_bundle(out / f"seed-{s}", made.case.model, made.case.inputs, made.case.reference)
+    why = ", ".join(f"{n} {_DROPPED.get(reason, reason)}" for reason, n in sorted(dropped.items()))
+    if sum(dropped.values()) == len(seeds):
+        raise UserError(f"gen: none of the {len(seeds)} seed(s) gave a case: {why}")
+    if out is not None:
+        typer.echo(
+            f"wrote {len(seeds) - sum(dropped.values())} bundle(s) to {out}"
+            + (f"; {sum(dropped.values())} dropped: {why}" if dropped else "")
+        )
+
+
+_DROPPED = {
+    "no_valid_values": "with no valid values",
+    "no_op_allowed": "where no op fits these ops, dtypes and opset",
+    "generation_failed": "whose generation failed",
+    "over_memory_bound": "asking more memory than --memory",
+}
+"""Why `gen` dropped a seed (bot.cases.making's reasons), in words."""
 
 
 def _gen_corpus(folder: Path, cfg: GenConfig, seeds: range, coverage: Coverage, support: Support | None) -> None:

@@ -65,7 +65,16 @@ def parse_size(value: Any, name: str = "") -> int:
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 DEFAULT_MEMORY = "4GiB"
-"""How much the bot's own memory may grow: a campaign's `memory`, a bundle reduction's `--memory`."""
+"""How much the bot's own memory may grow: a campaign's `memory`, `gen`'s and a bundle
+reduction's `--memory`."""
+
+
+def memory_option(value: str | None, name: str = "--memory") -> int | None:
+    """A command's `--memory`: bytes of headroom (backends.memory), `DEFAULT_MEMORY` when not
+    given, None for `none` (no bound)."""
+    if value is not None and value.strip().lower() == "none":
+        return None
+    return parse_size(value or DEFAULT_MEMORY, name)
 
 
 class TestFault(BaseModel):

@@ -160,12 +160,10 @@ def _headroom(memory: str | None) -> int | None:
     reference and every candidate's are computed in this process, on models a campaign
     made, and one may ask for a tensor of any size. A `--config` reduction is a campaign,
     bounded by the config's `memory`; a `--check` one computes nothing itself."""
-    from bot.config import DEFAULT_MEMORY, ConfigError, parse_size
+    from bot.config import ConfigError, memory_option
 
-    if memory is not None and memory.strip().lower() == "none":
-        return None
     try:
-        return parse_size(memory or DEFAULT_MEMORY, "--memory")
+        return memory_option(memory)
     except ConfigError as e:
         raise ReduceError(str(e)) from e
 

@@ -228,6 +228,27 @@ def test_bad_input_gets_one_line_and_exit_1(cli: Cli, tmp_path: Path) -> None:
     _one_line_error(cli("frobnicate"))
 
 
+def test_gen_makes_its_cases_under_a_memory_bound_and_drops_what_asks_more(cli: Cli, tmp_path: Path) -> None:
+    """`gen` computes each case's values and reference in its own process, on a model the
+    generator drew, and one may ask for a tensor of any size: bounded as a campaign is, a
+    case past the bound is dropped and said, never the machine's memory. A fresh process,
+    as a user runs it: one that has made cases before reuses the memory they freed."""
+    tight = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "gen", "--count", "2", "--out", str(tmp_path / "tight"), "--memory", "1MiB"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert tight.returncode == 1 and tight.stderr.splitlines() == [
+        "error: gen: none of the 2 seed(s) gave a case: 2 asking more memory than --memory"
+    ], tight.stderr
+    assert not list((tmp_path / "tight").glob("seed-*"))
+    roomy = cli("gen", "--count", "2", "--out", str(tmp_path / "roomy"), "--memory", "none")
+    assert roomy.code == 0, roomy.err
+    assert len(list((tmp_path / "roomy").glob("seed-*/model.onnx"))) == 2
+    _one_line_error(cli("gen", "--memory", "lots", "--no-bundles"), "--memory", "'lots'")
+
+
 def test_a_binary_config_and_a_bad_option_value_say_what_is_wrong(cli: Cli, tmp_path: Path) -> None:
     binary = tmp_path / "model.yml"
     binary.write_bytes(b"\x08\x07\xff\xfe\x00binary")
