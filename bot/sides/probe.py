@@ -14,7 +14,8 @@ A probe that fails for any other reason (a crash, a timeout, an error that does 
 say "unsupported") is a possible bug in the backend or in fuzzbot: it is shown to the
 user and never cached as "unsupported", and the combination stays in generation. An
 error the build raised is cached as `failed` (`lasting`), so that a build is not asked
-again what it will only fail again; a crash or a timeout is asked again next time.
+again what it will only fail again. A crash or a timeout may be the machine's: it is asked
+again next time, and cached as `failed` once it fails the same way twice.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ class SupportMatrix(BaseModel):
     shown every campaign, never `unsupported`; not asked again of this build. TVM 0.27
     raises on 1,026 pairs x opsets: asking them again took a two-build campaign 164 s before
     its first test, every time; cached, 4 s."""
+    crashes: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """op -> dtype -> `crash` or `timeout`, where the last probe ended so. Seen once, the
+    machine may be to blame: asked again next time, and `failed` when it ends the same way
+    again (a crash restarts the worker, and a TVM worker takes 4 to 12 s to start); a probe
+    that then passes clears it. A pair both here and in `failed` is shown with this status."""
     from_base: int = 0
     """Pairs taken from base's answers, unasked, since the change touched none of their ops
     (`FromBase`)."""
@@ -97,6 +103,8 @@ class SupportMatrix(BaseModel):
             into.supported.setdefault(op, []).append(dtype)
         elif dtype.value in self.failed.get(op, {}):
             into.failed.setdefault(op, {})[dtype.value] = self.failed[op][dtype.value]
+            if (status := self.crashes.get(op, {}).get(dtype.value)) is not None:
+                into.crashes.setdefault(op, {})[dtype.value] = status
         else:
             into.unsupported.setdefault(op, {})[dtype.value] = self.unsupported[op][dtype.value]
 
@@ -232,8 +240,8 @@ class FromBase:
 def cached_matrices(
     cache_dir: Path, info: BackendInfo, opsets: Sequence[int], build_id: str
 ) -> dict[int, SupportMatrix]:
-    """A build's answers as its cache holds them: what it ran or refused, never a probe that
-    failed unexpectedly (kept in generation, not written)."""
+    """A build's answers as its cache holds them: what it ran, refused or failed for good, and
+    the crashes and timeouts seen once (`crashes`), which are asked again."""
     return {o: _cached(cache_path(cache_dir, info, o, build_id), info, o) for o in opsets}
 
 
@@ -253,7 +261,7 @@ def probe_opsets(
     one. A combination is probed once per version of its ops (`kernels_at`): at another opset
     where every op the spec writes has the same version, the build looks up the same kernels,
     so the answer is lent; ops with a function body are probed at every opset. What failed
-    unexpectedly is kept in generation, never cached. `from_base`: head of a change takes
+    unexpectedly is kept in generation, never cached as declined. `from_base`: head of a change takes
     base's answers for what the change did not touch."""
     matrices = cached_matrices(cache_dir, info, opsets, build_id)
     todo = {o: _todo(matrices[o], ops, lossy or {}) for o in opsets}
@@ -269,13 +277,10 @@ def probe_opsets(
             if (from_base is not None and from_base.lend(matrices[o], op, dtype)) or _lend(matrices, o, op, dtype):
                 continue
             failure = _probe_pair(client, matrices[o], op, dtype, asked)
-            if failure is None:
-                continue
-            on_failure(failure)
-            reported.add((o, op, dtype.value))
-            if lasting(failure):
-                matrices[o].failed.setdefault(op, {})[dtype.value] = failure.message
-            else:
+            if failure is not None:
+                on_failure(failure)
+                reported.add((o, op, dtype.value))
+            if not _settle(matrices[o], op, dtype, failure):
                 unexpected[o].append((op, dtype))
         if todo[o]:
             _save(cache_path(cache_dir, info, o, build_id), matrices[o])
@@ -284,12 +289,30 @@ def probe_opsets(
         for op, by_dtype in matrices[o].failed.items():
             for d, message in by_dtype.items():
                 if (o, op, d) not in reported:
-                    on_failure(ProbeFailure(op=op, dtype=DType(d), status=Status.error.value, message=message))
+                    status = matrices[o].crashes.get(op, {}).get(d, Status.error.value)
+                    on_failure(ProbeFailure(op=op, dtype=DType(d), status=status, message=message))
                 unexpected[o].append((op, DType(d)))
     for o, pairs in unexpected.items():
         for op, dtype in pairs:
             matrices[o].supported.setdefault(op, []).append(dtype)
     return matrices
+
+
+def _settle(matrix: SupportMatrix, op: str, dtype: DType, failure: ProbeFailure | None) -> bool:
+    """Whether the pair's answer is settled in `matrix` (cached): an answer, an error the build
+    raised, or a crash or timeout seen a second time; else it is asked again next time."""
+    crashes = matrix.crashes.setdefault(op, {})
+    seen = crashes.pop(dtype.value, None)
+    if failure is not None and failure.status in (Status.crash.value, Status.timeout.value):
+        crashes[dtype.value] = failure.status
+    if not crashes:
+        del matrix.crashes[op]
+    if failure is None:
+        return True
+    if lasting(failure) or seen == failure.status:
+        matrix.failed.setdefault(op, {})[dtype.value] = failure.message
+        return True
+    return False
 
 
 def lasting(failure: ProbeFailure) -> bool:
@@ -380,8 +403,8 @@ def _probe_pair(
 
 
 def _save(path: Path, matrix: SupportMatrix) -> None:
-    """Only what the backend really ran or really refused is written: an unexpected
-    failure is probed again next time."""
+    """Written whole: what the backend ran, refused or failed for good, and the crashes seen
+    once, asked again next time (`crashes`)."""
     write_whole(path, matrix.model_dump_json(indent=1))
 
 

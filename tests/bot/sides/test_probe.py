@@ -11,6 +11,7 @@ import pytest
 
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
+from backends.results import BackendInfo
 from backends.spec import parse_backend
 from bot.files import write_whole
 from bot.sides.probe import (
@@ -106,6 +107,54 @@ def test_an_unexpected_probe_failure_is_reported_and_never_cached(tmp_path: Path
         assert f.dtype in matrix.supported[f.op]
         assert f.dtype not in stored.supported.get(f.op, [])
         assert f.dtype.value not in stored.unsupported.get(f.op, {})
+
+
+def test_a_crash_seen_again_at_the_next_probe_is_cached_and_one_not_seen_again_is_cleared(tmp_path: Path) -> None:
+    """A crash may be the machine's, so one is asked again at the next campaign on the build;
+    the same crash twice is the build's, cached as failed, so a third campaign does not pay
+    a worker restart for it (a TVM worker takes 4 to 12 s to start). A crash that does not
+    come back was the machine's: the second probe's answer is kept."""
+    ops = ["Add", "Sub", "Relu", "Abs", "Transpose"]
+    spec = parse_backend("onnxruntime:all")
+
+    infos: list[BackendInfo] = []
+
+    def probe(cache: Path, fault: FaultSpec | None) -> tuple[SupportMatrix, list[ProbeFailure]]:
+        failures: list[ProbeFailure] = []
+        with WorkerClient(spec, fault=fault) as client:
+            assert client.info is not None
+            infos.append(client.info)
+            return probe_support(client, client.info, 17, cache, failures.append, ops=ops), failures
+
+    def stored(cache: Path) -> SupportMatrix:
+        return SupportMatrix.model_validate_json(next((cache / "support").glob("*.json")).read_text())
+
+    segv: FaultSpec = {"kind": "segv", "every": 3}
+    first, crashed = probe(tmp_path / "twice", segv)
+    assert crashed and {(f.op, f.dtype.value) for f in crashed} == {
+        (op, d) for op, by_dtype in stored(tmp_path / "twice").crashes.items() for d in by_dtype
+    }
+    assert not stored(tmp_path / "twice").failed
+    again, crashed_again = probe(tmp_path / "twice", segv)
+    assert sorted(crashed_again, key=str) == sorted(crashed, key=str)
+    settled = stored(tmp_path / "twice")
+    assert {(op, d) for op, by_dtype in settled.failed.items() for d in by_dtype} == {
+        (f.op, f.dtype.value) for f in crashed
+    }
+    assert again.support() == first.support(), "kept in generation either way"
+    idle = WorkerClient(spec)  # never started: it can answer from the cache only
+    try:
+        shown: list[ProbeFailure] = []
+        probe_support(idle, infos[0], 17, tmp_path / "twice", shown.append, ops=ops)
+    finally:
+        idle.close()
+    assert sorted(shown, key=lambda f: (f.op, f.dtype.value)) == sorted(crashed, key=lambda f: (f.op, f.dtype.value))
+
+    probe(tmp_path / "once", segv)
+    _, clean = probe(tmp_path / "once", None)
+    once = stored(tmp_path / "once")
+    assert not clean and not once.crashes and not once.failed
+    assert all(once.known(f.op, f.dtype) for f in crashed), "answered: run or declined"
 
 
 def test_an_error_the_build_raises_is_cached_as_failed_kept_in_generation_and_shown_again(tmp_path: Path) -> None:
