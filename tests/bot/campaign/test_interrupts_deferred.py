@@ -16,9 +16,16 @@ from bot.errors import Interrupted, interrupts_deferred, signals_interrupt
 
 @pytest.fixture
 def handled() -> Iterator[None]:
-    """SIGINT and SIGTERM raise `Interrupted`, as under `fuzzbot` (bot.cli)."""
-    with signals_interrupt():
-        yield
+    """SIGINT and SIGTERM raise `Interrupted`, as under `fuzzbot` (bot.cli). A test run
+    started in the background inherits an ignored SIGINT, and the CLI's section leaves an
+    ignored signal ignored: SIGINT gets Python's own handler first, as a process started
+    in the foreground has."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with signals_interrupt():
+            yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _signal_self(sig: signal.Signals) -> None:
