@@ -137,7 +137,8 @@ class OpNames:
         """The op types one identifier names, with weights."""
         if identifier in self.exact:
             return {identifier: 1.0}
-        split = words(identifier)
+        spelled = [w for part in identifier.split("_") for w in CAMEL.findall(part)]
+        split = [w.lower() for w in spelled]
         found: dict[str, float] = {}
         used: set[int] = set()
         for n in (3, 2, 1):  # longest first: `mat_mul` is MatMul, and its `mul` is not Mul
@@ -145,13 +146,18 @@ class OpNames:
                 joined = "".join(split[i : i + n])
                 op = self.joined.get(joined)
                 span = set(range(i, i + n))
-                if op is None or span & used or (n == 1 and joined in NOT_OPS):
+                # A common word counts where it is spelled as the op: `OnnxMean`, never `mean`.
+                if op is None or span & used or (n == 1 and joined in NOT_OPS and spelled[i] != op):
                     continue
                 found[op] = 1.0
                 used |= span
+        if len(split) < 2:
+            # One word alone is no op's first word: `torch.Tensor` is not TensorScatter, and a
+            # lowercase `mean` (a common word, the op Mean's own name) is not MeanVarianceNormalization.
+            return found
         for i, w in enumerate(split):
             op = self.first_word.get(w)
-            if op is not None and op not in found and i not in used:
+            if op is not None and op not in found and i not in used and w not in NOT_OPS:
                 found[op] = 0.5
         return found
 

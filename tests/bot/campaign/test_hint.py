@@ -39,6 +39,23 @@ def test_identifiers_are_split_into_words_and_spell_op_types() -> None:
     assert "ReduceSum" not in names.named("reduce_all")  # `reduce` starts ten op types: none is meant
 
 
+def test_a_converter_class_names_its_op_and_a_lone_common_word_names_none() -> None:
+    """onnx2torch's Mean converter (`mean.py`, `class OnnxMean`, `-> torch.Tensor`) was read
+    as MeanVarianceNormalization and TensorScatter: `mean` is a code word and was passed to
+    the first-word rule, and `Tensor` alone was TensorScatter's first word."""
+    names = OpNames(OPS)
+    assert names.named("OnnxMean") == {"Mean": 1.0}  # spelled as the op inside the class name
+    assert names.named("mean") == {} and names.named("Tensor") == {}
+    assert names.named("mean_value") == {}  # a code word starts no op here either
+    change = Changed(
+        "onnx2torch/node_converters/mean.py",
+        lines=["output = torch.zeros(broadcast_shape, dtype=tensors[1].dtype)"],
+        scopes=["def apply_reduction(self, *tensors: torch.Tensor) -> torch.Tensor:", "OnnxMean"],
+    )
+    summary, _ = read_hint([change], OPS, "git")
+    assert list(summary.ops) == ["Mean"], summary.ops
+
+
 def test_a_git_diff_names_the_ops_of_the_passes_it_adds(tmp_path: Path) -> None:
     repo = shared_narrow_repo(tmp_path / "narrow")
     summary, layer = read_hint(git_changes(str(repo.path), repo.sha("head"), repo.sha("leaky")), OPS, "git")
