@@ -114,9 +114,14 @@ class ChangeHint:
         return cls(summary, layer, {c.path: set(c.new_lines) for c in changes if c.new_lines}, touched)
 
 
+def spelled_words(identifier: str) -> list[str]:
+    """`fold_leaky_clip` -> fold, leaky, clip; `OnnxMean` -> Onnx, Mean: the words as written."""
+    return [w for part in identifier.split("_") for w in CAMEL.findall(part)]
+
+
 def words(identifier: str) -> list[str]:
     """`fold_leaky_clip` -> fold, leaky, clip; `LeakyRelu` -> leaky, relu; `QLinearMatMul` -> q, linear, mat, mul."""
-    return [w.lower() for part in identifier.split("_") for w in CAMEL.findall(part)]
+    return [w.lower() for w in spelled_words(identifier)]
 
 
 class OpNames:
@@ -137,7 +142,7 @@ class OpNames:
         """The op types one identifier names, with weights."""
         if identifier in self.exact:
             return {identifier: 1.0}
-        spelled = [w for part in identifier.split("_") for w in CAMEL.findall(part)]
+        spelled = spelled_words(identifier)
         split = [w.lower() for w in spelled]
         found: dict[str, float] = {}
         used: set[int] = set()
