@@ -51,10 +51,14 @@ class Onnx2TorchAdapter:
         r"NotImplementedError",
         r"Converter is not implemented",
         r"is not implemented",
-        r"not supported",
+        r"ValueError: dtype=\S+ is not supported",
     )
     """onnx2torch refuses what it does not convert with NotImplementedError (an op, a
-    version, an attribute value), in the Python convention: a declared limit."""
+    version, an attribute value), in the Python convention, and an element type torch lacks
+    with its own ValueError (`dtype=12 is not supported`): declared limits. A bare "not
+    supported" is not one: torch says "non-positive stride is not supported" when a
+    converter hands it a stride of 0 for a Conv that declared none, which is the
+    converter's bug, and a campaign had read it as head declining Conv."""
     options: ClassVar[dict[str, str]] = {}
     system_modules: ClassVar[tuple[str, ...]] = ("onnx2torch",)
     worker_requires: ClassVar[tuple[str, ...]] = ("onnx",)

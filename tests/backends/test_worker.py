@@ -27,6 +27,7 @@ from oracles.tolerances import ToleranceConfig
 from oracles.verdict import Verdict, judge
 from tests.cases import stable_cases
 from tests.conftest import NEWER_OPSET, NEWEST_OPSET
+from tests.paths import ROOT
 
 pytestmark = [pytest.mark.worker]
 
@@ -348,3 +349,21 @@ def test_a_not_implemented_error_that_says_what_is_a_declared_limit(tmp_path: Pa
         with WorkerClient(parse_backend(f"{tmp_path / 'refusing.py'}:{cls}")) as client:
             got[cls] = client.run(model, {"x": np.zeros(2, np.float32)}).status
     assert got == {"Refusing": Status.unsupported, "Bare": Status.error, "Strict": Status.error}
+
+
+def test_the_onnx2torch_plugin_declares_onnx2torchs_refusals_and_not_torchs() -> None:
+    """onnx2torch refuses an element type torch lacks with its own ValueError, a declared
+    limit; torch's "non-positive stride is not supported" came from a converter that passed
+    a Conv without strides a stride of 0, a bug a campaign had read as head declining Conv."""
+    import importlib.util
+
+    from backends.adapters.base import is_unsupported
+
+    spec = importlib.util.spec_from_file_location("onnx2torch_plugin", ROOT / "examples" / "onnx2torch_backend.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    patterns = module.Onnx2TorchAdapter.unsupported
+    assert is_unsupported(patterns, "ValueError: dtype=12 is not supported")
+    assert is_unsupported(patterns, "NotImplementedError: Converter is not implemented (Trilu, 14)")
+    assert not is_unsupported(patterns, "RuntimeError: non-positive stride is not supported")
