@@ -20,7 +20,8 @@ Two targets:
   mutant is written into head's copy of the file, and put back after.
 
 A mutant is killed when a `--budget` PR campaign (default config; `on`: guidance as shipped,
-`off`: divergence, mutation, hint and code coverage all off) reports a `new_regression`
+`off`: divergence, mutation, hint and code coverage all off; `untwinned`: guidance on,
+constant twins off) reports a `new_regression`
 whose reduced model reaches the mutated function: head's worker runs it with the function's
 file measured (backends.code_coverage). The time to kill is when that finding was kept. A
 head that does not even start (an import error) is incompetent and is not counted.
@@ -67,7 +68,10 @@ O2T_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "torch==2.13.0", "coverage==7.17
 TVM_PACKAGES = ["numpy==2.4.6", "onnx==1.23.2", "apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.15.post2"]
 TVM_FILE = "tvm/relax/frontend/onnx/onnx_frontend.py"
 HALVES = ("tune", "report")
-MODES = ("on", "off")
+MODES = ("on", "off", "untwinned")
+GENERATION_OFF: dict[str, dict[str, float]] = {"untwinned": {"constant_twins": 0.0}}
+"""Modes that switch a generation feature off, guidance on: a feature that should find bugs
+is judged on mutants, on and off side by side (`--modes on,untwinned`)."""
 AFTER_SHARE = 0.34
 """The share of the budget reductions get after the fuzzing (the default config gives 1.0)."""
 SKIP_OPERATORS = frozenset({"core/VariableReplacer", "core/VariableInserter"})
@@ -441,11 +445,12 @@ def run_campaign(target: Target, mutant: Mutant, mode: str, head: str, work: Pat
     shutil.rmtree(out, ignore_errors=True)
     guide = (
         GuideSettings()
-        if mode == "on"
+        if mode != "off"
         else GuideSettings(divergence=False, mutation=False, hint=False, code_coverage=False)
     )
     raw = {
         **target.config(head),
+        "generator": GENERATION_OFF.get(mode, {}),
         "budget": budget,
         "out": str(out),
         "cache_dir": str(work / "cache"),

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from generator.avoid import Avoid
 from generator.binning import BinChooser, bin_of
+from generator.constant_twins import twin_draw, with_constant_twin
 from generator.coverage import INPUT, Coverage, Feedback, pair_key
 from generator.dtypes import WIDE, DType, classic
 from generator.edges import FIRST_OP, UNDEFINED, UNIT_DIM_SHARE, aim, edge_kind
@@ -133,6 +134,13 @@ class GenConfig(BaseModel):
         le=1.0,
         description="share of cases that start from the element types no op draws on its own (int16, uint16,"
         " uint32, uint64, bfloat16), where a backend's probe says it runs them (generator.dtypes.WIDE)",
+    )
+    constant_twins: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of cases given a constant twin: a copy of one node (or a short chain) whose every input"
+        " is an initializer, which a compiler folds at import with code of its own (generator.constant_twins)",
     )
     symbolic_dims: float = Field(
         0.25,
@@ -306,6 +314,8 @@ def grow_case(
         coverage.opsets[str(cfg.written_opset)] += 1
         on_node = partial(coverage.record_node, graph)
     proto, inputs = emit_model(graph, cfg.written_opset, witness.em.values, as_weight, on_node, leaves=witness.leaves)
+    hinted = tuple(focus.hinted.ops) if focus is not None else ()
+    proto = _twinned(proto, witness, seed, cfg.constant_twins, coverage, hinted)
     if edge in UNDEFINED:
         aimed = aim(edge, proto, inputs, seed)
         edge, inputs = aimed if aimed is not None else (None, inputs)
@@ -320,6 +330,25 @@ def grow_case(
     outcome = None if cfg.values == "none" else grown_outcome(witness.stats, cfg.values)
     made = GeneratedCase(seed, proto, inputs, outcome, edge, features(graph), grown, sc.solver_backstops, symbolic)
     return made, witness
+
+
+def _twinned(
+    proto: onnx.ModelProto,
+    witness: Witness,
+    seed: int,
+    share: float,
+    coverage: Coverage | None,
+    hinted: Sequence[str],
+) -> onnx.ModelProto:
+    """The model with a constant twin (generator.constant_twins) in the `share` of cases,
+    of a node of a hinted op where there is one, half the time."""
+    rng = twin_draw(seed, share)
+    twinned = with_constant_twin(proto, witness.env, rng, hinted) if rng is not None and witness.env else None
+    if twinned is None:
+        return proto
+    if coverage is not None:
+        coverage.twins += 1
+    return twinned
 
 
 def _with_specials(

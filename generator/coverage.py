@@ -81,6 +81,9 @@ class CoverageStats(BaseModel):
     symbolic: int = 0
     """Generated models with a symbolic (dim_param) graph-input dim (GenConfig.symbolic_dims);
     over `models`, the share the summary reports."""
+    twins: int = 0
+    """Generated models with a constant twin (GenConfig.constant_twins), which a compiler
+    folds at import."""
 
 
 class Coverage(BaseModel):
@@ -104,6 +107,8 @@ class Coverage(BaseModel):
     """Models by the opset they import."""
     symbolic: int = 0
     """Models with a symbolic graph-input dim."""
+    twins: int = 0
+    """Models with a constant twin."""
     _fed: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_by: Counter[str] = PrivateAttr(default_factory=Counter)
     _fed_total: int = PrivateAttr(default=-1)
@@ -129,6 +134,7 @@ class Coverage(BaseModel):
             edges=dict(sorted(self.edges.items())),
             opsets=dict(sorted(self.opsets.items(), key=lambda kv: int(kv[0]))),
             symbolic=self.symbolic,
+            twins=self.twins,
         )
 
     def record_node(self, graph: Graph, node: GNode, emitted: list[onnx.NodeProto]) -> None:

@@ -733,6 +733,7 @@ def catalogue(op: str) -> Catalogue:
             opset = opsets[seed % len(opsets)]
             cfg = GenConfig(
                 wide_types=0.0,
+                constant_twins=0.0,  # one node per model: the evaluator's repairs rewrite the op's first node
                 nodes=1,
                 ops=[op],
                 dtypes=[dtype],
