@@ -47,10 +47,30 @@ def twin_draw(seed: int, share: float) -> random.Random | None:
     return rng if share > 0 and rng.random() < share else None
 
 
+PLAIN = frozenset(
+    {
+        torch.bool,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    }
+)
+"""The types whose torch value is its ONNX value: bfloat16 has no numpy type, and a 4-bit or
+float8 value is held under a tag (generator.ops.narrow) that an initializer cannot be."""
+
+
 def _plain(value: object) -> np.ndarray | None:
-    """A value as an array an initializer can hold; None for a sequence, an optional or
-    bfloat16 (numpy has no such type)."""
-    if not isinstance(value, torch.Tensor) or value.dtype == torch.bfloat16:
+    """A value as an array an initializer can hold; None for a sequence, an optional or a
+    type outside PLAIN."""
+    if not isinstance(value, torch.Tensor) or value.dtype not in PLAIN:
         return None
     return value.detach().numpy()
 

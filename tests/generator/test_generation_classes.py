@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import torch
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -574,3 +575,26 @@ def test_a_case_without_a_twin_is_the_model_it_was_before_twins() -> None:
         else:
             assert len(with_twins.graph.node) > len(without.graph.node), seed
     assert 0 < differ < 15, differ
+
+
+def test_a_value_held_under_a_narrow_tag_is_never_twinned() -> None:
+    """int4 is held as its bytes under torch's uint4 tag, which no initializer can be (a
+    campaign with every case twinned died of `.numpy()` on one): neither the QuantizeLinear
+    that makes it nor the DequantizeLinear that reads it gets a twin; the Relu after does."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [4])
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s"], ["q"], output_dtype=onnx.TensorProto.UINT4),
+        helper.make_node("DequantizeLinear", ["q", "s"], ["y"]),
+        helper.make_node("Relu", ["y"], ["z"]),
+    ]
+    scale = numpy_helper.from_array(np.array(0.5, np.float32), "s")
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [scale]))
+    values = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    q = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).view(torch.uint4)  # type: ignore[attr-defined]
+    env = {"x": values, "s": torch.tensor(0.5), "q": q, "y": values, "z": values}
+    for seed in range(20):
+        twinned = with_constant_twin(model, env, random.Random(seed))
+        assert twinned is not None
+        twins, original = _twins(twinned)
+        assert [n.op_type for n in twins] == ["Relu"] and original is not None and original.op_type == "Relu"
