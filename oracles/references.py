@@ -11,7 +11,6 @@ reference's rounding nor any backend's code shares; the reading closer to it win
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -90,14 +89,20 @@ def onnx_reference(
 @contextmanager
 def counted_warnings(warned: Counter[str] | None) -> Iterator[None]:
     """onnx.reference's numpy warnings (a division by zero on an undefined input) counted in
-    `warned` by category, never printed: a log full of RuntimeWarnings reads as errors."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            if warned is not None:
-                warned.update(w.category.__name__ for w in caught)
+    `warned` as RuntimeWarnings, never printed: a log full of them reads as errors.
+
+    Counted through numpy's error state, which is the calling thread's own (numpy 2), not
+    through `warnings.catch_warnings`, which swaps the process's one filter list: two triage
+    threads inside it at once restored each other's lists, and left "always" in front for
+    the rest of the campaign, so every later warning was printed (ResourceWarnings at exit)
+    and one thread's warnings were counted by another."""
+
+    def count(kind: str, flag: int) -> None:
+        if warned is not None:
+            warned["RuntimeWarning"] += 1
+
+    with np.errstate(divide="call", over="call", invalid="call", call=count):
+        yield
 
 
 _WIDE = {t: TensorProto.DOUBLE for t in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.BFLOAT16)}

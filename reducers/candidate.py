@@ -9,7 +9,6 @@ models neither cost a test nor make a backend crash for the wrong reason.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -136,8 +135,10 @@ def onnx_reference_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray])
 
     full = with_all_outputs(model)
     names = [o.name for o in full.graph.output]
-    with warnings.catch_warnings():  # numpy's overflow and invalid-value warnings inside the
-        warnings.simplefilter("ignore", RuntimeWarning)  # evaluator: a reduction's log is no place for them
+    # numpy's overflow and invalid-value warnings inside the evaluator: a reduction's log is
+    # no place for them. numpy's error state is this thread's own; warnings.catch_warnings
+    # would swap the process's filters under every other thread.
+    with np.errstate(all="ignore"):
         results = ReferenceEvaluator(full).run(None, inputs)
     values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     values.update(inputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections import Counter
 
@@ -148,3 +149,29 @@ def test_onnx_reference_warnings_are_counted_not_printed(capfd: pytest.CaptureFi
     assert warned["RuntimeWarning"] >= 2
     captured = capfd.readouterr()
     assert "Warning" not in captured.err + captured.out
+
+
+def test_counting_reference_warnings_in_two_threads_leaves_the_process_filters_alone() -> None:
+    """Triage runs onnx.reference on several threads at once. Counting by swapping the
+    process's warning filters left "always" in front of them once two threads overlapped,
+    and every later warning of the campaign was printed; each thread now counts its own."""
+    from oracles.references import counted_warnings
+
+    before = list(warnings.filters)
+    counts = [Counter[str](), Counter[str]()]
+    inside = threading.Barrier(2)
+
+    def judge(i: int) -> None:
+        with counted_warnings(counts[i]):
+            inside.wait(timeout=10)
+            for _ in range(i + 1):
+                np.array([1.0]) / np.array([0.0])
+            inside.wait(timeout=10)
+
+    threads = [threading.Thread(target=judge, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert warnings.filters == before
+    assert counts == [Counter({"RuntimeWarning": 1}), Counter({"RuntimeWarning": 2})]
