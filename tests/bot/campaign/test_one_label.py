@@ -4,7 +4,7 @@ label, and every place that gives a number says the same number for the same wor
 The outputs come from real campaigns on the real onnxruntime. One of them sees one bug under
 two labels: its base worker perturbs the outputs of every other model (chosen by a hash of
 the model, like a real bug that only some inputs reach) and its head worker perturbs them
-all, so with one op and one node every seed is the same fingerprint, a new regression where
+all, so with one op and one node (no constant twin) every seed is the same fingerprint, a new regression where
 base got the model right and a persistent bug where base got it wrong the same way."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ PYTHON = sys.executable
 TWO_LABELS = """compiler:
   base: {{python: {python}}}
   head: {{python: {python}}}
-generator: {{ops: [Relu], nodes: 1, dtypes: [float32], wide_types: 0}}
+generator: {{ops: [Relu], nodes: 1, dtypes: [float32], wide_types: 0, constant_twins: 0}}
 reduce: {{enabled: false}}
 probe: false
 max_tests: {tests}
