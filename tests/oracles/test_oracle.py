@@ -175,3 +175,15 @@ def test_counting_reference_warnings_in_two_threads_leaves_the_process_filters_a
         t.join(timeout=20)
     assert warnings.filters == before
     assert counts == [Counter({"RuntimeWarning": 1}), Counter({"RuntimeWarning": 2})]
+
+
+def test_an_error_past_float64s_range_in_ulps_is_infinite_and_warns_nothing() -> None:
+    """A wrong result of 1e308 at a scale of 1e-30 is more ULPs than float64 holds: inf, not
+    a RuntimeWarning from the campaign's own comparison (a library caller sees those)."""
+    from oracles.compare import compare_output
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        diff = compare_output("y", np.array([1e-30, 0.0]), np.array([1e-30, 1e308]), Tolerance(atol=1e-3, rtol=1e-3))
+    assert diff.bad_elements == 1 and diff.ulps == float("inf")
+    assert diff.bound_ulps is not None and diff.bound_ulps < float("inf")
