@@ -111,7 +111,8 @@ def with_constant_twin(
         return None
     named = [i for i in eligible if nodes[i].op_type in prefer]
     last = rng.choice(named if named and rng.random() < FOCUS_SHARE else eligible)
-    chain = [i for i in _chain(nodes, last, rng.choice(DEPTHS)) if _twinnable(nodes[i], env, constants) or i == last]
+    # A producer that cannot be twinned is left out: its consumer reads its value as a constant.
+    chain = [i for i in _chain(nodes, last, rng.choice(DEPTHS)) if i in eligible]
     renamed: dict[str, str] = {}
     twin = onnx.ModelProto()
     twin.CopyFrom(model)

@@ -237,10 +237,10 @@ def _in_ulps(diff: OutputDiff, expected: np.ndarray, abs_err: np.ndarray, bad: n
     scale = float(magnitude[np.isfinite(magnitude)].max(initial=0.0))
     ulp = 2.0 ** (np.floor(np.log2(max(scale, float(info.smallest_normal)))) - info.nmant)
     errors, bounds = abs_err[bad], np.maximum(tol.atol, tol.rtol * magnitude[bad])
+    diff.dtype, diff.scale = expected.dtype.name, scale
+    # An error of 1e308 at a float32 scale is inf ULPs, and past every bound: no warning.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         worst = int(np.argmax(np.nan_to_num(errors / bounds, nan=0.0)))
-    diff.dtype, diff.scale = expected.dtype.name, scale
-    with np.errstate(over="ignore"):  # an error of 1e308 at a float32 scale is inf ULPs, as it should be
         diff.ulps, diff.bound_ulps = float(errors[worst] / ulp), float(bounds[worst] / ulp)
 
 
