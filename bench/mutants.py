@@ -527,7 +527,8 @@ def run_half(args: argparse.Namespace) -> None:
     done = {(r["mutant"], r["mode"]) for r in rows}
     competent = {r["mutant"] for r in rows if r["half"] == args.half and r["outcome"] != "incompetent"}
     modes = args.modes.split(",")
-    for mutant in (m for m in load_draw(work, args.target) if m.half == args.half):
+    only = set(args.only.split(",")) if args.only else None
+    for mutant in (m for m in load_draw(work, args.target) if m.half == args.half and (only is None or m.id in only)):
         if len(competent) >= args.per_half:
             break
         if all((mutant.id, mode) in done for mode in modes):
@@ -723,6 +724,7 @@ def main() -> int:
     sub.choices["run"].add_argument("--half", choices=HALVES, required=True)
     sub.choices["run"].add_argument("--per-half", type=int, default=20, help="competent mutants to run")
     sub.choices["run"].add_argument("--modes", default="on,off")
+    sub.choices["run"].add_argument("--only", default="", help="these mutant ids alone (comma-separated)")
     sub.choices["campaign"].add_argument("--mutant", required=True)
     sub.choices["campaign"].add_argument("--mode", choices=MODES, required=True)
     sub.choices["campaign"].add_argument("--head", required=True)
