@@ -36,6 +36,12 @@ PAIRS: dict[str, dict[str, Any]] = {
         "head": ["onnxruntime==1.19.0"],
         "packages": ["numpy<2", "ml_dtypes==0.5.4"],
     },
+    "ort-1.17-1.18": {
+        "backend": "onnxruntime:all",
+        "base": ["onnxruntime==1.17.3"],
+        "head": ["onnxruntime==1.18.0"],
+        "packages": ["numpy<2", "ml_dtypes==0.5.4"],
+    },
     "tvm-0.25-0.27": {
         "backend": "tvm",
         "base": ["apache-tvm==0.25.0.post1", "apache-tvm-ffi==0.1.12"],
