@@ -27,9 +27,11 @@ file measured (backends.code_coverage). The time to kill is when that finding wa
 head that does not even start (an import error) is incompetent and is not counted.
 
 Survivors then meet a bounded search for equivalence (`equiv`): the converter's own tests
-(onnx2torch's `tests/node_converters`), then a long campaign. One neither kills is set
-aside as equivalent; `--classes` (a JSON file: mutant id -> class and note, written by hand
-after reading each) names the survivors' classes in the report.
+(onnx2torch's `tests/node_converters`; a test that fails on base too says nothing), then a
+long campaign. One neither kills is set aside as equivalent; one the tests do not kill
+whose long campaign was skipped (`--long-budget 0`) stays undecided. `--classes` (a JSON
+file: mutant id -> class and note, written by hand after reading each) names the
+survivors' classes in the report.
 
 A mutant that survived may still have been reported: head declining a model base ran right
 is `dropped_support`, which a maintainer sees in the comment and can fail the check on. The
@@ -56,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -595,34 +598,87 @@ def campaign_main(args: argparse.Namespace) -> None:
 # Equivalence -----------------------------------------------------------------------------
 
 
-def own_tests(target: Onnx2Torch, head: str, timeout_s: float) -> bool | None:
-    """Whether onnx2torch's own converter tests fail on the mutant (those failing on base too
-    are left out); None where the tests cannot say."""
-    stub = (
-        f"import sys; sys.path.insert(0, {str(PLUGIN.parent)!r}); import onnx2torch_backend as b;"
-        " b._torchvision_or_stand_in(); sys.path.pop(0)"
-    )
-    run = (
-        f"{stub}; import pytest; sys.exit(pytest.main(['-q', '-x', '-p', 'no:cacheprovider', 'tests/node_converters']))"
-    )
+OWN_TESTS_SHIM = """
+import sys, types
+import numpy as np
+import onnx
+import onnx.helper
+from onnx import TensorProto as T
 
-    def failing(ref: str) -> bool | None:
-        git(target.clone, "checkout", "-q", ref)
+mapping = types.ModuleType("onnx.mapping")
+mapping.NP_TYPE_TO_TENSOR_TYPE = {
+    np.dtype(name): code
+    for name, code in [
+        ("float32", T.FLOAT), ("float64", T.DOUBLE), ("float16", T.FLOAT16), ("int8", T.INT8),
+        ("int16", T.INT16), ("int32", T.INT32), ("int64", T.INT64), ("uint8", T.UINT8),
+        ("uint16", T.UINT16), ("uint32", T.UINT32), ("uint64", T.UINT64), ("bool", T.BOOL),
+        ("complex64", T.COMPLEX64), ("complex128", T.COMPLEX128),
+    ]
+}
+sys.modules["onnx.mapping"] = onnx.mapping = mapping
+_make_model = onnx.helper.make_model
+
+def make_model(graph, **kwargs):
+    model = _make_model(graph, **kwargs)
+    model.ir_version = onnx.helper.find_min_ir_version_for(list(model.opset_import))
+    return model
+
+onnx.helper.make_model = make_model
+sys.path.insert(0, PLUGIN_DIR)
+import onnx2torch_backend
+onnx2torch_backend._torchvision_or_stand_in()
+sys.path.pop(0)
+import pytest
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", JUNIT, "tests/node_converters"]))
+"""
+"""onnx2torch's own converter tests, run under today's onnx: its test helpers import
+`onnx.mapping` (gone from onnx) and write models at onnx's newest IR version, which the
+onnxruntime they compare against may not read. The shim puts back the one table they read
+and writes each model at the lowest IR version its opsets need; the converter itself is
+untouched."""
+
+
+def failing_own_tests(target: Onnx2Torch, ref: str, python: str, timeout_s: float) -> set[str] | None:
+    """The ids of onnx2torch's own converter tests that fail at `ref`; None where the run
+    cannot say (collection errors, a timeout)."""
+    git(target.clone, "checkout", "-q", ref)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        script = f"PLUGIN_DIR = {str(PLUGIN.parent)!r}; JUNIT = {str(junit)!r}" + OWN_TESTS_SHIM
         try:
-            done = subprocess.run([sys.executable, "-c", run], cwd=target.clone, capture_output=True, timeout=timeout_s)
+            done = subprocess.run(
+                [sys.executable, "-c", script], cwd=target.clone, capture_output=True, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired:
             return None
         finally:
             git(target.clone, "checkout", "-q", target.base)
-        return done.returncode == 1
+        if done.returncode not in (0, 1) or not junit.is_file():
+            return None
+        cases = ET.parse(junit).getroot().iter("testcase")
+        return {
+            f"{c.get('classname')}::{c.get('name')}"
+            for c in cases
+            if c.find("failure") is not None or c.find("error") is not None
+        }
 
-    if failing(target.base):
+
+def own_tests(
+    target: Onnx2Torch, head: str, base_failing: set[str] | None, python: str, timeout_s: float
+) -> list[str] | None:
+    """The tests that fail on the mutant and pass on base (the mutant is killed where there is
+    one); None where either run cannot say. Tests base fails already are left out, so one
+    broken by the environment does not blind the rest."""
+    if base_failing is None:
         return None
-    return failing(head)
+    head_failing = failing_own_tests(target, head, python, timeout_s)
+    return None if head_failing is None else sorted(head_failing - base_failing)
 
 
 def equiv(args: argparse.Namespace) -> None:
-    """Survivors of the half (mode on): the converter's tests, then a long campaign."""
+    """Survivors of the half (mode on): the converter's tests, then a long campaign. A mutant
+    is equivalent only once both ran and neither told it apart; with the long campaign
+    skipped (`--long-budget 0`), one the tests do not kill stays undecided."""
     work: Path = args.work
     target = open_target(args.target, work, args.repo)
     rows = results(work, args.target)
@@ -631,6 +687,11 @@ def equiv(args: argparse.Namespace) -> None:
         r["mutant"] for r in rows if r["mode"] == "on" and r["outcome"] == "survived" and r["half"] == args.half
     ]
     by_id = {m.id: m for m in load_draw(work, args.target)}
+    base_failing = (
+        failing_own_tests(target, target.base, args.tests_python, args.tests_timeout)
+        if isinstance(target, Onnx2Torch)
+        else None
+    )
     for mid in survivors:
         if mid in judged:
             continue
@@ -638,18 +699,30 @@ def equiv(args: argparse.Namespace) -> None:
         head = target.make_head(mutant)
         try:
             verdict: dict[str, Any] = {"mutant": mid, "mode": "on", "half": args.half, "phase": "equiv"}
-            tests = own_tests(target, head, args.tests_timeout) if isinstance(target, Onnx2Torch) else None
-            verdict["tests_kill"] = tests
-            if not tests and args.long_budget > 0:
+            failed = (
+                own_tests(target, head, base_failing, args.tests_python, args.tests_timeout)
+                if isinstance(target, Onnx2Torch)
+                else None
+            )
+            verdict["tests_kill"] = None if failed is None else bool(failed)
+            verdict["tests_failing_on_base"] = None if base_failing is None else len(base_failing)
+            verdict["tests_failed"] = (failed or [])[:20]
+            if not failed and args.long_budget > 0:
                 long = run_campaign(target, mutant, "on", head, work, args.long_budget)
                 verdict["long_campaign"] = long.outcome
                 verdict["long_kill_s"] = long.kill_s
-            verdict["outcome"] = "not_equivalent" if tests or verdict.get("long_campaign") == "killed" else "equivalent"
+            verdict["outcome"] = equivalence(bool(failed), verdict.get("long_campaign"))
         finally:
             target.restore()
         with open(work / f"results-{args.target}.jsonl", "a") as f:
             f.write(json.dumps(verdict) + "\n")
         print(json.dumps(verdict), file=sys.stderr, flush=True)
+
+
+def equivalence(tests_kill: bool, long_campaign: str | None) -> str:
+    if tests_kill or long_campaign == "killed":
+        return "not_equivalent"
+    return "equivalent" if long_campaign == "survived" else "undecided"
 
 
 # The report ------------------------------------------------------------------------------
@@ -731,6 +804,11 @@ def main() -> int:
     sub.choices["equiv"].add_argument("--half", choices=HALVES, required=True)
     sub.choices["equiv"].add_argument("--long-budget", type=float, default=1200.0)
     sub.choices["equiv"].add_argument("--tests-timeout", type=float, default=1200.0)
+    sub.choices["equiv"].add_argument(
+        "--tests-python",
+        default=sys.executable,
+        help="the interpreter for onnx2torch's own tests: torch, onnxruntime, onnxscript (torch.onnx.export), pytest",
+    )
     sub.choices["report"].add_argument("--classes", type=Path, default=None)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
