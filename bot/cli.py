@@ -147,7 +147,7 @@ def fuzz(
 
 
 def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary:
-    from bot.campaign.display import live_progress, probe_progress, summary_table
+    from bot.campaign.display import live_progress, probe_failure_lines, probe_progress, summary_table
     from bot.campaign.sides import open_campaign
     from bot.findings.summary import rewrites_fired, symbolic_share
 
@@ -155,10 +155,7 @@ def _campaign(cfg: FuzzConfig, shard: Shard | None, console: Console) -> Summary
 
         def hooks(campaign: Campaign) -> None:
             campaign.on_probe_progress = on_progress
-            campaign.on_probe_failure = lambda f: console.print(
-                f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {f.message}",
-                markup=False,
-            )
+            campaign.on_probe_failure = probe_failure_lines(console)
 
         campaign = open_campaign(
             cfg,

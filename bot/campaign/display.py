@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bot.findings.summary import Summary
+from bot.sides.probe import ProbeFailure
 from generator.coverage import Coverage
 
 PLAIN_EVERY_S = 30.0
@@ -103,6 +104,37 @@ def probe_progress(console: Console) -> Iterator[Callable[[int, int], None]]:
 
     with progress:
         yield update
+
+
+def probe_failure_lines(console: Console) -> Callable[[ProbeFailure], None]:
+    """One line for each op x dtype whose probe failed, however often it failed.
+
+    A build that aborts on one op does so at every opset and on every side that shares the
+    build, and the abort's text is a C++ assertion of several lines: a 1.17 onnxruntime
+    printed 28 warning blocks for two RNN probes before its first test. The first failure
+    of a pair says what happened; summary.json's `support.unexpected` keeps every one."""
+    seen: set[tuple[str, str, str]] = set()
+
+    def show(f: ProbeFailure) -> None:
+        key = (f.op, f.dtype.value, f.status)
+        if key in seen:
+            return
+        seen.add(key)
+        message = " ".join(f.message.split())
+        if len(message) > MESSAGE_CHARS:
+            message = message[: MESSAGE_CHARS - 1] + "…"
+        console.print(
+            f"warning: support probe {f.op}/{f.dtype.value} failed unexpectedly ({f.status}): {message}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+    return show
+
+
+MESSAGE_CHARS = 240
+"""A probe failure's message is cut to this on the console: the line says which pair failed
+and how; summary.json keeps the rest."""
 
 
 def builds_line(s: Summary) -> str:
