@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.mutants import Mutant, enclosing, mutate_source, population, reaches
+from bench.mutants import Mutant, enclosing, equivalence, mutate_source, population, reaches
 from bot.findings.summary import in_output
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, SOURCE, Builder
@@ -115,3 +115,12 @@ def test_an_equivalent_mutant_is_reported_as_nothing(cli: Cli, toy: Builder, tmp
     out, summary = _campaign(cli, toy, mutant.id, tmp_path, 150)
     assert not _killed(out, summary, mutant)
     assert summary["counts"].get("new_regression", 0) == 0, summary["counts"]
+
+
+def test_a_survivor_is_equivalent_only_once_both_searches_ran_and_neither_told_it_apart() -> None:
+    """A survivor whose own-tests run killed nothing and whose long campaign was skipped is
+    undecided: counting it as equivalent would lift the kill rate on a search never run."""
+    assert equivalence(tests_kill=True, long_campaign=None) == "not_equivalent"
+    assert equivalence(tests_kill=False, long_campaign="killed") == "not_equivalent"
+    assert equivalence(tests_kill=False, long_campaign="survived") == "equivalent"
+    assert equivalence(tests_kill=False, long_campaign=None) == "undecided"
