@@ -646,9 +646,7 @@ def failing_own_tests(target: Onnx2Torch, ref: str, python: str, timeout_s: floa
         junit = Path(tmp) / "junit.xml"
         script = f"PLUGIN_DIR = {str(PLUGIN.parent)!r}; JUNIT = {str(junit)!r}" + OWN_TESTS_SHIM
         try:
-            done = subprocess.run(
-                [sys.executable, "-c", script], cwd=target.clone, capture_output=True, timeout=timeout_s
-            )
+            done = subprocess.run([python, "-c", script], cwd=target.clone, capture_output=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return None
         finally:
