@@ -22,28 +22,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
 import time
-from pathlib import Path
 
 import z3
 
+from bench.soak import rss_bytes, slope
 from generator.api import GenConfig, generate
 from generator.z3_contexts import ContextSupply
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def slope(xs: list[float], ys: list[float]) -> float | None:
-    if len(xs) < 2:
-        return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def main() -> None:
@@ -60,7 +45,8 @@ def main() -> None:
         except Exception:  # noqa: BLE001 - a seed that generates nothing is counted, as a campaign drops it
             failed += 1
         if (seed + 1) % args.every == 0:
-            samples.append({"models": seed + 1, "rss_mb": round(rss_mb(), 1), "contexts_taken": supply.taken})
+            rss = round(rss_bytes() / 2**20, 1)
+            samples.append({"models": seed + 1, "rss_mb": rss, "contexts_taken": supply.taken})
     gc.collect()
     alive = sum(1 for o in gc.get_objects() if isinstance(o, z3.Context))
     later = samples[1:]

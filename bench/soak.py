@@ -114,14 +114,18 @@ def one(pair: str, index: int, budget: str, work: Path, sampler: Sampler) -> dic
     return row
 
 
-def growth_mb(after: list[float]) -> float | None:
-    """MB per campaign: the least-squares slope of the RSS after each, the first left out."""
-    ys = after[1:]
-    if len(ys) < 2:
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """The least-squares slope of ys over xs; None with fewer than two points."""
+    if len(xs) < 2:
         return None
-    xs = list(range(len(ys)))
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs), 2)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def growth_mb(after: list[float]) -> float | None:
+    """MB per campaign: the slope of the RSS after each, the first left out."""
+    per = slope([float(x) for x in range(len(after) - 1)], after[1:])
+    return None if per is None else round(per, 2)
 
 
 def main() -> None:
