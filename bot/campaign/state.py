@@ -131,6 +131,7 @@ class CampaignState:
             budget_s=self.budget_s,
             worker_restarts=self.worker_restarts,
             memory_bound=self.memory_bound,
+            reduction_over_bound=t.reduction_over_bound,
             onnx_crashes=self.onnx_crashes,
             support=self.support,
             coverage=t.coverage,
@@ -179,6 +180,7 @@ class Tallies:
     support_changes: SupportChanges | None = None
     code_coverage: CodeCoverageSummary | None = None
     times: OwnTimes = field(default_factory=OwnTimes)
+    reduction_over_bound: int = 0
 
     @classmethod
     def of(
@@ -213,4 +215,5 @@ class Tallies:
             support_changes=divergence.support if divergence is not None else None,
             code_coverage=code,
             times=OwnTimes(g.generation, g.values, g.reference, g.corpus, reduction.spent_s, reduction.spent_during_s),
+            reduction_over_bound=reduction.over_bound,
         )

@@ -395,6 +395,9 @@ class Summary(BaseModel):
     """When it was interrupted (UTC, ISO 8601, seconds)."""
     worker_restarts: int = 0
     memory_bound: int | None = None
+    reduction_over_bound: int = 0
+    """Findings left as they were because reducing, naming or folding one asked for more
+    memory than `memory_bound`: each is still listed, a report of its own."""
     onnx_crashes: int = 0
     """Models onnx's checker or shape inference crashed, hung or ran out of memory on
     (generator.onnx_checks), each read as an invalid model: a bug in onnx, not in the system."""

@@ -119,6 +119,8 @@ def _counts(summary: Summary) -> list[str]:
         lines.append(f"| dropped: {_cell(reason)} | {summary.dropped[reason]} | |")
     if summary.onnx_crashes:  # onnx's own bug, never the system's: each such model read as invalid
         lines.append(f"| onnx's checker crashed (models read as invalid) | {summary.onnx_crashes} | |")
+    if summary.reduction_over_bound:  # listed still, each unreduced: the bot's bound, not the system's
+        lines.append(f"| findings left unreduced, past the memory bound | | {summary.reduction_over_bound} |")
     if not summary.counts and not summary.dropped:
         lines.append("| (no test ran) | 0 | 0 |")
     return [*lines, "", *_judging(summary)]

@@ -14,8 +14,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
+from backends.memory import within_bound
 from bot.config import FuzzConfig
 from bot.findings.bundle import Finding, load_bundle
 from bot.findings.kept import KeptFindings
@@ -42,6 +45,8 @@ from oracles.judging import Judging
 from oracles.judging_budget import JudgingBudget
 from oracles.sides import CrossVerdict
 from oracles.verdict import Symptom, Verdict
+
+T = TypeVar("T")
 
 MIN_DURING_S = 5.0
 """A reduction while fuzzing needs this much of the budget left; otherwise it waits for
@@ -110,6 +115,9 @@ class CampaignReduction:
         self.aliases: dict[str, str] = {}
         """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
         first one is an occurrence of the named bug, not a new finding to reduce again."""
+        self.over_bound = 0
+        """Findings whose reduction, naming or folding asked for more memory than the bot's
+        bound (summary.json `reduction_over_bound`): each stays as it was, a report of its own."""
 
     def during(self, ref: FindingRef, deadline: float) -> None:
         """Reduce `ref` now if it is the first of its kind and the budget has time left."""
@@ -125,7 +133,7 @@ class CampaignReduction:
         left = min(left, allowed)
         self._kinds.add(kind)
         t0 = time.monotonic()
-        self.reduce(ref, min(settings.budget, left), min(settings.max_tests, steps))
+        self.bounded(ref, partial(self.reduce, ref, min(settings.budget, left), min(settings.max_tests, steps)))
         spent = time.monotonic() - t0
         self.spent_s += spent
         self.spent_during_s += spent
@@ -147,7 +155,7 @@ class CampaignReduction:
             if left < MIN_DURING_S:
                 break
             if ref.reduced_path is None and ref in self.kept.findings:
-                self.reduce(ref, left)
+                self.bounded(ref, partial(self.reduce, ref, left))
         self.fold_unreduced(None if deadline is None else max(deadline, time.monotonic() + FOLD_MIN_S))
         self.spent_s += time.monotonic() - t0
 
@@ -173,7 +181,8 @@ class CampaignReduction:
                 break  # the rest stay apart: each still a finding of its own
             bundle = in_output(self.out, ref.path)
             finding = Finding.model_validate_json((bundle / "finding.json").read_text())
-            keys = self._keys(ref, bundle, finding, rewrites.get(_label(ref), set()) - {""})
+            named = rewrites.get(_label(ref), set()) - {""}
+            keys = self.bounded(ref, partial(self._keys, ref, bundle, finding, named)) or set()
             target = next((r for r in reduced.get(_label(ref), []) if set(r.keys or [r.fingerprint]) & keys), None)
             # With no reduced bug to join, a finding joins the first unreduced one of its label
             # that shares a name: 1.31.1 -> 1.32.0 left fifteen findings of one fixed MaxPool
@@ -184,6 +193,20 @@ class CampaignReduction:
                 self._fold(ref, into, bundle)
             elif keys:
                 unmatched.setdefault(_label(ref), []).append((ref, keys))
+
+    def bounded(self, ref: FindingRef, work: Callable[[], T]) -> T | None:
+        """`work()` on one finding, or None when it asked for more memory than the bot's bound
+        (backends.memory). The references re-raise past the bound so that a case is dropped,
+        not judged without a reading; after the reduction itself, blame, generalization and
+        folding compute references on cut and varied models, and a campaign between
+        onnxruntime 1.17.3 and 1.18.0 died there, asking torch for 1.6 TB. The finding stays
+        as far as it got (its bundle and records are written step by step) and is counted."""
+
+        def dropped() -> None:
+            self.over_bound += 1
+            print(f"warning: {ref.path}: left as it was: it asks for more memory than the bot's bound", file=sys.stderr)
+
+        return within_bound(work, dropped)
 
     def _keys(self, ref: FindingRef, bundle: Path, finding: Finding, named: set[str]) -> set[str]:
         """The names an unreduced finding's own evidence gives it, as a reduced one is named

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import resource
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -230,3 +231,55 @@ def test_the_config_reads_sizes_and_null_and_names_a_bad_one(tmp_path: Path) -> 
     path.write_text("memory: lots\n")
     with pytest.raises(ConfigError, match=r"memory.*not a size"):
         load_config(path, {})
+
+
+@pytest.mark.worker
+def test_a_finding_whose_folding_asks_past_the_bound_stays_listed_and_the_rest_fold(
+    tmp_path: Path, headroom: int
+) -> None:
+    """Folding blames each unreduced finding, which computes the reference of cut models in
+    the bot's own process; the references re-raise past the bound (a case is dropped, never
+    judged without a reading), and a campaign between onnxruntime 1.17.3 and 1.18.0 died
+    there. The greedy finding stays listed, unreduced, and is counted; the next one is
+    still asked about, and the process's limit is as it was."""
+    from backends.results import BackendInfo
+    from bot.config import FuzzConfig
+    from bot.findings.bundle import Finding
+    from bot.findings.kept import KeptFindings
+    from bot.findings.store import FindingStore
+    from bot.findings.summary import FindingRef
+    from bot.reduce.campaign import CampaignReduction
+    from bot.reduce.workers import SideRun
+    from oracles.sides import CrossVerdict
+    from oracles.verdict import Verdict
+
+    out = tmp_path / "out"
+    refs: list[FindingRef] = []
+    for name, model in (("greedy", filled(GIB // 4)), ("small", filled(1000))):  # 1 GiB of float32, 4 KB
+        finding = Finding(verdict=Verdict.wrong_result, backend=BackendInfo(name="onnxruntime", level="all", version=""))
+        write_bundle(out / "findings" / name, model, X, None, finding)
+        refs.append(
+            FindingRef(
+                path=f"findings/{name}",
+                verdict=Verdict.wrong_result,
+                across=CrossVerdict.persistent,
+                fingerprint=name,
+                seed=len(refs),
+                signature="ConstantOfShape,ReduceSum,Add",
+            )
+        )
+    kept = KeptFindings(list(refs))
+    side = SideRun("onnxruntime", sys.executable, 60.0)
+    reduction = CampaignReduction(
+        FuzzConfig(backend="onnxruntime", out=str(out)), {"head": side}, kept, FindingStore.in_dir(out)
+    )
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    try:
+        with bounded(headroom):
+            reduction.fold_unreduced()
+    finally:
+        reduction.close()
+    assert reduction.over_bound == 1
+    assert kept.findings == refs and all(r.reduced_path is None for r in refs)
+    assert (out / "findings" / "greedy" / "model.onnx").is_file()
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
