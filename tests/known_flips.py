@@ -257,6 +257,16 @@ FLIPS += (
         "LayerNorm~ at float16 with an exponent other than 2",
     ),
     Flip(
+        "squeeze_as_scalar",
+        ORT,
+        "1.17.3",
+        "1.18.0",
+        "new_regression",
+        _chain("Squeeze"),
+        "squeeze_of_unknown_shape_then",
+        "Squeeze without axes on a tensor of unknown shape, then any reader of its rank",
+    ),
+    Flip(
         "pad_wrap_fixed",
         ORT,
         "1.30.0",

@@ -391,6 +391,40 @@ def quick_gelu_float64() -> Case:
     return model, {"x": np.linspace(-2, 2, 4)}
 
 
+SQUEEZE_AS_SCALAR = ("1.17.3", "1.18.0")
+"""Releases around onnxruntime's inference of an opset-11 Squeeze without axes, on an input
+of unknown shape, as a scalar: 1.18.0 computes the Squeeze right, folds a Shape of it to an
+empty tensor at `all`, and refuses every consumer whose inference reads its rank; 1.17.3
+runs each model right. A 5-minute campaign between them reported it as ten regressions."""
+
+SQUEEZE_CONSUMERS = ("shape", "unsqueeze", "gather_of_shape")
+
+
+def squeeze_of_unknown_shape_then(consumer: str) -> Case:
+    """TopK with k a graph input (its outputs' dims unknown until run), Squeeze without
+    axes, then `consumer`: a Shape (1.18.0: shape (0,) for (2,)), an Unsqueeze (refused at
+    load, "values in 'axes' are beyond the bounds", naming the node), or a Gather of the
+    Shape (refused at load by the folding, "indices element out of data bounds", naming none)."""
+    tail = {
+        "shape": [helper.make_node("Shape", ["s"], ["y"])],
+        "unsqueeze": [helper.make_node("Unsqueeze", ["s"], ["y"], axes=[2, 1])],
+        "gather_of_shape": [helper.make_node("Shape", ["s"], ["z"]), helper.make_node("Gather", ["z", "c"], ["y"])],
+    }[consumer]
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-2), helper.make_node("Squeeze", ["i"], ["s"])]
+    c = onnx.numpy_helper.from_array(np.array([1], np.int64), "c")
+    inputs = [_value("x", _F32, [3, 5, 1, 1]), _value("k", _I64, [1])]
+    model = _model(
+        nodes + tail,
+        inputs,
+        [_value("y", _I64, {"shape": [2], "unsqueeze": [3, 1, 1, 5], "gather_of_shape": [1]}[consumer])],
+        [c] if consumer == "gather_of_shape" else [],
+        opset=11,
+        ir=6,
+    )
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 5, 1, 1)).astype(np.float32)
+    return model, {"x": x, "k": np.array([1], np.int64)}
+
+
 RNN_ALPHA_ABORT = "1.28.0"
 """A release that aborts on a bidirectional RNN given an activation_alpha its activations
 do not read (1.27.0 too)."""

@@ -18,12 +18,23 @@ same way on its inputs, the graph cut before that node: when one of them is alre
 the crash is that wrong result's consequence. A death at run time with no message is
 placed by cutting the graph after each node in turn: the first cut that dies the same way
 names the kernel. Nothing found leaves the failure's own name.
+
+A tensor can be right while the build's *static* shape of it is wrong. onnxruntime 1.18.0
+infers an opset-11 Squeeze without axes, on an input of unknown shape, as a scalar: the
+values it computes are right, but a Shape of it folds to an empty tensor at load, and every
+consumer whose inference reads the rank refuses the model (an Unsqueeze's axes "beyond the
+bounds", an EyeLike "must be 2-dimensional", a Flatten's axis, a Tile's repeats, an
+Expand). One campaign reported that as ten regressions. So the cut graph also exposes a
+`Shape` of each tensor it makes: the first tensor that is right while its Shape is wrong
+names the bug as `static shape at <the kernel that made it>`, whichever consumer showed it.
+A crash at load whose message names no node (a constant folding that ran a kernel on the
+wrong shape) is placed by cutting the graph after each node in turn, as a death is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -32,16 +43,26 @@ import onnx
 from onnx import helper
 
 from backends.reference import trace_reference
-from backends.results import Status
+from backends.results import Stage, Status
 from bot.findings.bundle import Bundle
 from bot.reduce.candidates import ClientPool
 from generator.ops.narrow import as_numpy
 from oracles.asking import Asking
+from oracles.bug_identity import Distance, same_bug
 from oracles.judging import Judging
 from oracles.references import UNFED_TYPES
-from oracles.verdict import MEMORY_FAULT, Judgement, Verdict, crash_kind, judge
+from oracles.verdict import MEMORY_FAULT, Judgement, Symptom, Verdict, crash_kind, judge
 
 _RUNNING = re.compile(r"while running (\w+) node\. Name:\s*'([^']*)'")
+_LOADING = re.compile(r"Node \(([^)]*)\) Op \((\w+)\)")
+"""onnxruntime's words for the node a check at load failed in (its shape and type inference)."""
+STATIC_SHAPE = "static shape"
+"""The kind of mismatch of a tensor computed right whose Shape the build gets wrong."""
+_SHAPE_OF = "/static_shape"
+MAX_CUTS = 16
+"""Cuts tried to place a refusal whose message names no node: a reduced trigger has a few
+nodes, and an unreduced finding folded by its blame is bounded in steps, not in a build's
+seconds per load (TVM's are seconds)."""
 
 
 @dataclass(frozen=True)
@@ -61,21 +82,30 @@ class Blame:
 def crashed_node(model: onnx.ModelProto, message: str) -> int | None:
     """Index of the node a crash's message names, if it names one of the model's: by its
     name, or for a node without one, by its op type where one node has it."""
-    m = _RUNNING.search(message)
-    if m is None:
+    if m := _RUNNING.search(message):
+        op, name = m.groups()
+    elif m := _LOADING.search(message):
+        name, op = m.groups()
+    else:
         return None
-    op, name = m.groups()
     found = [i for i, n in enumerate(model.graph.node) if (n.name == name if name else n.op_type == op)]
     return found[0] if len(found) == 1 else None
 
 
-def _probe(model: onnx.ModelProto, upto: int, tensors: list[str], dtypes: Mapping[str, int]) -> onnx.ModelProto:
-    """The model's first `upto` nodes, with `tensors` as its outputs."""
+def _probe(
+    model: onnx.ModelProto, upto: int, tensors: list[str], dtypes: Mapping[str, int], shapes: bool = False
+) -> onnx.ModelProto:
+    """The model's first `upto` nodes, with `tensors` as its outputs; with `shapes`, each
+    followed by a Shape of it (`<tensor>/static_shape`)."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.node[upto:]
     del probe.graph.output[:]
-    probe.graph.output.extend(helper.make_tensor_value_info(t, dtypes[t], None) for t in tensors)
+    for t in tensors:
+        probe.graph.output.append(helper.make_tensor_value_info(t, dtypes[t], None))
+        if shapes:
+            probe.graph.node.append(helper.make_node("Shape", [t], [t + _SHAPE_OF]))
+            probe.graph.output.append(helper.make_tensor_value_info(t + _SHAPE_OF, onnx.TensorProto.INT64, None))
     return probe
 
 
@@ -94,12 +124,19 @@ def blame(bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
     assert finding is not None
     model = bundle.model
     if finding.verdict is Verdict.wrong_result:
-        return _first_wrong(bundle, len(model.graph.node), pool, judging)
+        upto = len(model.graph.node)
+        reads_shapes = any(n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx") for n in model.graph.node)
+        return _earliest(model, _first_wrong(bundle, upto, pool, judging), reads_shapes, bundle, upto, pool, judging)
     if finding.verdict is not Verdict.crash:
         return None
     crashed = crashed_node(model, finding.message)
+    at_load = finding.stage == Stage.compile.value
+    if crashed is None and at_load and finding.symptom == Symptom.exception:
+        crashed = _refused_at(bundle, pool, partial(same_bug, finding, distance=Distance.run))
     if crashed:
-        return _first_wrong(bundle, crashed, pool, judging)
+        # a refusal at load reads no input's values, only the shapes the build inferred
+        found = None if at_load else _first_wrong(bundle, crashed, pool, judging)
+        return _earliest(model, found, True, bundle, crashed, pool, judging)
     memory = crash_kind(finding) == MEMORY_FAULT
     if finding.kernel:  # a death already placed in the optimizer's pass (backends.death)
         return None
@@ -134,6 +171,67 @@ def _first_wrong(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) 
     if tensor is None or not (first.kernels or ends & set(wrong)):
         return None
     return Blame(wrong[tensor], _kernel(model, result.kernels, tensor), tensor)
+
+
+def _earliest(
+    model: onnx.ModelProto,
+    found: Blame | None,
+    ask: bool,
+    bundle: Bundle,
+    upto: int,
+    pool: ClientPool,
+    judging: Judging,
+) -> Blame | None:
+    """`found`, or a wrong static shape made before it (asked only where `ask`): the first in
+    graph order names the bug."""
+    static = _static_shape(bundle, upto, pool, judging) if ask else None
+    if static is None or found is None:
+        return static or found
+    order = {t: i for i, n in enumerate(model.graph.node) for t in n.output}
+    return static if order[static.tensor] < order[found.tensor] else found
+
+
+def _static_shape(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) -> Blame | None:
+    """The first tensor of the first `upto` nodes that the build computes right while its
+    Shape is wrong: every tensor exposed, each with a Shape of it."""
+    model, inputs = bundle.model, bundle.inputs
+    dtypes = _tensor_types(model, inputs)
+    if dtypes is None:
+        return None
+    tensors = [t for t in _kept_tensors(model, upto, None) if t in dtypes]
+    if not tensors:
+        return None
+    probe = _probe(model, upto, tensors, dtypes, shapes=True)
+    with pool.lend() as client:
+        result = client.run(probe.SerializeToString(), inputs)
+    if result.status is not Status.ok:
+        # another consumer of the wrong shape refuses the cut too: the shape is made before it
+        refused = _refused_at(bundle, pool, lambda j: j.verdict is Verdict.crash)
+        return _static_shape(bundle, refused, pool, judging) if refused is not None and refused < upto else None
+    j = judging.judge(judging.compute(probe, inputs), result)
+    wrong = {o.name for o in j.comparison.outputs if o.mismatch} if j.comparison else set()
+    tensor = next((t for t in tensors if t not in wrong and t + _SHAPE_OF in wrong), None)
+    # the model's node: the build's inference ran on the graph as written, before any
+    # rewrite renamed or removed what made the tensor
+    return None if tensor is None else Blame(STATIC_SHAPE, _kernel(model, {}, tensor), tensor)
+
+
+def _refused_at(bundle: Bundle, pool: ClientPool, refused: Callable[[Judgement], bool]) -> int | None:
+    """The first node the build refuses the model at, the graph cut after each node in turn
+    until a cut is `refused` (the finding's own failure, where its message names no node)."""
+    dtypes = _tensor_types(bundle.model, bundle.inputs)
+    if dtypes is None:
+        return None
+    for upto, node in enumerate(bundle.model.graph.node[:MAX_CUTS], start=1):
+        made = [t for t in node.output if t in dtypes]
+        if not made:
+            continue
+        cut = _probe(bundle.model, upto, made, dtypes).SerializeToString()
+        with pool.lend() as client:
+            j = judge(client.run(cut, dict(bundle.inputs)), {}, "")
+        if refused(j):
+            return upto - 1
+    return None
 
 
 def _died_at(bundle: Bundle, pool: ClientPool, asking: Asking) -> Blame | None:

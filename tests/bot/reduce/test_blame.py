@@ -119,3 +119,25 @@ def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_pat
     finally:
         lowest.close()
     assert local is not None and local.depends_on_optimization and local.verdict is Verdict.pass_
+
+
+@pytest.mark.parametrize("consumer", rc.SQUEEZE_CONSUMERS)
+def test_a_wrong_static_shape_is_one_bug_whichever_consumer_shows_it(consumer: str) -> None:
+    """onnxruntime 1.18.0 infers a Squeeze without axes, on an input of unknown shape, as a
+    scalar. Its values are right; a Shape of it comes out empty, an Unsqueeze of it is
+    refused at load naming the node, a Gather of its Shape is refused by the folding naming
+    none. Each is blamed on the Squeeze's static shape, one name for the three (ten reports
+    in one campaign before). 1.17.3 runs each right: the probe's Shapes are not wrong there."""
+    model, inputs = rc.squeeze_of_unknown_shape_then(consumer)
+    base, head = rc.SQUEEZE_AS_SCALAR
+    bundle, pool = _bundle(model, inputs, rc.ort_python(head))
+    try:
+        assert bundle.finding is not None
+        assert bundle.finding.verdict is (Verdict.wrong_result if consumer == "shape" else Verdict.crash)
+        found = blame(bundle, pool, Judging.shipped())
+    finally:
+        pool.close()
+    assert found is not None and found.name == "static shape at ai.onnx::Squeeze" and found.tensor == "s", found
+    right, pool = _bundle(model, inputs, rc.ort_python(base))
+    pool.close()
+    assert right.finding is not None and right.finding.verdict is Verdict.pass_
