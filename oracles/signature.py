@@ -17,6 +17,7 @@ import onnx
 from oracles.provenance import tensor_dtypes
 
 _ERASE_FIRST: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r" \[with [^\]]*\]"), " [with <types>]"),
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(?:[A-Za-z]:)?/?(?:[\w.+-]+/)+[\w.+-]*"), "<path>"),
     (re.compile(r"`([\w.]+)\([^`]*\)(?: -> [^`]*)?`"), r"`\1`"),
@@ -30,7 +31,12 @@ the whole quote, no name, was erased: every refused FFI argument looked alike). 
 prints (`R.shape([batch, 91])`, `R.Tensor((num_nonzero, 21), ...)`) is the trigger's, symbolic
 dims and all: one ScatterND shape check refusing dims it could not prove equal was three
 reports, by `range_len_0`, `batch` and `num_nonzero`. onnxruntime glues a tensor's name to
-the next word ("a name which does not exist:t5for node"), which no name rule sees whole."""
+the next word ("a name which does not exist:t5for node"), which no name rule sees whole.
+A C++ template's arguments (gcc's `[with T = double; U = double]` in onnxruntime's failed
+checks) are the types the trigger reached one check at: onnxruntime 1.17.3's STFT
+`window_size < signal_size` check was three `fixed` reports, at float, double and complex
+input. They are erased to a mark of one length, since the message is cut at 300 characters
+after this and a name cut at another place is another name."""
 
 _ERASE_AFTER: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:t|w|c|n|x|y|input|output|node|onnx::\w+?)_?\d+(?:_\w+)?\b"), "<name>"),

@@ -249,3 +249,24 @@ def test_a_name_glued_to_the_next_word_is_erased_whole() -> None:
     )
     one, other = (normalize(f"{head}{name}for node: {node}") for name, node in (("t5", "n7"), ("t3_0", "n2_Reshape")))
     assert one == other and "does not exist: <name> for node" in one, (one, other)
+
+
+def test_one_check_of_a_cpp_template_is_one_site_at_every_instantiation() -> None:
+    """onnxruntime 1.17.3's STFT refuses a window as long as the signal with one check of a
+    function template, and gcc prints the instantiation: three `fixed` reports of one
+    1.17.3 to 1.18.0 campaign, at float, double and complex input (their messages below).
+    The types are the trigger's; the check is the site. Another check of the template stays
+    another site."""
+    check = (
+        "RuntimeException: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while "
+        "running STFT node. Name:'{node}' Status Message: /onnxruntime_src/onnxruntime/core/providers/cpu/signal/"
+        "dft.cc:509 onnxruntime::common::Status onnxruntime::short_time_fourier_transform(OpKernelContext*, bool, "
+        "bool) [with T = {t}; U = {u}] window_size < signal_size was false. Ensure that the dft size is smaller "
+        "than the signal.\n"
+    )
+    seen = [("n1_STFT", "float", "float"), ("n8_STFT", "double", "double"), ("n2_STFT", "float", "std::complex<float>")]
+    names = {normalize(check.format(node=n, t=t, u=u)) for n, t, u in seen}
+    assert len(names) == 1 and "[with <types>]" in next(iter(names)), names
+    assert next(iter(names)).endswith("smaller than the signal."), "cut at the same place, whole here"
+    other = check.format(node="n1_STFT", t="float", u="float").replace("window_size < signal_size", "frame_step > 0")
+    assert crash_site(normalize(other)) not in {crash_site(n) for n in names}
