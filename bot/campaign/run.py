@@ -550,13 +550,17 @@ class Campaign:
             self.source.add_parent(case, "near_miss")
         if cross.deferred:
             self._defer(case, results, cross)
-        elif cross.verdict.is_reported and (ref := self.keeping.keep(case, results, cross)) is not None:
-            if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
-                # a PR check is after what changed; in one build a finding is no parent
-                # (CaseSource.found's `parent`, measured in docs/campaigns.md)
-                shown = [s.first for s in (cross.base, cross.head) if s is not None and s.bad]
-                gain = max(gain, self.source.found(case, shown, parent=self.two_sided))
-            self.reduction.during(ref, self.deadline)
+        elif cross.verdict.is_reported:
+            ref = self.keeping.keep(case, results, cross)
+            if ref is None:  # another sighting: its reduction may have waited for room
+                self.reduction.again(cross.failing.first.fingerprint, self.deadline)
+            else:
+                if not self.two_sided or cross.verdict is not CrossVerdict.persistent:
+                    # a PR check is after what changed; in one build a finding is no parent
+                    # (CaseSource.found's `parent`, measured in docs/campaigns.md)
+                    shown = [s.first for s in (cross.base, cross.head) if s is not None and s.bad]
+                    gain = max(gain, self.source.found(case, shown, parent=self.two_sided))
+                self.reduction.during(ref, self.deadline)
         elif cross.verdict is CrossVerdict.flaky or (cross.verdict in SET_ASIDE and self.cfg.oracles.keep_filtered):
             self.keeping.keep_aside(case, results, cross)
         self.source.credit(case, gain)

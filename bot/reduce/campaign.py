@@ -55,6 +55,11 @@ in candidate runs (the judging budget) and in seconds (`reduce.during_share` of 
 `reduce.budget` each). Bounded in candidate runs alone, the reductions of a 600 s
 onnxruntime nightly took 579 s of it for 74 candidate runs: slow candidates (up to the
 test timeout each) or the work besides them (generalization, blame, fresh workers)."""
+BACKGROUND_SHARE = 0.5
+"""Of the reduction time while fuzzing, the most that a two-build campaign spends on bugs
+both builds share or head fixed: an old release is dense with persistent bugs, and a
+1.17.3 -> 1.18.0 campaign spent the whole share on six of them in its first 20 s, while
+the two bugs only 1.18.0 had waited for the end, and one was a tenth of its tests."""
 FOLD_MIN_S = 30.0
 """Folding the unreduced findings gets at least this long after the reductions, even where
 they used all of `reduce.share`: a fold saves a report, and costs a blame or two."""
@@ -115,21 +120,30 @@ class CampaignReduction:
         self.aliases: dict[str, str] = {}
         """A reduced finding's first fingerprint -> the bug's name: a later sighting under the
         first one is an occurrence of the named bug, not a new finding to reduce again."""
+        self.waiting: dict[str, FindingRef] = {}
+        """First findings of their kind whose reduction while fuzzing found no room, by
+        fingerprint: tried again at each sighting (`again`)."""
+        self.spent_background_s = 0.0
+        """The part of `spent_during_s` spent on findings a PR check does not fail on."""
         self.over_bound = 0
         """Findings whose reduction, naming or folding asked for more memory than the bot's
         bound (summary.json `reduction_over_bound`): each stays as it was, a report of its own."""
 
     def during(self, ref: FindingRef, deadline: float) -> None:
-        """Reduce `ref` now if it is the first of its kind and the budget has time left."""
+        """Reduce `ref` now if it is the first of its kind and the budget has room; one that
+        waits for room is tried again at its next sighting (`again`)."""
         settings = self.cfg.reduce
         kind = (ref.verdict.value, ref.signature)
         if not (settings.enabled and settings.during) or kind in self._kinds or ref.reduced_path is not None:
+            self.waiting.pop(ref.fingerprint, None)
             return
         left = deadline - time.monotonic()
-        allowed = settings.during_share * self.cfg.budget - self.spent_during_s
+        allowed = self._allowed_during(ref)
         steps = self.budget.room() if self.budget is not None else settings.max_tests
         if left < MIN_DURING_S or allowed < MIN_DURING_S or steps < MIN_DURING_STEPS:
+            self.waiting.setdefault(ref.fingerprint, ref)
             return
+        self.waiting.pop(ref.fingerprint, None)
         left = min(left, allowed)
         self._kinds.add(kind)
         t0 = time.monotonic()
@@ -137,8 +151,33 @@ class CampaignReduction:
         spent = time.monotonic() - t0
         self.spent_s += spent
         self.spent_during_s += spent
+        if self._background(ref):
+            self.spent_background_s += spent
         if self.budget is not None:
             self.budget.judging += _tests_spent(in_output(self.out, ref.reduced_path or ref.path), steps)
+
+    def again(self, fingerprint: str, deadline: float) -> None:
+        """Another sighting under `fingerprint`: a finding whose reduction waited for room
+        is tried again now, so the bug a campaign keeps meeting is the first to get it. One
+        skipped once used to wait for the fuzzing's end: in a 1.17.3 -> 1.18.0 campaign,
+        1.18.0's float64 QuickGelu with no kernel, first seen at 35 s with the judging
+        budget spent, was 361 of its 3,446 tests."""
+        ref = self.waiting.get(fingerprint)
+        if ref is not None and ref in self.kept.findings:
+            self.during(ref, deadline)
+
+    def _background(self, ref: FindingRef) -> bool:
+        """A finding a PR check does not fail on: both builds share it, or head fixed it."""
+        return len(self.sides) > 1 and ref.across in (CrossVerdict.persistent, CrossVerdict.fixed)
+
+    def _allowed_during(self, ref: FindingRef) -> float:
+        """Seconds of `reduce.during_share` left to `ref`: what both builds share may take
+        BACKGROUND_SHARE of it, the rest stays for what head changed."""
+        share = self.cfg.reduce.during_share * self.cfg.budget
+        allowed = share - self.spent_during_s
+        if self._background(ref):
+            allowed = min(allowed, BACKGROUND_SHARE * share - self.spent_background_s)
+        return allowed
 
     def after(self) -> None:
         """Reduce what is still unreduced, then fold what is left, within `reduce.share` of
