@@ -58,8 +58,8 @@ test timeout each) or the work besides them (generalization, blame, fresh worker
 BACKGROUND_SHARE = 0.5
 """Of the reduction time while fuzzing, the most that a two-build campaign spends on bugs
 both builds share or head fixed: an old release is dense with persistent bugs, and a
-1.17.3 -> 1.18.0 campaign spent the whole share on six of them in its first 20 s, while
-the two bugs only 1.18.0 had waited for the end, and one was a tenth of its tests."""
+1.17.3 -> 1.18.0 campaign spent the share on six of them, while the two bugs only 1.18.0
+had, met at 25 s and 35 s, waited for the end, and one was a tenth of its tests."""
 FOLD_MIN_S = 30.0
 """Folding the unreduced findings gets at least this long after the reductions, even where
 they used all of `reduce.share`: a fold saves a report, and costs a blame or two."""
