@@ -27,8 +27,9 @@ file measured (backends.code_coverage). The time to kill is when that finding wa
 head that does not even start (an import error) is incompetent and is not counted.
 
 Survivors then meet a bounded search for equivalence (`equiv`): the converter's own tests
-(onnx2torch's `tests/node_converters`; a test that fails on base too says nothing), then a
-long campaign. One neither kills is set aside as equivalent; one the tests do not kill
+(onnx2torch's `tests/node_converters`, each mutant judged by the tests that ran its lines on
+base, measured once per test with coverage, since the whole suite exports every model and
+takes most of an hour; a test that fails on base too says nothing), then a long campaign. One neither kills is set aside as equivalent; one the tests do not kill
 whose long campaign was skipped (`--long-budget 0`) stays undecided. `--classes` (a JSON
 file: mutant id -> class and note, written by hand after reading each) names the
 survivors' classes in the report.
@@ -58,7 +59,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -599,7 +599,7 @@ def campaign_main(args: argparse.Namespace) -> None:
 
 
 OWN_TESTS_SHIM = """
-import sys, types
+import json, os, sys, types
 import numpy as np
 import onnx
 import onnx.helper
@@ -629,48 +629,128 @@ import onnx2torch_backend
 onnx2torch_backend._torchvision_or_stand_in()
 sys.path.pop(0)
 import pytest
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", JUNIT, "tests/node_converters"]))
+
+class Record:
+    def __init__(self):
+        self.failed, self.ran, self.broken, self.prefix = set(), 0, 0, ""
+        self.cov = None
+        if COVER:
+            import coverage
+            self.cov = coverage.Coverage(data_file=COVER, source=["onnx2torch"])
+            self.cov.start()
+
+    def pytest_configure(self, config):
+        where = os.path.relpath(config.rootpath)
+        self.prefix = "" if where == "." else where + "/"
+
+    def pytest_collectreport(self, report):
+        self.broken += report.failed
+
+    def pytest_runtest_setup(self, item):
+        if self.cov is not None:
+            self.cov.switch_context(self.prefix + item.nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        self.ran += report.when == "call"
+        if report.failed:
+            self.failed.add(self.prefix + report.nodeid)
+
+    def pytest_sessionfinish(self, session):
+        if self.cov is not None:
+            self.cov.stop()
+            self.cov.save()
+        with open(RESULT, "w") as f:
+            json.dump({"failed": sorted(self.failed), "ran": self.ran, "broken": self.broken}, f)
+
+args = ["-q", "-p", "no:cacheprovider"] + (SELECT if SELECT is not None else ["tests/node_converters"])
+sys.exit(pytest.main(args, plugins=[Record()]))
 """
 """onnx2torch's own converter tests, run under today's onnx: its test helpers import
 `onnx.mapping` (gone from onnx) and write models at onnx's newest IR version, which the
 onnxruntime they compare against may not read. The shim puts back the one table they read
 and writes each model at the lowest IR version its opsets need; the converter itself is
-untouched."""
+untouched. On base it also measures which of the package's lines each test runs (one
+coverage context per test, named by its node id from the checkout's root, as pytest takes
+it back), so a mutant runs only the tests that reach it."""
 
 
-def failing_own_tests(target: Onnx2Torch, ref: str, python: str, timeout_s: float) -> set[str] | None:
-    """The ids of onnx2torch's own converter tests that fail at `ref`; None where the run
-    cannot say (collection errors, a timeout)."""
+@dataclass
+class OwnRun:
+    """One run of the converter's own tests: the node ids that failed, and how many ran."""
+
+    failed: set[str]
+    ran: int
+
+
+def run_own_tests(
+    target: Onnx2Torch, ref: str, python: str, timeout_s: float, select: list[str] | None, cover: Path | None
+) -> OwnRun | None:
+    """onnx2torch's own converter tests at `ref` (`select`: these node ids alone; `cover`:
+    where each test's coverage goes); None where the run cannot say (a collection error, a
+    timeout, a crash)."""
     git(target.clone, "checkout", "-q", ref)
     with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "junit.xml"
-        script = f"PLUGIN_DIR = {str(PLUGIN.parent)!r}; JUNIT = {str(junit)!r}" + OWN_TESTS_SHIM
+        result = Path(tmp) / "result.json"
+        script = (
+            f"PLUGIN_DIR = {str(PLUGIN.parent)!r}; RESULT = {str(result)!r}; SELECT = {select!r}; "
+            f"COVER = {str(cover) if cover else None!r}" + OWN_TESTS_SHIM
+        )
         try:
             done = subprocess.run([python, "-c", script], cwd=target.clone, capture_output=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return None
         finally:
             git(target.clone, "checkout", "-q", target.base)
-        if done.returncode not in (0, 1) or not junit.is_file():
+        if done.returncode not in (0, 1) or not result.is_file():
             return None
-        cases = ET.parse(junit).getroot().iter("testcase")
-        return {
-            f"{c.get('classname')}::{c.get('name')}"
-            for c in cases
-            if c.find("failure") is not None or c.find("error") is not None
-        }
+        got = json.loads(result.read_text())
+        return None if got["broken"] else OwnRun(set(got["failed"]), got["ran"])
+
+
+def base_own_tests(target: Onnx2Torch, work: Path, python: str, timeout_s: float) -> OwnRun | None:
+    """Base's run of the whole suite, measured; kept in the work folder (`own-tests-base.json`
+    and its coverage data), since a resumed search need not pay for it again."""
+    record, cover = work / "own-tests-base.json", work / "own-tests-base.coverage"
+    if record.is_file() and cover.is_file():
+        got = json.loads(record.read_text())
+        return OwnRun(set(got["failed"]), got["ran"])
+    run = run_own_tests(target, target.base, python, timeout_s, None, cover)
+    if run is not None:
+        record.write_text(json.dumps({"failed": sorted(run.failed), "ran": run.ran}) + "\n")
+    return run
+
+
+def tests_reaching(cover: Path, mutant: Mutant) -> list[str]:
+    """The tests that ran a line of the mutant's function on base: no other test can see it.
+    A mutant at module level (a converter's registration) runs at import for every test
+    alike, so it counts the tests that ran any line of its file."""
+    import coverage
+
+    data = coverage.CoverageData(str(cover))
+    data.read()
+    measured = next((f for f in data.measured_files() if f.endswith("/" + mutant.file)), None)
+    if measured is None:
+        return []
+    first, last = mutant.span
+    module = mutant.function == "<module>"
+    by_line = data.contexts_by_lineno(measured)
+    return sorted({c for line, cs in by_line.items() if module or first <= line <= last for c in cs if c})
 
 
 def own_tests(
-    target: Onnx2Torch, head: str, base_failing: set[str] | None, python: str, timeout_s: float
-) -> list[str] | None:
+    target: Onnx2Torch, work: Path, head: str, mutant: Mutant, base: OwnRun | None, python: str, timeout_s: float
+) -> tuple[list[str] | None, int]:
     """The tests that fail on the mutant and pass on base (the mutant is killed where there is
-    one); None where either run cannot say. Tests base fails already are left out, so one
-    broken by the environment does not blind the rest."""
-    if base_failing is None:
-        return None
-    head_failing = failing_own_tests(target, head, python, timeout_s)
-    return None if head_failing is None else sorted(head_failing - base_failing)
+    one; None where either run cannot say), and how many ran on it: those that reach the
+    mutant on base, less those base fails already, so one broken by the environment does not
+    blind the rest."""
+    if base is None:
+        return None, 0
+    selected = [t for t in tests_reaching(work / "own-tests-base.coverage", mutant) if t not in base.failed]
+    if not selected:
+        return [], 0
+    run = run_own_tests(target, head, python, timeout_s, selected, None)
+    return (None, 0) if run is None else (sorted(run.failed), run.ran)
 
 
 def equiv(args: argparse.Namespace) -> None:
@@ -685,11 +765,8 @@ def equiv(args: argparse.Namespace) -> None:
         r["mutant"] for r in rows if r["mode"] == "on" and r["outcome"] == "survived" and r["half"] == args.half
     ]
     by_id = {m.id: m for m in load_draw(work, args.target)}
-    base_failing = (
-        failing_own_tests(target, target.base, args.tests_python, args.tests_timeout)
-        if isinstance(target, Onnx2Torch)
-        else None
-    )
+    o2t = target if isinstance(target, Onnx2Torch) else None
+    base = base_own_tests(o2t, work, args.tests_python, args.base_tests_timeout) if o2t else None
     for mid in survivors:
         if mid in judged:
             continue
@@ -697,13 +774,12 @@ def equiv(args: argparse.Namespace) -> None:
         head = target.make_head(mutant)
         try:
             verdict: dict[str, Any] = {"mutant": mid, "mode": "on", "half": args.half, "phase": "equiv"}
-            failed = (
-                own_tests(target, head, base_failing, args.tests_python, args.tests_timeout)
-                if isinstance(target, Onnx2Torch)
-                else None
+            failed, ran = (
+                own_tests(o2t, work, head, mutant, base, args.tests_python, args.tests_timeout) if o2t else (None, 0)
             )
             verdict["tests_kill"] = None if failed is None else bool(failed)
-            verdict["tests_failing_on_base"] = None if base_failing is None else len(base_failing)
+            verdict["tests_failing_on_base"] = None if base is None else len(base.failed)
+            verdict["tests_ran"] = ran
             verdict["tests_failed"] = (failed or [])[:20]
             if not failed and args.long_budget > 0:
                 long = run_campaign(target, mutant, "on", head, work, args.long_budget)
@@ -801,7 +877,8 @@ def main() -> int:
     sub.choices["campaign"].add_argument("--head", required=True)
     sub.choices["equiv"].add_argument("--half", choices=HALVES, required=True)
     sub.choices["equiv"].add_argument("--long-budget", type=float, default=1200.0)
-    sub.choices["equiv"].add_argument("--tests-timeout", type=float, default=1200.0)
+    sub.choices["equiv"].add_argument("--tests-timeout", type=float, default=1200.0, help="a mutant's tests")
+    sub.choices["equiv"].add_argument("--base-tests-timeout", type=float, default=3600.0, help="base's whole suite")
     sub.choices["equiv"].add_argument(
         "--tests-python",
         default=sys.executable,
