@@ -1,6 +1,7 @@
-"""Reduction while fuzzing (bot.reduce.campaign.CampaignReduction.during): a first finding
-that finds no room waits and is tried again at its next sighting, and in a two-build
-campaign what both builds share cannot take the time what head changed needs. Real
+"""A campaign's reduction phase (bot.reduce.campaign.CampaignReduction). While fuzzing, a
+first finding that finds no room waits and is tried again at its next sighting, and in a
+two-build campaign what both builds share cannot take the time what head changed needs.
+After it, a finding one already reduced names is folded, not reduced again. Real
 onnxruntime workers, head with a planted wrong result (the `perturb` test fault)."""
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def _found(out: Path, name: str, ops: list[str], label: CrossVerdict) -> Finding
     )
 
 
-def _reduction(out: Path, refs: list[FindingRef], budget: JudgingBudget) -> CampaignReduction:
+def _reduction(out: Path, refs: list[FindingRef], budget: JudgingBudget, two: bool = True) -> CampaignReduction:
+    """Base as shipped and head perturbed (`two`), or head alone."""
     cfg = FuzzConfig(
         out=out, backend=SPEC, budget=BUDGET_S, reduce={"generalize": False, "budget": 30, "during_share": 0.5}
     )
-    runs = {"base": SideRun(SPEC, sys.executable, 30.0), "head": SideRun(SPEC, sys.executable, 30.0, PERTURB)}
+    runs = {"base": SideRun(SPEC, sys.executable, 30.0)} if two else {}
+    runs["head"] = SideRun(SPEC, sys.executable, 30.0, PERTURB)
     return CampaignReduction(cfg, runs, KeptFindings(list(refs)), FindingStore.in_dir(out), budget=budget)
 
 
@@ -118,3 +121,26 @@ def test_what_both_builds_share_leaves_the_time_for_what_head_changed(tmp_path: 
         reduction.close()
     assert changed.reduced_path is not None, "head's change had the rest of the share"
     assert reduction.spent_background_s == BACKGROUND_SHARE * 0.5 * BUDGET_S - 1.0, "and it is not the background's"
+
+
+def test_after_the_fuzzing_a_finding_a_reduced_bug_names_is_folded_not_reduced(tmp_path: Path) -> None:
+    """One build: one bug reduced while fuzzing, a second sighting of it under another
+    fingerprint, and another bug: the sighting is folded into the first by its blame, with no reduction of
+    its own, and only the other bug is reduced. (Folding last, both were reduced, and the
+    share ran out before a 1.17.3 -> 1.18.0 campaign's other 111 findings were folded.)"""
+    out = tmp_path / "out"
+    first = _found(out, "first", ["Relu", "Neg", "Abs", "Sqrt"], CrossVerdict.persistent)
+    again = _found(out, "again", ["Relu"], CrossVerdict.persistent)  # the fault shows in a first output alone
+    other = _found(out, "other", ["Neg", "Abs", "Exp"], CrossVerdict.persistent)
+    reduction = _reduction(out, [first, again, other], JudgingBudget(share=1.0), two=False)
+    try:
+        reduction.during(first, time.monotonic() + BUDGET_S)
+        assert first.reduced_path is not None
+        reduction.after()
+    finally:
+        reduction.close()
+    kept = reduction.kept.findings
+    assert [r.fingerprint for r in kept] == [first.fingerprint, other.fingerprint], kept
+    assert other.reduced_path is not None, "the other bug had the share"
+    folded = [p for p in (out / "duplicates").rglob("finding.json") if "again" in str(p)]
+    assert folded and not any("reduced" in p.parts for p in folded), folded
