@@ -195,7 +195,7 @@ class CampaignReduction:
         already reduced before any more is reduced, and again after each reduction: a fold
         costs a blame (a second, on onnxruntime), a reduction up to `reduce.budget`. Folding
         last, in what the reductions left of the share, a 1.17.3 -> 1.18.0 campaign left 111
-        findings unfolded, 134 persistent reports; folded first, 47."""
+        findings unfolded, 138 reports; folding first, it made 41."""
         settings = self.cfg.reduce
         if not settings.enabled:
             return
