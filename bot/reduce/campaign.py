@@ -25,7 +25,7 @@ from bot.findings.kept import KeptFindings
 from bot.findings.known_bugs import KnownBug, known_bug, read_known
 from bot.findings.records import FindingRecords
 from bot.findings.store import FindingStore
-from bot.findings.summary import FindingRef, in_output
+from bot.findings.summary import FindingRef, in_output, seen_union
 from bot.reduce.blame import blame
 from bot.reduce.finding import (
     across_after_reduction,
@@ -298,8 +298,12 @@ class CampaignReduction:
         return Finding.model_validate_json(path.read_text()).rewrite
 
     def _fold(self, ref: FindingRef, target: FindingRef, bundle: Path) -> None:
-        """`ref` is another sighting of `target`'s bug: counted there, kept as a duplicate."""
+        """`ref`, unreduced, is another sighting of `target`'s bug: counted there, kept as a
+        duplicate, and its own name listed among the bug's triggers (a crash's message names
+        the node that ran the check: another way the bug is reached, which its reduction
+        would have named, had folding not made it unneeded)."""
         self.aliases[ref.fingerprint] = target.fingerprint
+        ref.triggers = seen_union(ref.triggers, [ref.signature])
         self.records.fold(ref, target, bundle)
 
     def reduce(self, ref: FindingRef, budget_s: float, max_tests: int | None = None) -> None:
