@@ -27,10 +27,13 @@ file measured (backends.code_coverage). The time to kill is when that finding wa
 head that does not even start (an import error) is incompetent and is not counted.
 
 Survivors then meet a bounded search for equivalence (`equiv`): the converter's own tests
-(onnx2torch's `tests/node_converters`, each mutant judged by the tests that ran its lines on
-base, measured once per test with coverage, since the whole suite exports every model and
-takes most of an hour; a test that fails on base too says nothing), then a long campaign. One neither kills is set aside as equivalent; one the tests do not kill
-whose long campaign was skipped (`--long-budget 0`) stays undecided. `--classes` (a JSON
+(onnx2torch's `tests/node_converters`; a test that fails on base too says nothing), then a
+long campaign. Every test exports its model through torch, and the whole suite takes over
+an hour, so a mutant is judged by the tests that ran its lines on base (`--own-tests
+covered`: base's suite measured once, one coverage context per test) or by the test file
+named for its module (`named`: no whole-suite run). One neither kills is set aside as
+equivalent; one the tests do not kill whose long campaign was skipped (`--long-budget 0`)
+stays undecided. `--classes` (a JSON
 file: mutant id -> class and note, written by hand after reading each) names the
 survivors' classes in the report.
 
@@ -753,6 +756,28 @@ def own_tests(
     return (None, 0) if run is None else (sorted(run.failed), run.ran)
 
 
+def named_test_files(clone: Path, mutant: Mutant) -> list[str]:
+    """The converter's own test file named for the mutated module (`node_converters/mean.py`:
+    `tests/node_converters/mean_test.py`); none for a shared helper (`utils/dtype.py`)."""
+    folder = clone / "tests" / "node_converters"
+    return sorted(str(p.relative_to(clone)) for p in folder.glob(f"{Path(mutant.file).stem}_test.py"))
+
+
+def own_tests_named(
+    target: Onnx2Torch, head: str, mutant: Mutant, python: str, timeout_s: float
+) -> tuple[list[str] | None, int]:
+    """`own_tests` without base's whole measured suite: the test file named for the mutated
+    module, run on base and on the mutant; a test failing on the mutant alone kills it."""
+    selected = named_test_files(target.clone, mutant)
+    if not selected:
+        return [], 0
+    base = run_own_tests(target, target.base, python, timeout_s, selected, None)
+    run = run_own_tests(target, head, python, timeout_s, selected, None)
+    if base is None or run is None:
+        return None, 0
+    return sorted(run.failed - base.failed), run.ran
+
+
 def equiv(args: argparse.Namespace) -> None:
     """Survivors of the half (mode on): the converter's tests, then a long campaign. A mutant
     is equivalent only once both ran and neither told it apart; with the long campaign
@@ -766,7 +791,8 @@ def equiv(args: argparse.Namespace) -> None:
     ]
     by_id = {m.id: m for m in load_draw(work, args.target)}
     o2t = target if isinstance(target, Onnx2Torch) else None
-    base = base_own_tests(o2t, work, args.tests_python, args.base_tests_timeout) if o2t else None
+    named = args.own_tests == "named"
+    base = base_own_tests(o2t, work, args.tests_python, args.base_tests_timeout) if o2t and not named else None
     for mid in survivors:
         if mid in judged:
             continue
@@ -774,9 +800,13 @@ def equiv(args: argparse.Namespace) -> None:
         head = target.make_head(mutant)
         try:
             verdict: dict[str, Any] = {"mutant": mid, "mode": "on", "half": args.half, "phase": "equiv"}
-            failed, ran = (
-                own_tests(o2t, work, head, mutant, base, args.tests_python, args.tests_timeout) if o2t else (None, 0)
-            )
+            failed, ran = (None, 0)
+            if o2t and named:
+                failed, ran = own_tests_named(o2t, head, mutant, args.tests_python, args.tests_timeout)
+                verdict["tests_selected"] = "named"
+            elif o2t:
+                failed, ran = own_tests(o2t, work, head, mutant, base, args.tests_python, args.tests_timeout)
+                verdict["tests_selected"] = "covered"
             verdict["tests_kill"] = None if failed is None else bool(failed)
             verdict["tests_failing_on_base"] = None if base is None else len(base.failed)
             verdict["tests_ran"] = ran
@@ -879,6 +909,13 @@ def main() -> int:
     sub.choices["equiv"].add_argument("--long-budget", type=float, default=1200.0)
     sub.choices["equiv"].add_argument("--tests-timeout", type=float, default=1200.0, help="a mutant's tests")
     sub.choices["equiv"].add_argument("--base-tests-timeout", type=float, default=3600.0, help="base's whole suite")
+    sub.choices["equiv"].add_argument(
+        "--own-tests",
+        choices=("covered", "named"),
+        default="covered",
+        help="the tests that ran the mutant's lines on base (base's whole suite measured once), or the file named"
+        " for its module (no whole-suite run)",
+    )
     sub.choices["equiv"].add_argument(
         "--tests-python",
         default=sys.executable,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.mutants import Mutant, enclosing, equivalence, mutate_source, population, reaches
+from bench.mutants import Mutant, enclosing, equivalence, mutate_source, named_test_files, population, reaches
 from bot.findings.summary import in_output
 from tests.conftest import CliResult
 from tests.toy_repo import BACKEND, SOURCE, Builder
@@ -124,3 +124,20 @@ def test_a_survivor_is_equivalent_only_once_both_searches_ran_and_neither_told_i
     assert equivalence(tests_kill=False, long_campaign="killed") == "not_equivalent"
     assert equivalence(tests_kill=False, long_campaign="survived") == "equivalent"
     assert equivalence(tests_kill=False, long_campaign=None) == "undecided"
+
+
+def test_the_own_named_test_files_a_mutant_are_its_module_s_file_and_a_helper_has_none(tmp_path: Path) -> None:
+    """`equiv --own-tests named` runs the converter's test file for the mutated module on
+    base and on the mutant; a shared helper has no such file, and no test is claimed."""
+    folder = tmp_path / "tests" / "node_converters"
+    folder.mkdir(parents=True)
+    for name in ("mean_test.py", "mean_variance_test.py", "reduce_test.py"):
+        (folder / name).write_text("")
+
+    def mutant(file_: str) -> Mutant:
+        return Mutant("m", file_, "core/NumberReplacer", 0, 1, "<module>", (1, 1), "report")
+
+    assert named_test_files(tmp_path, mutant("onnx2torch/node_converters/mean.py")) == [
+        "tests/node_converters/mean_test.py"
+    ]
+    assert named_test_files(tmp_path, mutant("onnx2torch/utils/dtype.py")) == []
