@@ -786,8 +786,14 @@ def equiv(args: argparse.Namespace) -> None:
     target = open_target(args.target, work, args.repo)
     rows = results(work, args.target)
     judged = {r["mutant"] for r in rows if r.get("phase") == "equiv"}
+    only = set(args.only.split(",")) if args.only else None
     survivors = [
-        r["mutant"] for r in rows if r["mode"] == "on" and r["outcome"] == "survived" and r["half"] == args.half
+        r["mutant"]
+        for r in rows
+        if r["mode"] == "on"
+        and r["outcome"] == "survived"
+        and r["half"] == args.half
+        and (not only or r["mutant"] in only)
     ]
     by_id = {m.id: m for m in load_draw(work, args.target)}
     o2t = target if isinstance(target, Onnx2Torch) else None
@@ -901,7 +907,8 @@ def main() -> int:
     sub.choices["run"].add_argument("--half", choices=HALVES, required=True)
     sub.choices["run"].add_argument("--per-half", type=int, default=20, help="competent mutants to run")
     sub.choices["run"].add_argument("--modes", default="on,off")
-    sub.choices["run"].add_argument("--only", default="", help="these mutant ids alone (comma-separated)")
+    for name in ("run", "equiv"):
+        sub.choices[name].add_argument("--only", default="", help="these mutant ids alone (comma-separated)")
     sub.choices["campaign"].add_argument("--mutant", required=True)
     sub.choices["campaign"].add_argument("--mode", choices=MODES, required=True)
     sub.choices["campaign"].add_argument("--head", required=True)
