@@ -256,7 +256,9 @@ def test_a_finding_whose_folding_asks_past_the_bound_stays_listed_and_the_rest_f
     out = tmp_path / "out"
     refs: list[FindingRef] = []
     for name, model in (("greedy", filled(GIB // 4)), ("small", filled(1000))):  # 1 GiB of float32, 4 KB
-        finding = Finding(verdict=Verdict.wrong_result, backend=BackendInfo(name="onnxruntime", level="all", version=""))
+        finding = Finding(
+            verdict=Verdict.wrong_result, backend=BackendInfo(name="onnxruntime", level="all", version="")
+        )
         write_bundle(out / "findings" / name, model, X, None, finding)
         refs.append(
             FindingRef(
