@@ -166,8 +166,8 @@ class CampaignReduction:
         """Another sighting under `fingerprint`: a finding whose reduction waited for room
         is tried again now, so the bug a campaign keeps meeting is the first to get it. One
         skipped once used to wait for the fuzzing's end: in a 1.17.3 -> 1.18.0 campaign,
-        1.18.0's float64 QuickGelu with no kernel, first seen at 35 s with the judging
-        budget spent, was 361 of its 3,446 tests."""
+        1.18.0's float64 QuickGelu with no kernel, first seen at 35 s while earlier reductions held the
+        room, was 361 of its 3,446 tests."""
         ref = self.waiting.get(fingerprint)
         if ref is not None and ref in self.kept.findings:
             self.during(ref, deadline)
