@@ -203,19 +203,28 @@ class CampaignReduction:
         deadline = t0 + settings.share * self.cfg.budget if self.cfg.budget else None
         order = reduction_order(self.kept.findings)[: settings.max_findings]
         changed = [r for r in order if not self._background(r)] if len(self.sides) > 1 else []
-        for ref in [*changed, None, *(r for r in order if r not in changed)]:
-            if ref is None:
-                self.fold_unreduced(deadline)
-                continue
-            left = settings.budget if deadline is None else min(settings.budget, deadline - time.monotonic())
-            if left < MIN_DURING_S:
-                break
-            if ref.reduced_path is None and ref in self.kept.findings:
-                self.bounded(ref, partial(self.reduce, ref, left))
-                if ref.reduced_path is not None and ref not in changed:
-                    self.fold_unreduced(deadline)  # the keys asked before are kept: set intersections
+        if self._reduce_each(changed, deadline, fold=False):
+            self.fold_unreduced(deadline)
+            self._reduce_each([r for r in order if r not in changed], deadline, fold=True)
         self.fold_unreduced(None if deadline is None else max(deadline, time.monotonic() + FOLD_MIN_S))
         self.spent_s += time.monotonic() - t0
+
+    def _reduce_each(self, refs: list[FindingRef], deadline: float | None, *, fold: bool) -> bool:
+        """Reduce each of `refs` still unreduced and kept (a fold may have taken it), with
+        what is left of the share; whether the share lasted. `fold`: fold the rest into each
+        new reduced bug at once (the keys asked before are kept, so a fold is set
+        intersections and the blames of findings not asked yet)."""
+        for ref in refs:
+            left = (
+                self.cfg.reduce.budget if deadline is None else min(self.cfg.reduce.budget, deadline - time.monotonic())
+            )
+            if left < MIN_DURING_S:
+                return False
+            if ref.reduced_path is None and ref in self.kept.findings:
+                self.bounded(ref, partial(self.reduce, ref, left))
+                if fold and ref.reduced_path is not None:
+                    self.fold_unreduced(deadline)
+        return True
 
     def fold_unreduced(self, deadline: float | None = None) -> None:
         """Fold each finding left unreduced into a reduced bug of its label when its own

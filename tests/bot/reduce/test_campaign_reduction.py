@@ -10,10 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from backends.client import WorkerClient
 from backends.faults import FaultSpec
@@ -30,6 +27,7 @@ from bot.reduce.workers import SideRun
 from oracles.judging_budget import JudgingBudget
 from oracles.sides import CrossVerdict
 from oracles.verdict import Verdict, judge
+from tests.cases import unary_chain
 
 pytestmark = [pytest.mark.worker]
 
@@ -38,22 +36,9 @@ PERTURB: FaultSpec = {"kind": "perturb"}
 BUDGET_S = 120.0
 
 
-def _chain(ops: list[str]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    names = ["x", *(f"t{i}" for i in range(len(ops) - 1)), "y"]
-    nodes = [helper.make_node(op, [names[i]], [names[i + 1]]) for i, op in enumerate(ops)]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    return model, {"x": np.linspace(0.5, 3.0, 6, dtype=np.float32).reshape(2, 3)}
-
-
 def _found(out: Path, name: str, ops: list[str], label: CrossVerdict) -> FindingRef:
     """A wrong result of head's (perturbed) build, judged as a campaign judges it, kept."""
-    model, inputs = _chain(ops)
+    model, inputs = unary_chain(ops)
     with WorkerClient(parse_backend(SPEC), sys.executable, 30.0, fault=PERTURB) as client:
         result = client.run(model.SerializeToString(), inputs)
     j = judge(result, run_reference(model, inputs), ",".join(ops))

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from bot.campaign.sides import open_campaign
 from bot.cases.user_cases import load_user_case
@@ -21,24 +20,16 @@ from bot.config import FuzzConfig
 from bot.findings.bundle import Finding
 from bot.reduce.campaign import CampaignReduction
 from oracles.bug_identity import kernel_fingerprint
+from tests.cases import unary_chain
 
 pytestmark = [pytest.mark.worker, pytest.mark.campaign]
 
 
 def _chain(path: Path) -> Path:
-    """Relu -> Neg -> Abs -> Sqrt over float32: every output wrong under `perturb`, so the
-    reduction has nodes to remove and a kernel to blame."""
-    names = ["x", "a", "b", "c", "y"]
-    nodes = [helper.make_node(op, [names[i]], [names[i + 1]]) for i, op in enumerate(["Relu", "Neg", "Abs", "Sqrt"])]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    """Relu -> Neg -> Abs -> Sqrt, saved with its input beside it."""
+    model, inputs = unary_chain(["Relu", "Neg", "Abs", "Sqrt"])
     onnx.save(model, str(path))
-    np.savez(path.with_suffix(".npz"), x=np.linspace(0.5, 3.0, 6, dtype=np.float32).reshape(2, 3))
+    np.savez(path.with_suffix(".npz"), **inputs)  # type: ignore[arg-type]
     return path
 
 
