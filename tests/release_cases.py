@@ -397,32 +397,59 @@ of unknown shape, as a scalar: 1.18.0 computes the Squeeze right, folds a Shape 
 empty tensor at `all`, and refuses every consumer whose inference reads its rank; 1.17.3
 runs each model right. A 5-minute campaign between them reported it as ten regressions."""
 
-SQUEEZE_CONSUMERS = ("shape", "unsqueeze", "gather_of_shape")
+SQUEEZE_CONSUMERS = ("shape", "unsqueeze", "gather_of_shape", "onehot_of_shape")
 
 
 def squeeze_of_unknown_shape_then(consumer: str) -> Case:
     """TopK with k a graph input (its outputs' dims unknown until run), Squeeze without
     axes, then `consumer`: a Shape (1.18.0: shape (0,) for (2,)), an Unsqueeze (refused at
     load, "values in 'axes' are beyond the bounds", naming the node), or a Gather of the
-    Shape (refused at load by the folding, "indices element out of data bounds", naming none)."""
+    Shape (refused at load by the folding, "indices element out of data bounds", naming none),
+    or a OneHot of the Shape (the optimizer dies of a SIGFPE folding it)."""
     tail = {
         "shape": [helper.make_node("Shape", ["s"], ["y"])],
         "unsqueeze": [helper.make_node("Unsqueeze", ["s"], ["y"], axes=[2, 1])],
         "gather_of_shape": [helper.make_node("Shape", ["s"], ["z"]), helper.make_node("Gather", ["z", "c"], ["y"])],
+        "onehot_of_shape": [
+            helper.make_node("Shape", ["s"], ["z"]),
+            helper.make_node("OneHot", ["z", "depth", "onoff"], ["y"]),
+        ],
     }[consumer]
     nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-2), helper.make_node("Squeeze", ["i"], ["s"])]
     c = onnx.numpy_helper.from_array(np.array([1], np.int64), "c")
+    d = onnx.numpy_helper.from_array(np.array([19.0], np.float32), "depth")
+    v = onnx.numpy_helper.from_array(np.array([0, 1], np.int32), "onoff")
     inputs = [_value("x", _F32, [3, 5, 1, 1]), _value("k", _I64, [1])]
+    shape = {"shape": [2], "unsqueeze": [3, 1, 1, 5], "gather_of_shape": [1], "onehot_of_shape": [2, 19]}[consumer]
     model = _model(
         nodes + tail,
         inputs,
-        [_value("y", _I64, {"shape": [2], "unsqueeze": [3, 1, 1, 5], "gather_of_shape": [1]}[consumer])],
-        [c] if consumer == "gather_of_shape" else [],
+        [_value("y", _I32 if consumer == "onehot_of_shape" else _I64, shape)],
+        {"gather_of_shape": [c], "onehot_of_shape": [d, v]}.get(consumer, []),
         opset=11,
         ir=6,
     )
     x = np.random.default_rng(0).uniform(-1, 1, (3, 5, 1, 1)).astype(np.float32)
     return model, {"x": x, "k": np.array([1], np.int64)}
+
+
+BODY_LOSES_NOOP = "1.17.3"
+"""A release that runs float64 ReduceLogSum, ReduceL1 and ReduceL2 at opset 18 as their
+function bodies, and loses `noop_with_empty_axes` in them: given no axes, it reduces over all
+of them instead of passing the input on. The bodies as the spec writes them run right on it,
+as does ReduceSum itself (1.18.0 too)."""
+
+BODY_OPS = ("ReduceLogSum", "ReduceL1", "ReduceL2")
+
+
+def reduce_over_no_axes(op: str) -> Case:
+    """`op` over float64 with an empty `axes` and `noop_with_empty_axes`: the input itself,
+    reduced over nothing."""
+    nodes = [helper.make_node(op, ["x", "axes"], ["y"], noop_with_empty_axes=1, keepdims=1)]
+    axes = onnx.numpy_helper.from_array(np.zeros(0, np.int64), "axes")
+    x, y = _value("x", TensorProto.DOUBLE, [2, 3]), _value("y", TensorProto.DOUBLE, [2, 3])
+    model = _model(nodes, [x], [y], [axes], opset=18)
+    return model, {"x": np.arange(1.0, 7.0).reshape(2, 3)}
 
 
 RNN_ALPHA_ABORT = "1.28.0"

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -46,6 +46,7 @@ from backends.reference import trace_reference
 from backends.results import Stage, Status
 from bot.findings.bundle import Bundle
 from bot.reduce.candidates import ClientPool
+from bot.reduce.function_body import body_ops, expand
 from generator.ops.narrow import as_numpy
 from oracles.asking import Asking
 from oracles.bug_identity import Distance, same_bug
@@ -59,6 +60,8 @@ _LOADING = re.compile(r"Node \(([^)]*)\) Op \((\w+)\)")
 STATIC_SHAPE = "static shape"
 """The kind of mismatch of a tensor computed right whose Shape the build gets wrong."""
 _SHAPE_OF = "/static_shape"
+FUNCTION_BODY = "function body"
+"""The kernel of a failure that only the build's own expansion of a function op shows."""
 MAX_CUTS = 16
 """Cuts tried to place a refusal whose message names no node: a reduced trigger has a few
 nodes, and an unreduced finding folded by its blame is bounded in steps, not in a build's
@@ -126,7 +129,8 @@ def blame(bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
     if finding.verdict is Verdict.wrong_result:
         upto = len(model.graph.node)
         reads_shapes = any(n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx") for n in model.graph.node)
-        return _earliest(model, _first_wrong(bundle, upto, pool, judging), reads_shapes, bundle, upto, pool, judging)
+        found = _through_body(_first_wrong(bundle, upto, pool, judging), bundle, pool, judging)
+        return _earliest(model, found, reads_shapes, bundle, upto, pool, judging)
     if finding.verdict is not Verdict.crash:
         return None
     crashed = crashed_node(model, finding.message)
@@ -138,6 +142,12 @@ def blame(bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
         found = None if at_load else _first_wrong(bundle, crashed, pool, judging)
         return _earliest(model, found, True, bundle, crashed, pool, judging)
     memory = crash_kind(finding) == MEMORY_FAULT
+    if finding.symptom.startswith("signal ") and at_load:
+        # a death at load may be a wrong static shape's consequence, as a refusal at load is:
+        # 1.18.0's scalar Squeeze killed its optimizer with a SIGFPE on a OneHot of its Shape
+        static = _static_shape(bundle, len(model.graph.node), pool, judging)
+        if static is not None:
+            return static
     if finding.kernel:  # a death already placed in the optimizer's pass (backends.death)
         return None
     if finding.symptom.startswith("signal ") and (finding.stage == "run" or memory):
@@ -171,6 +181,37 @@ def _first_wrong(bundle: Bundle, upto: int, pool: ClientPool, judging: Judging) 
     if tensor is None or not (first.kernels or ends & set(wrong)):
         return None
     return Blame(wrong[tensor], _kernel(model, result.kernels, tensor), tensor)
+
+
+def _through_body(found: Blame | None, bundle: Bundle, pool: ClientPool, judging: Judging) -> Blame | None:
+    """`found`, or where the build ran its node as the op's function body (the kernel named
+    is one of the body's, not the op's own), the body expanded in the model as the spec
+    writes it: its first wrong tensor names the kernel; where the expansion runs right, the
+    build's own expansion is the bug (FUNCTION_BODY); failing both, the node's op. onnxruntime
+    1.17.3 loses `noop_with_empty_axes` in the float64 bodies of ReduceLogSum, ReduceL1 and
+    ReduceL2 alike, which were named by each body's last node (`Log`, `ReduceSum`, `Cast`),
+    the second a name of real ReduceSum defects."""
+    if found is None:
+        return None
+    model = bundle.model
+    index = next(i for i, n in enumerate(model.graph.node) if found.tensor in n.output)
+    node = model.graph.node[index]
+    own = f"{node.domain or 'ai.onnx'}::{node.op_type}"
+    types = _tensor_types(model, bundle.inputs) or {}
+    ops = body_ops(model, node, types) if found.kernel != own else None
+    if not ops or found.kernel.rsplit("::", 1)[-1] not in ops:
+        return found
+    expanded = expand(model, index, types)
+    if expanded is None:
+        return Blame(found.symptom, own, found.tensor)
+    spelled = replace(bundle, model=expanded)
+    inner = _first_wrong(spelled, len(expanded.graph.node), pool, judging)
+    if inner is not None:
+        return inner
+    with pool.lend() as client:
+        result = client.run(expanded.SerializeToString(), bundle.inputs)
+    right = judging.judge(judging.compute(expanded, bundle.inputs), result).verdict is Verdict.pass_
+    return Blame(found.symptom, FUNCTION_BODY if right else own, found.tensor)
 
 
 def _earliest(

@@ -16,7 +16,7 @@ from backends.reference import run_reference
 from backends.results import BackendInfo
 from backends.spec import parse_backend
 from bot.findings.bundle import Bundle, Finding
-from bot.reduce.blame import blame
+from bot.reduce.blame import FUNCTION_BODY, blame
 from bot.reduce.candidates import ClientPool
 from oracles.judging import Judging
 from oracles.verdict import Verdict, judge
@@ -126,8 +126,9 @@ def test_a_wrong_static_shape_is_one_bug_whichever_consumer_shows_it(consumer: s
     """onnxruntime 1.18.0 infers a Squeeze without axes, on an input of unknown shape, as a
     scalar. Its values are right; a Shape of it comes out empty, an Unsqueeze of it is
     refused at load naming the node, a Gather of its Shape is refused by the folding naming
-    none. Each is blamed on the Squeeze's static shape, one name for the three (ten reports
-    in one campaign before). 1.17.3 runs each right: the probe's Shapes are not wrong there."""
+    none, a OneHot of its Shape kills the optimizer. Each is blamed on the Squeeze's static
+    shape, one name for them all (ten reports in one campaign before, and a death beside
+    them). 1.17.3 runs each right: the probe's Shapes are not wrong there."""
     model, inputs = rc.squeeze_of_unknown_shape_then(consumer)
     base, head = rc.SQUEEZE_AS_SCALAR
     bundle, pool = _bundle(model, inputs, rc.ort_python(head))
@@ -141,3 +142,18 @@ def test_a_wrong_static_shape_is_one_bug_whichever_consumer_shows_it(consumer: s
     right, pool = _bundle(model, inputs, rc.ort_python(base))
     pool.close()
     assert right.finding is not None and right.finding.verdict is Verdict.pass_
+
+
+@pytest.mark.parametrize("op", rc.BODY_OPS)
+def test_a_wrong_function_body_is_one_bug_whichever_op_it_expands(op: str) -> None:
+    """onnxruntime 1.17.3 runs these ops at float64 as their function bodies and loses
+    `noop_with_empty_axes` in them. The wrong output is made by each body's last node (a
+    Log, a ReduceSum, a Cast), which named three bugs, one of them a ReduceSum's. The bodies
+    as the spec writes them run right on it, so the build's expansion is the bug: one name."""
+    bundle, pool = _bundle(*rc.reduce_over_no_axes(op), rc.ort_python(rc.BODY_LOSES_NOOP))
+    try:
+        assert bundle.finding is not None and bundle.finding.verdict is Verdict.wrong_result, bundle.finding
+        found = blame(bundle, pool, Judging.shipped())
+    finally:
+        pool.close()
+    assert found is not None and found.kernel == FUNCTION_BODY and found.tensor == "y", found
