@@ -43,7 +43,7 @@ from typing import Protocol
 
 from backends.results import BackendInfo
 from oracles.sides import Localization
-from oracles.signature import crash_site, fingerprint, normalize
+from oracles.signature import SOURCE_CHECK, crash_site, fingerprint, normalize
 from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
 
 MESSAGE_SIMILARITY = 0.85
@@ -171,8 +171,10 @@ def rewrite_fingerprint(finding: Named, label: str) -> str:
 def crash_site_fingerprint(finding: Named, label: str) -> str:
     """A reduced crash's identity: the check that failed (oracles.signature.crash_site), or
     for a death in the optimizer the pass it died in (`finding.kernel`, with the kind of
-    death: backends.death), its stage and the label. Another label splits them, as for a
+    death: backends.death), its stage (none for a check named by its source line, which is
+    one check at load and at run) and the label. Another label splits them, as for a
     wrong result's kernel."""
     site = f"{crash_kind(finding)} {finding.kernel}" if finding.kernel else crash_site(finding.signature)
-    name = f"{finding.stage} crash at {site} {label}"
+    stage = "" if SOURCE_CHECK.search(site) else f"{finding.stage} "
+    name = f"{stage}crash at {site} {label}"
     return fingerprint(finding.backend.name, Verdict.crash.value, name)

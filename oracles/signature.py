@@ -157,6 +157,15 @@ _RUNNING_NODE = re.compile(r"Non-zero status code returned while running \w+ nod
 """onnxruntime's preamble naming the node that ran the kernel whose check failed."""
 
 
+_INITIALIZING = re.compile(r"Exception during initialization:\s*")
+"""onnxruntime's preamble for a check that failed while the session was made: a kernel its
+constant folding ran, whose same check fails at run time when the input is not constant
+(ReduceMean's "Reduction on all axes, output size should be 1": one report at each stage)."""
+
+SOURCE_CHECK = re.compile(r"<path>:<n>")
+"""A check named by its source file and line: one check, whichever stage ran into it."""
+
+
 _GOT_TYPE = re.compile(r"(Mismatched type on argument #\S+ when calling: .*?\. Expected \S+) but got .*?(?= \(T: |$)")
 """TVM's FFI refusing an argument: the call and what it expected name the site, the type it
 got is the trigger's."""
@@ -183,7 +192,8 @@ def crash_site(signature: str) -> str:
     refused: its OneHot converter passes a constant depth on to `relax.op.one_hot`, which
     expects an `int`, and "got `float`" (a scalar depth) and "got `ffi.Array`" (a depth of
     shape [1]) were two reports of that one line."""
-    site = _GOT_TYPE.sub(r"\1", _NODE_NAMED.sub("Node Op (", _RUNNING_NODE.sub("", signature)))
+    site = _INITIALIZING.sub("", _RUNNING_NODE.sub("", signature))
+    site = _GOT_TYPE.sub(r"\1", _NODE_NAMED.sub("Node Op (", site))
     return _TYPES_SEEN.sub("", site)
 
 

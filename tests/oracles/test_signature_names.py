@@ -13,8 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from backends.client import WorkerClient
 from backends.results import BackendInfo, RunResult, Stage, Status
 from backends.spec import parse_backend
+from bot.findings.bundle import Finding
+from oracles.bug_identity import crash_site_fingerprint
 from oracles.signature import crash_site, is_meaningful_name, normalize
 from oracles.verdict import judge
+from tests import release_cases as rc
 
 pytestmark = [pytest.mark.worker]
 
@@ -270,3 +273,35 @@ def test_one_check_of_a_cpp_template_is_one_site_at_every_instantiation() -> Non
     assert next(iter(names)).endswith("smaller than the signal."), "cut at the same place, whole here"
     other = check.format(node="n1_STFT", t="float", u="float").replace("window_size < signal_size", "frame_step > 0")
     assert crash_site(normalize(other)) not in {crash_site(n) for n in names}
+
+
+def _reduce_over_absent_axes(op: str, constant: bool) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`op` with `noop_with_empty_axes` and no axes input, over a graph input or an initializer."""
+    data = np.arange(6.0).reshape(2, 1, 3)
+    node = helper.make_node(op, ["x"], ["y"], noop_with_empty_axes=1)
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)
+    inits = [numpy_helper.from_array(data, "x")] if constant else []
+    graph = helper.make_graph([node], "g", [] if constant else [x], [y], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    return model, {} if constant else {"x": data}
+
+
+def test_a_source_check_failed_at_load_and_at_run_is_one_crash() -> None:
+    """onnxruntime 1.17.3 fails one check of its reductions ("Reduction on all axes, output
+    size should be 1") on a Reduce with `noop_with_empty_axes` and no axes: at run over an
+    input, while making the session when its constant folding runs the kernel over an
+    initializer. One check, two reports in a 1.17.3 -> 1.18.0 campaign: a check named by its
+    source line is one crash at any stage."""
+    findings = []
+    with WorkerClient(parse_backend("onnxruntime:all"), str(rc.ort_python("1.17.3")), 30.0) as client:
+        for op, constant in (("ReduceMax", False), ("ReduceMean", True)):
+            model, inputs = _reduce_over_absent_axes(op, constant)
+            j = judge(client.run(model.SerializeToString(), inputs), {}, op)
+            findings.append(Finding(**j.model_dump(), backend=BackendInfo(name="onnxruntime", level="all", version="")))
+    assert [f.stage for f in findings] == ["run", "compile"], [(f.stage, f.message) for f in findings]
+    assert all("Reduction on all axes" in f.message for f in findings)
+    assert len({crash_site_fingerprint(f, "persistent") for f in findings}) == 1
+    # a check named by no source line keeps its stage
+    plain = [f.model_copy(update={"signature": "ONNXRuntimeError: refused"}) for f in findings]
+    assert len({crash_site_fingerprint(f, "persistent") for f in plain}) == 2
