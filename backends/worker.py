@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import resource
 import sys
 import time
@@ -28,6 +29,7 @@ import numpy as np
 
 from backends import faults, memory
 from backends.adapters.base import Unavailable, is_unsupported
+from backends.adapters.rewrites import WireError, node_names
 from backends.code_coverage import CodeCoverage, start_coverage
 from backends.fresh import Zygote, forward
 from backends.protocol import PROTOCOL_VERSION, read_message, write_message
@@ -96,7 +98,7 @@ class Served:
         """Measures the system's own Python code where the bot asked for it (backends.code_coverage)."""
         self.not_implemented = bool(getattr(adapter, "not_implemented_is_limit", True))
 
-    def failure(self, stage: str, e: BaseException) -> dict[str, Any]:
+    def failure(self, stage: str, e: BaseException, model: bytes = b"") -> dict[str, Any]:
         traceback.print_exc(file=sys.stderr)
         message = describe(e)
         if isinstance(e, MemoryError) or any(m in message for m in OOM_MARKERS):
@@ -104,7 +106,21 @@ class Served:
             # The heap may be half-built now: answer, then exit so the bot starts a fresh worker.
             return {"status": "error", "stage": stage, "message": f"out of memory{cap}: {message}", "exiting": True}
         limit = is_unsupported(self.patterns, message) or (self.not_implemented and declines(e))
+        if limit and model and self.optimizer_made(message, model):
+            limit = False
         return {"status": "unsupported" if limit else "error", "stage": stage, "message": message}
+
+    def optimizer_made(self, message: str, model: bytes) -> bool:
+        """Whether the refusal names a node the model does not have (Adapter.refused_node)."""
+        pattern = getattr(self.adapter, "refused_node", None)
+        found = re.search(pattern, message) if pattern else None
+        if found is None:
+            return False
+        name = next(g for g in found.groups() if g)
+        try:
+            return name not in node_names(model)
+        except WireError:
+            return False
 
 
 def declines(e: BaseException) -> bool:
@@ -211,7 +227,7 @@ def run_stages(
         outputs = adapter.run(compiled, inputs)
         times["run_s"] = time.perf_counter() - t
     except Exception as e:  # noqa: BLE001 - whatever the system raises is its answer
-        return {**served.failure(stage, e), **seen}, {}
+        return {**served.failure(stage, e, raw), **seen}, {}
     outputs = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in outputs.items()}
     bad = [k for k, v in outputs.items() if not isinstance(v, np.ndarray) or v.dtype.hasobject]
     if bad:

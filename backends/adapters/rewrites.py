@@ -25,7 +25,7 @@ DEFAULT_DOMAIN = "ai.onnx"
 
 _MODEL_GRAPH = 7
 _GRAPH_NODE = 1
-_NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 4, 5, 7
+_NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 _ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS = 6, 11
 
 
@@ -109,6 +109,21 @@ def _node_fields(node: memoryview) -> tuple[str, list[str], list[str], list[memo
                 g for sub, g in _fields(payload) if sub in (_ATTRIBUTE_GRAPH, _ATTRIBUTE_GRAPHS) and g is not None
             ]
     return f"{domain or DEFAULT_DOMAIN}::{op_type}", inputs, made, subgraphs
+
+
+def node_names(model: bytes) -> set[str]:
+    """The names of a serialized ModelProto's nodes, subgraphs' included: what a build's
+    message names a node by, when the node is the model's own and not one its optimizer
+    made. The standard library alone: the worker's venv may hold no onnx."""
+    names: set[str] = set()
+    graphs = [g for field, g in _fields(memoryview(model)) if field == _MODEL_GRAPH and g is not None]
+    while graphs:
+        for field, node in _fields(graphs.pop()):
+            if field != _GRAPH_NODE or node is None:
+                continue
+            names.update(bytes(p).decode() for f, p in _fields(node) if f == _NODE_NAME and p is not None)
+            graphs += _node_fields(node)[3]
+    return names
 
 
 def onnx_op_counts(model: bytes) -> Counter[str]:

@@ -1,0 +1,45 @@
+"""A refusal of a node the build's optimizer made is the optimizer's bug, not a declared
+limit, whatever the build calls the node; a refusal of the model's own node is a limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from backends.adapters.rewrites import node_names
+from backends.client import WorkerClient
+from backends.results import Status
+from backends.spec import parse_backend
+from tests import release_cases as rc
+
+pytestmark = [pytest.mark.worker, pytest.mark.release]
+
+OLD = "1.17.3"
+"""Calls its float64 QuickGelu fusion `QuickGelu`, where 1.20 and later say `<node>/QuickGeluFusion/`."""
+
+
+def _status(model: onnx.ModelProto, inputs: dict[str, np.ndarray], level: str) -> tuple[Status, str]:
+    with WorkerClient(parse_backend(f"onnxruntime:{level}"), str(rc.ort_python(OLD)), 30.0) as client:
+        result = client.run(model.SerializeToString(), inputs)
+    return result.status, result.message
+
+
+def test_a_kernel_missing_for_a_fused_node_is_an_error_at_any_name() -> None:
+    model, inputs = rc.quick_gelu_float64()
+    status, message = _status(model, inputs, "all")
+    assert "node:'QuickGelu'" in message and "QuickGeluFusion" not in message, message
+    assert status is Status.error, message
+    assert _status(model, inputs, "disable")[0] is Status.ok
+
+
+def test_a_kernel_missing_for_the_models_own_node_is_declined() -> None:
+    """Softsign has no float64 kernel in 1.17.3; the message names the model's node."""
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2])
+    graph = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"], name="n0")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert node_names(model.SerializeToString()) == {"n0"}
+    status, message = _status(model, {"x": np.array([0.5, -2.0])}, "all")
+    assert "node with name 'n0'" in message and status is Status.unsupported, message
