@@ -23,7 +23,7 @@ from backends.client import WorkerClient
 from backends.death import optimizer_site
 from backends.memory import out_of_memory
 from backends.results import Status
-from backends.spec import BackendSpecError, parse_backend, spec_level
+from backends.spec import BackendSpec, BackendSpecError, adapter_class, parse_backend, spec_level
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding
 from bot.findings.records import FindingRecords
@@ -137,6 +137,12 @@ def name_reduced(reduced: Reduced, pools: SidePools, failing: str) -> None:
         moved = relocalize(reduced, pools.pool(failing, local.level), pools.judging)
         if moved is not None:
             reduced.learn(localization=moved)
+    elif local is None and (lowest := _lowest_level(pools.spec(failing))) not in (None, reduced.finding.backend.level):
+        # the campaign's finding holds no lowest-level run: unasked here too, a reduced trigger
+        # and one asked were two reports of one complex STFT defect (onnxruntime 1.18.0)
+        found = relocalize(reduced, pools.pool(failing, lowest), pools.judging, lowest)
+        if found is not None:
+            reduced.learn(localization=found)
     site = name_optimizer_death(reduced, pools.side_run(failing))
     if site:
         reduced.learn(kernel=site)
@@ -167,20 +173,34 @@ def fails_fresh(reduced: Reduced, side: SideRun, judging: Judging) -> bool:
     return judging.asking.shown_once(in_a_fresh_worker)
 
 
-def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging) -> Localization | None:
+def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging, level: str | None = None) -> Localization | None:
     """What the build's lowest level says of the reduced trigger, for a finding whose
     original failed there too (None: as the original): what else the original held may be
     what failed there. A float64 MatMul -> Div became a FusedMatMul wrong at `all` and right
     at `disable`, while its original was wrong at both; named "not needing the optimizer",
-    it was a second report beside the same FusedMatMul's that did."""
+    it was a second report beside the same FusedMatMul's that did. `level`: the lowest
+    level, for a finding the campaign never localized (its answer is then kept either way)."""
     finding = reduced.finding
-    if finding.localization is None:
+    level = level or (finding.localization.level if finding.localization else None)
+    if level is None:
         return None
     same = SameBug(finding, lowest, judging)
     case = reduced.case()
+    if finding.localization is None:
+        low = same.judge(case)
+        return None if low is None else Localization.read(level, low, finding)
     # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
     right = judging.asking.every_showing(lambda: same.judge(case), lambda j: j.verdict is Verdict.pass_)
-    return None if right is None else Localization.read(finding.localization.level, right[0], finding)
+    return None if right is None else Localization.read(level, right[0], finding)
+
+
+def _lowest_level(spec: BackendSpec) -> str | None:
+    """A built-in backend's least optimizing level (Adapter.lowest_level, else its first);
+    a plugin's is its worker's to say, which the campaign asked."""
+    if spec.plugin:
+        return None
+    cls = adapter_class(spec.adapter)
+    return str(cls.lowest_level or cls.levels[0])
 
 
 def name_first_wrong(reduced: Reduced, pool: ClientPool, judging: Judging) -> str:

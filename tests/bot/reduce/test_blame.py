@@ -121,6 +121,30 @@ def test_a_reduced_trigger_right_at_the_lowest_level_needs_the_optimizer(tmp_pat
     assert local is not None and local.depends_on_optimization and local.verdict is Verdict.pass_
 
 
+def test_a_reduced_trigger_the_campaign_never_localized_is_asked_at_the_lowest_level(tmp_path: Path) -> None:
+    """A finding whose campaign recorded no lowest-level run had no `optimizer:` part in its
+    name, beside one that had: two reports of one complex STFT defect on 1.18.0. Given the
+    lowest level, the reduced trigger is asked there. Real 1.28.0, the FusedMatMul case."""
+    from bot.findings.bundle import write_bundle
+    from bot.reduce.finding import relocalize
+    from bot.reduce.reduced import Reduced
+
+    model, inputs = _fused_matmul_then_reduce_sum()
+    bundle, pool = _bundle(model, inputs, rc.ort_python(rc.PAD_WRAP))
+    pool.close()
+    assert bundle.finding is not None and bundle.finding.localization is None
+    reduced = Reduced.load(write_bundle(tmp_path / "reduced", model, inputs, None, bundle.finding))
+    lowest = ClientPool(
+        lambda: WorkerClient(parse_backend("onnxruntime:disable"), str(rc.ort_python(rc.PAD_WRAP)), 30.0), 1
+    )
+    try:
+        assert relocalize(reduced, lowest, Judging.shipped()) is None  # no level: nothing to ask at
+        local = relocalize(reduced, lowest, Judging.shipped(), "disable")
+    finally:
+        lowest.close()
+    assert local is not None and local.level == "disable" and local.depends_on_optimization, local
+
+
 @pytest.mark.parametrize("consumer", rc.SQUEEZE_CONSUMERS)
 def test_a_wrong_static_shape_is_one_bug_whichever_consumer_shows_it(consumer: str) -> None:
     """onnxruntime 1.18.0 infers a Squeeze without axes, on an input of unknown shape, as a
