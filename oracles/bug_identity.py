@@ -143,6 +143,8 @@ class Named(Protocol):
     @property
     def rewrite(self) -> str: ...
     @property
+    def form(self) -> str: ...
+    @property
     def localization(self) -> Localization | None: ...
 
 
@@ -166,6 +168,12 @@ def rewrite_fingerprint(finding: Named, label: str) -> str:
     node its kernel cannot hold shows it as the kernel does: a type error at load, a failed
     check at run time, wrong values. Another label splits them, as for a kernel."""
     return fingerprint(finding.backend.name, "rewrite", f"{finding.rewrite} {label}")
+
+
+def form_fingerprint(finding: Named, label: str) -> str:
+    """A reduced failure's identity when one spelling alone is to blame (bot.reduce.form_blame):
+    that spelling and the label, whatever the kernel, the check and the symptom."""
+    return fingerprint(finding.backend.name, "form", f"{finding.form} {label}")
 
 
 def crash_site_fingerprint(finding: Named, label: str) -> str:

@@ -452,6 +452,41 @@ def reduce_over_no_axes(op: str) -> Case:
     return model, {"x": np.arange(1.0, 7.0).reshape(2, 3)}
 
 
+RESIZE_NEGATIVE_AXES = "1.18.0"
+"""A release that mishandles Resize's negative `axes` (1.17.3 too): given them, it refuses
+its scales at load, refuses the output's rank at run, or makes the wrong shape. Written from
+the front, each model runs right."""
+
+RESIZE_FORMS = ("scales_refused", "rank_refused", "wrong_shape")
+
+
+def resize_over_negative_axes(form: str) -> Case:
+    """A Resize whose `axes` count from the back, in the three ways a 1.17.3 -> 1.18.0
+    campaign found it fail: three reports of one defect."""
+    if form == "scales_refused":
+        node = helper.make_node("Resize", ["x", "", "scales"], ["y"], axes=[-2])
+        data, arg, out = np.arange(4, dtype=np.int32).reshape(4, 1), np.array([0.25], np.float32), [1, 1]
+    elif form == "rank_refused":
+        node = helper.make_node(
+            "Resize", ["x", "", "", "sizes"], ["y"], axes=[0, -1], keep_aspect_ratio_policy="not_smaller"
+        )
+        data, arg, out = np.full((1, 1, 1, 1), 8, np.int32), np.array([10, 12], np.int64), [12, 1, 1, 12]
+    else:
+        node = helper.make_node("Resize", ["x", "", "scales"], ["y"], axes=[-3], mode="linear")
+        data = np.linspace(-1.0, 1.0, 6 * 10 * 15 * 3, dtype=np.float32).reshape(6, 10, 15, 3)
+        arg, out = np.array([1.5], np.float32), [6, 15, 15, 3]
+    dtype = helper.np_dtype_to_tensor_dtype(data.dtype)
+    name = "sizes" if form == "rank_refused" else "scales"
+    model = _model(
+        [node],
+        [_value("x", dtype, list(data.shape))],
+        [_value("y", dtype, out)],
+        [onnx.numpy_helper.from_array(arg, name)],
+        opset=19,
+    )
+    return model, {"x": data}
+
+
 RNN_ALPHA_ABORT = "1.28.0"
 """A release that aborts on a bidirectional RNN given an activation_alpha its activations
 do not read (1.27.0 too)."""

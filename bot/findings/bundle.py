@@ -87,6 +87,10 @@ class Finding(Judgement):
     rewrite: str = ""
     """Of a reduced finding that needs the optimizer: the one rewrite whose absence alone
     makes the build right (bot.reduce.rewrite_blame); the report's identity, over the kernel's."""
+    form: str = ""
+    """Of a reduced finding: the spelling whose rewriting alone makes the build right
+    (`Resize with negative axes`: bot.reduce.form_blame); the report's identity, over the
+    kernel's and the check's."""
     kept: dict[str, str] = Field(default_factory=dict)
     """Of a reduced finding: what every candidate had to keep on each side (`head: wrong_result`,
     `base: pass`), so a reader knows the reduction never drifted onto a bug base shares."""

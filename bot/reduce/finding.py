@@ -39,11 +39,12 @@ from bot.reduce.candidates import (
     StillPasses,
     reduce_bundle,
 )
+from bot.reduce.form_blame import name_guilty_form
 from bot.reduce.generalize import TriggerOutcome, dtype_evidence, generalized_name
 from bot.reduce.reduced import Reduced
 from bot.reduce.rewrite_blame import name_guilty_rewrite
 from bot.reduce.workers import SidePools, SideRun
-from oracles.bug_identity import crash_site_fingerprint, kernel_fingerprint, rewrite_fingerprint
+from oracles.bug_identity import crash_site_fingerprint, form_fingerprint, kernel_fingerprint, rewrite_fingerprint
 from oracles.judging import Judging
 from oracles.references import Validity
 from oracles.sides import CrossVerdict, Localization, label_rank
@@ -149,6 +150,9 @@ def name_reduced(reduced: Reduced, pools: SidePools, failing: str) -> None:
     blamed = name_first_wrong(reduced, pools.pool(failing), pools.judging)
     if blamed:
         reduced.learn(blamed=blamed)
+    form = name_guilty_form(reduced, pools.pool(failing), pools.judging)
+    if form:
+        reduced.learn(form=form)
     rewrite = name_guilty_rewrite(reduced, pools.side_run(failing), pools.judging)
     if rewrite:
         reduced.learn(rewrite=rewrite)
@@ -300,6 +304,8 @@ def rename_finding(
         # T.int64"), which generalization turns into T; two reports of one check before
         fp = crash_site_fingerprint(finding.model_copy(update={"signature": signature}), ref.across or "")
     keys = [rewrite_fingerprint(finding, ref.across or ""), fp] if finding.rewrite else [fp]
+    if finding.form:
+        keys.insert(0, form_fingerprint(finding, ref.across or ""))
     kept, store = records.kept, records.store
     same = next((o for o in kept.findings if o is not ref and set(o.keys or [o.fingerprint]) & set(keys)), None)
     fp = keys[0] if same is None else same.fingerprint
