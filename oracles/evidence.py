@@ -169,7 +169,7 @@ def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int,
     return [(r, close[r].nonzero().flatten().tolist()) for r in range(rows.shape[0]) if int(close[r].sum()) > 1]
 
 
-def break_ties(op_type: str, pick: int) -> Substitute:
+def break_ties(op_type: str, pick: int, behind: bool = False) -> Substitute:
     """The op computed on its first input with each slice's tie decided one way, the winner
     an ulp ahead of the best (so an exact tie is broken too): for ArgMax, ArgMin and Hardmax
     the `pick`-th of the candidates tied with the best (counted from the last when negative:
@@ -179,7 +179,9 @@ def break_ties(op_type: str, pick: int) -> Substitute:
     by value, so a tie inside them orders them too. onnxruntime's vectorized Atan gave one of
     three equal inputs an ulp less, and its TopK rightly put that one first; the old
     pairwise break never moved a third member ahead. Each is a winner a backend's rounding
-    may pick."""
+    may pick. `behind`: the `pick`-th an ulp behind the last of its run instead: three
+    float64 means of 1/7, summed in another order by onnxruntime, came out of its TopK as
+    1, 2, 0, which no winner gives."""
     reference = _spec(op_type)
 
     def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -190,13 +192,13 @@ def break_ties(op_type: str, pick: int) -> Substitute:
         axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
         moved = torch.movedim(x, axis, -1).clone()
         rows = moved.reshape(-1, x.shape[axis])
-        ahead = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
+        toward = torch.tensor(float("inf") if largest != behind else -float("inf"), dtype=x.dtype)
         groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
         for r, candidates in groups:
             values = rows[r, candidates]
-            best = values.max() if largest else values.min()
+            edge = values.max() if largest != behind else values.min()
             at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
-            rows[r, candidates[at]] = torch.nextafter(best, ahead)
+            rows[r, candidates[at]] = torch.nextafter(edge, toward)
         changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
         return reference(attrs, [changed, *args[1:]])
 

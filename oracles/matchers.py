@@ -287,6 +287,8 @@ def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFai
     ties = [a.ref for p, a in valued if p.values == "ties"]
     for pick in [*range(TIE_PICKS), *range(-TIE_PICKS, 0)] if ties else ():
         alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, pick) for t in ties}))
+        behind = {t.index: break_ties(t.node.op_type, pick, behind=True) for t in ties}
+        alts.append(Alternative("ties broken another way", behind))
     if ties:
         alts.append(Alternative("ties computed equal", {t.index: collapse_ties(t.node.op_type) for t in ties}))
     nans = [(a.ref.index, a.ref.node.op_type) for p, a in valued if p.values == "nan"]

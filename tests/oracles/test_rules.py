@@ -202,6 +202,29 @@ def test_a_tie_inside_the_k_chosen_orders_them_and_is_explained(ort: WorkerClien
     assert run_case(ort, direct, {"a": np.arctan(x)}).judgement.verdict is Verdict.pass_
 
 
+def test_a_tie_the_build_breaks_by_putting_one_behind_is_explained(ort: WorkerClient, rules: RuleSet) -> None:
+    """Three float64 means of exactly 4/28 each, which onnxruntime sums in another order
+    than torch: its TopK gives 0, 2, 1 (1.18.0 gave 1, 2, 0 on a campaign's case), where
+    the reference's first-index rule gives 0, 1, 2. No winner put an ulp ahead gives that
+    order, one loser put an ulp behind does."""
+    x = np.random.default_rng(0).uniform(0, 0.3, (1, 3, 4, 1, 7))
+    for c in range(3):
+        flat = x[0, c].reshape(-1)
+        flat[-1] = 4.0 - flat[:-1].sum()
+        x[0, c] = flat.reshape(4, 1, 7)
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], axes=[0, 2, 4], keepdims=0),
+        helper.make_node("TopK", ["m", "k"], ["v", "i"], axis=-2, name="tk"),
+    ]
+    m = model(nodes, {"x": (TensorProto.DOUBLE, [1, 3, 4, 1, 7])}, {"i": (TensorProto.INT64, [3, 1])}, [k])
+    case = run_case(ort, m, {"x": x})
+    assert case.judgement.verdict is Verdict.wrong_result, case.judgement
+    assert case.outputs is not None and case.outputs["i"].ravel().tolist() == [0, 2, 1]
+    hit = rules.match(case)
+    assert hit is not None and hit.rule_id == "arg-ties" and "fed by ReduceMean" in hit.explanation, hit
+
+
 def test_a_tie_reaching_past_the_k_plus_one_deciding_values_is_explained(ort: WorkerClient, rules: RuleSet) -> None:
     """onnxruntime's LRN gives the last of three equal batch rows an ulp more, and TopK with
     k = 1 along the batch rightly picks it. The three tie in the reference, but only the
