@@ -463,6 +463,7 @@ RESIZE_FORMS = ("scales_refused", "rank_refused", "wrong_shape")
 def resize_over_negative_axes(form: str) -> Case:
     """A Resize whose `axes` count from the back, in the three ways a 1.17.3 -> 1.18.0
     campaign found it fail: three reports of one defect."""
+    data: np.ndarray
     if form == "scales_refused":
         node = helper.make_node("Resize", ["x", "", "scales"], ["y"], axes=[-2])
         data, arg, out = np.arange(4, dtype=np.int32).reshape(4, 1), np.array([0.25], np.float32), [1, 1]
