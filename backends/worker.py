@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import resource
 import sys
 import time
@@ -29,7 +28,7 @@ import numpy as np
 
 from backends import faults, memory
 from backends.adapters.base import Unavailable, is_unsupported
-from backends.adapters.rewrites import WireError, node_names
+from backends.adapters.rewrites import WireError, optimizer_made
 from backends.code_coverage import CodeCoverage, start_coverage
 from backends.fresh import Zygote, forward
 from backends.protocol import PROTOCOL_VERSION, read_message, write_message
@@ -111,14 +110,10 @@ class Served:
         return {"status": "unsupported" if limit else "error", "stage": stage, "message": message}
 
     def optimizer_made(self, message: str, model: bytes) -> bool:
-        """Whether the refusal names a node the model does not have (Adapter.refused_node)."""
+        """Whether the refusal names a node the build's optimizer made (Adapter.refused_node)."""
         pattern = getattr(self.adapter, "refused_node", None)
-        found = re.search(pattern, message) if pattern else None
-        if found is None:
-            return False
-        name = next(g for g in found.groups() if g)
         try:
-            return name not in node_names(model)
+            return isinstance(pattern, str) and optimizer_made(pattern, message, model)
         except WireError:
             return False
 

@@ -53,10 +53,11 @@ class Adapter:
     a campaign asks the build about (bot.sides.opset_probe); below it, the probe model decides."""
     unsupported: ClassVar[tuple[str, ...]] = ()
     refused_node: ClassVar[str | None] = None
-    """A pattern whose first non-empty group is the node a refusal names. A refusal of a
-    node the model does not have (one the build's optimizer made) is no declared limit but
-    the optimizer's bug, whatever the node is called: onnxruntime 1.17.3 calls its float64
-    QuickGelu fusion `QuickGelu`, 1.18.0 `n1/QuickGeluFusion/`."""
+    """A pattern whose groups `op` and `node` are the op type and the node a refusal names. A
+    refusal of a node the model does not have, of an op it does not have (one the build's
+    optimizer made), is no declared limit but the optimizer's bug, whatever the node is
+    called: onnxruntime 1.17.3 calls its float64 QuickGelu fusion `QuickGelu`, 1.18.0
+    `n1/QuickGeluFusion/` (backends.adapters.rewrites.optimizer_made)."""
     not_implemented_is_limit: ClassVar[bool] = True
     """A NotImplementedError that says what it lacks is a declared limit, Python's convention
     for "not supported" (set False where the system raises it for bugs too)."""

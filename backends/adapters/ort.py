@@ -102,7 +102,7 @@ class OrtAdapter(Adapter):
     * 1.702 becomes a com.microsoft.QuickGelu, which has no float64 kernel, so a model that
     runs at `disable` fails to load at `all`) is no declared limit but the optimizer's bug,
     and stays an error."""
-    refused_node = r"\(node:'([^']+)'|node with name '([^']+)'"
+    refused_node = r"for (?:[\w.]*\.)?(?P<op>\w+)\(\d+\) (?:\(node:|node with name )'(?P<node>[^']+)'"
     """"Failed to find kernel for com.microsoft.QuickGelu(1) (node:'QuickGelu' ...)", "Could
     not find an implementation for Softplus(1) node with name 'n3'"."""
     repro_requires = ("onnxruntime=={version}",)

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from backends.adapters import base
-from backends.adapters.rewrites import node_names
+from backends.adapters.rewrites import node_names, wire_op_counts
 from backends.results import BackendInfo
 from backends.spec import BackendSpec, adapter_class
 from bot.findings.bundle import Finding
@@ -170,10 +170,10 @@ def failed(e):
 
 
 def optimizer_made(text):
-    """Whether a refusal names a node the model does not have: one the build's optimizer
-    made, whose missing kernel is its bug, not a limit the backend declares."""
+    """Whether a refusal names a node the model does not have, of an op it does not have:
+    one the build's optimizer made, whose missing kernel is its bug, not a declared limit."""
     found = re.search(REFUSED_NODE, text) if REFUSED_NODE else None
-    return found is not None and next(g for g in found.groups() if g) not in OWN_NODES
+    return found is not None and found["node"] not in OWN_NODES and found["op"] not in OWN_OPS
 
 
 def crashed(what, detail=""):
@@ -264,6 +264,7 @@ def render_repro(
         f"UNSUPPORTED = {_patterns_literal(_patterns(spec))}\n",
         f"REFUSED_NODE = {_refused_node(spec)!r}\n",
         f"OWN_NODES = {sorted(node_names(model.SerializeToString()))!r}\n",
+        f"OWN_OPS = {sorted({k.rsplit('::', 1)[-1] for k in wire_op_counts(model.SerializeToString())})!r}\n",
         f"CANNOT_LOAD = {_patterns_literal(cannot_load)}\n",
         f"MODEL = {_blob(model.SerializeToString())}\n",
         f"ARRAYS = [  # role, name, dtype, shape: in this order in DATA\n{_table(inputs, expected)}]\n",

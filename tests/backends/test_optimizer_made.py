@@ -57,3 +57,29 @@ def test_a_kernel_missing_for_the_models_own_node_is_declined(tmp_path: Path) ->
     status, message = _status(model, {"x": np.array([0.5, -2.0])}, "all")
     assert "node with name 'n0'" in message and status is Status.unsupported, message
     assert _repro_exit(model, {"x": np.array([0.5, -2.0])}, tmp_path) == 3
+
+
+def test_a_models_own_node_the_optimizer_renamed_is_still_declined(tmp_path: Path) -> None:
+    """1.17.3 folds an If on a constant condition and calls its branch's Cos
+    `_if_else_branch_Cos`, a name the model does not have; Cos has no float64 kernel there.
+    The op is the model's own: a declared limit, as a campaign's finding showed when node
+    names alone were asked."""
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2])
+    branch = {
+        name: helper.make_graph(
+            [helper.make_node(op, ["x"], [name[0]], name=f"{name}_n0")],
+            name,
+            [],
+            [helper.make_tensor_value_info(name[0], TensorProto.DOUBLE, [2])],
+        )
+        for name, op in (("then", "Neg"), ("else", "Cos"))
+    }
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch["then"], else_branch=branch["else"], name="n0")
+    cond = helper.make_tensor("c", TensorProto.BOOL, [], [False])
+    graph = helper.make_graph([node], "g", [x], [y], [cond])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inputs = {"x": np.array([0.5, 1.0])}
+    status, message = _status(model, inputs, "all")
+    assert "'_if_else_branch_Cos'" in message and status is Status.unsupported, message
+    assert _repro_exit(model, inputs, tmp_path) == 3
