@@ -287,6 +287,7 @@ def _reduce_over_absent_axes(op: str, constant: bool) -> tuple[onnx.ModelProto, 
     return model, {} if constant else {"x": data}
 
 
+@pytest.mark.release
 def test_a_source_check_failed_at_load_and_at_run_is_one_crash() -> None:
     """onnxruntime 1.17.3 fails one check of its reductions ("Reduction on all axes, output
     size should be 1") on a Reduce with `noop_with_empty_axes` and no axes: at run over an
