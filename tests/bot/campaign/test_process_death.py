@@ -24,15 +24,24 @@ if "bot.cli" in sys.orig_argv:
 """
 
 DIE_WHILE_FUZZING = """
-import signal, sys, threading
+import signal, sys, threading, time
 if "bot.cli" in sys.orig_argv:
     main = threading.main_thread().ident
-    threading.Timer(4.0, signal.pthread_kill, (main, signal.SIGSEGV)).start()
+
+    def fire():
+        while "bot.campaign.run" not in sys.modules:
+            time.sleep(0.05)
+        time.sleep(3.0)
+        signal.pthread_kill(main, signal.SIGSEGV)
+
+    threading.Thread(target=fire, daemon=True).start()
 """
 """The signal goes to the main thread, as a fault in the CLI's own C call would, so the stack
 that names bot/ holds still while faulthandler walks it. Sent to the whole process, the
 timer's thread took it, with the main thread running on under the dump: one CI run's dump
-ended after the timer thread's first frame, with no bot/ in it."""
+ended after the timer thread's first frame, with no bot/ in it. It is sent 3 s after the
+campaign's code is imported, not 4 s after start: on a loaded machine the CLI was still
+importing torch at 4 s, and faulthandler's 100 frames of that import held no bot/ frame."""
 
 
 def _env(tmp: Path, site: str) -> dict[str, str]:
