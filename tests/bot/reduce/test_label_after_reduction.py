@@ -58,6 +58,7 @@ def _reduced(tmp: Path, judging: Judging) -> Reduced:
         (None, CrossVerdict.new_regression),
         ("perturb", CrossVerdict.persistent),
         ("flaky", CrossVerdict.new_in_head),
+        ("raise", CrossVerdict.new_in_head),
     ],
 )
 def test_base_is_asked_k_times_and_only_runs_that_agree_change_the_label(
@@ -66,7 +67,8 @@ def test_base_is_asked_k_times_and_only_runs_that_agree_change_the_label(
     """Right on every run: a regression. The same wrong values on every run: a bug both
     builds share. Wrong, right, wrong (a base that reads stray memory): the label stays the
     provisional one; asked once, the first run alone made it `persistent`, and a base right
-    on its first run would have made a shared bug a regression."""
+    on its first run would have made a shared bug a regression. A base that raises gave no
+    answer to be wrong with: head's wrong values stay new in head."""
     judging = Judging.shipped()
     reduced = _reduced(tmp_path, judging)
     fault = FaultSpec(kind=base_fault) if base_fault else None
@@ -74,5 +76,25 @@ def test_base_is_asked_k_times_and_only_runs_that_agree_change_the_label(
     pools = SidePools(runs, judging)
     try:
         assert across_after_reduction(reduced, "base", pools, otherwise=CrossVerdict.new_in_head) is label
+    finally:
+        pools.close()
+
+
+def test_a_base_that_raises_where_head_is_wrong_makes_no_shared_bug(tmp_path: Path) -> None:
+    """A campaign's `persistent` for a wrong result base failed another way on (onnxruntime
+    1.17.3 refuses a complex STFT that 1.18.0 computes wrong) is head's bug alone: base's
+    repro could only say it cannot tell."""
+    judging = Judging.shipped()
+    reduced = _reduced(tmp_path, judging)
+    runs = {
+        "base": SideRun(SPEC, sys.executable, 60, FaultSpec(kind="raise")),
+        "head": SideRun(SPEC, sys.executable, 60),
+    }
+    pools = SidePools(runs, judging)
+    try:
+        assert (
+            across_after_reduction(reduced, "base", pools, otherwise=CrossVerdict.persistent)
+            is CrossVerdict.new_in_head
+        )
     finally:
         pools.close()
