@@ -58,13 +58,23 @@ model with many weights, so they are made as they are tested, within the budget.
 def _first_of(
     ctx: Context, case: Candidate, candidates: Callable[[Candidate], Iterator[Candidate | None]]
 ) -> Candidate | None:
-    """Apply the first accepted candidate again and again; the last accepted case, if any."""
+    """Apply the first accepted candidate again and again; the last accepted case, if any.
+
+    A candidate that is a case already accepted here (the same content) is never offered:
+    it is known to fail, costs no test, and taken again it restarts the search from the
+    same case. A float64 ReduceSumSquare whose `axes` was an empty initializer made an
+    edit that changed nothing ("zeros" of no elements), and its reduction ran 66,389 such
+    answers from the cache for 60 s, past every test bound."""
     best: Candidate | None = None
+    seen = {case.key()}
     try:
         while True:
-            hit = _first_in(ctx, candidates(best or case))
+            current = best or case
+            fresh = (c for c in candidates(current) if c is None or c.key() not in seen)
+            hit = _first_in(ctx, fresh)
             if hit is None:
                 return best
+            seen.add(hit.key())
             best = hit
     except BudgetExhausted:
         return best
@@ -140,7 +150,7 @@ def _initializer_edits(case: Candidate) -> Iterator[Candidate | None]:
         value = numpy_helper.to_array(t)
         if value.dtype.kind not in "biuf":
             continue
-        if value.size and ((value == 0).all() or (value == 1).all()):
+        if value.size == 0 or (value == 0).all() or (value == 1).all():
             continue  # a constant is as simple as it gets; moving it out would hide it
         if t.name not in scales:
             yield edit.replace_initializer(case, t.name, "zeros")

@@ -131,6 +131,35 @@ def test_a_quantization_scale_is_never_polished_to_zero() -> None:
     assert all(numpy_helper.to_array(t).all() for t in out.model.graph.initializer)
 
 
+def test_an_empty_initializer_is_left_as_it_is_and_the_pass_ends_within_its_tests() -> None:
+    """An empty `axes` initializer has no zeros or ones to become: the edit changed nothing,
+    was taken as a success from the cache, and restarted the pass on the same case until the
+    reduction's time ran out (a float64 ReduceSumSquare trigger: 66,389 cache answers, 60 s)."""
+    axes = numpy_helper.from_array(np.zeros(0, np.int64), "axes")
+    node = helper.make_node("ReduceSumSquare", ["x", "axes"], ["y"], keepdims=1)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, [1, 1])],
+        [axes],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    case = Candidate(model, {"x": _x(2, 3)})
+    ctx = Context(CandidateTester(_has("ReduceSumSquare"), Candidate.key, ReduceConfig(budget_s=30)), None)
+    assert passes.simplify_initializers(case, ctx) is None
+    assert ctx.tester.stats.stopped is None and ctx.tester.stats.cache_hits < 10, ctx.tester.stats
+
+
+def test_a_pass_never_takes_a_case_it_already_took() -> None:
+    """Whatever a pass's edits are, one that gives back a case already accepted (here: the
+    case itself) is not taken again: the pass ends instead of circling."""
+    case = _chain()
+    ctx = _ctx(_has("Neg"))
+    assert passes._first_of(ctx, case, lambda c: iter([c, c])) is None
+    assert ctx.tester.stats.tests == 0 and ctx.tester.stats.stopped is None
+
+
 def test_optional_attributes_go_back_to_their_defaults_required_ones_stay() -> None:
     nodes = [
         helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3),
