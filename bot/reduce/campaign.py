@@ -63,6 +63,10 @@ had, met at 25 s and 35 s, waited for the end, and one was a tenth of its tests.
 FOLD_MIN_S = 30.0
 """Folding the unreduced findings gets at least this long after the reductions, even where
 they used all of `reduce.share`: a fold saves a report, and costs a blame or two."""
+TRACE_FROM = 3
+"""With this many rewrites to ask of one unreduced finding, the build is first asked which
+rewrites changed its graph (one traced run): each question is a worker of its own, and a
+rewrite that changed nothing can make nothing right by its absence."""
 MIN_DURING_STEPS = 30
 """Nor does one start with fewer candidate runs left in the judging budget: a reduction cut
 that short names nothing (oracles.judging_budget)."""
@@ -249,10 +253,16 @@ class CampaignReduction:
             bundle = in_output(self.out, ref.path)
             finding = Finding.model_validate_json((bundle / "finding.json").read_text())
             named = rewrites.get(_label(ref), set()) - {""}
-            keys = self.bounded(ref, partial(self._keys, ref, bundle, finding, named))
+            keys = self.bounded(ref, partial(self._own_keys, ref, bundle, finding))
             if keys is None:  # past the memory bound: not asked again
                 keys = self._evidence[ref.path] = set()
-            target = next((r for r in reduced.get(_label(ref), []) if set(r.keys or [r.fingerprint]) & keys), None)
+            target = _joins(reduced.get(_label(ref), []), keys)
+            if target is None and named:
+                # a rewrite is asked only of a finding its own names leave alone: each
+                # question is a worker of its own, and in a 1.19.0 -> 1.19.2 campaign asking
+                # them of all 180 findings took 205 of the share's 300 s
+                keys = keys | (self.bounded(ref, partial(self._rewrite_keys, ref, bundle, finding, named)) or set())
+                target = _joins(reduced.get(_label(ref), []), keys)
             # With no reduced bug to join, a finding joins the first unreduced one of its label
             # that shares a name: 1.31.1 -> 1.32.0 left fifteen findings of one fixed MaxPool
             # kernel unreduced, fifteen reports where one tells the bug.
@@ -277,15 +287,14 @@ class CampaignReduction:
 
         return within_bound(work, dropped)
 
-    def _keys(self, ref: FindingRef, bundle: Path, finding: Finding, named: set[str]) -> set[str]:
+    def _own_keys(self, ref: FindingRef, bundle: Path, finding: Finding) -> set[str]:
         """The names an unreduced finding's own evidence gives it, as a reduced one is named
-        (bot.reduce.finding.rename_finding); `named`: the rewrites its label's reduced bugs need.
-        Each is asked once per finding (`after` folds again after each reduction): its check
-        and blame at the first fold, a rewrite when a reduced bug first needs it."""
-        label = _label(ref)
-        pools = self.pools.at_level(finding_level(finding))
+        (bot.reduce.finding.rename_finding): the check its message names and the kernel its
+        blame finds, asked once per finding (`after` folds again after each reduction)."""
         keys = self._evidence.get(ref.path)
         if keys is None:
+            label = _label(ref)
+            pools = self.pools.at_level(finding_level(finding))
             keys = set()
             if finding.verdict is Verdict.crash and finding.symptom == Symptom.exception:
                 keys.add(crash_site_fingerprint(finding, label))
@@ -293,14 +302,22 @@ class CampaignReduction:
             if found is not None:
                 keys.add(kernel_fingerprint(finding.model_copy(update={"blamed": found.name}), label))
             self._evidence[ref.path] = keys
+        return keys
+
+    def _rewrite_keys(self, ref: FindingRef, bundle: Path, finding: Finding, named: set[str]) -> set[str]:
+        """The names of `named` (the rewrites its label's reduced bugs need) whose absence
+        alone makes the build right on this finding, each asked once per finding; with
+        TRACE_FROM or more new to ask, only those that changed its graph."""
+        pools = self.pools.at_level(finding_level(finding))
         asked = self._rewrites_asked.setdefault(ref.path, {})
         side = pools.side_run(finding.side)
         todo = sorted(named - set(asked))
         if todo and ref.depends_on_optimization and names_rewrites(side):
             case = Rewrites(load_bundle(bundle), side, pools.judging)
-            asked.update({rw: case.right_without([rw]) for rw in todo})
+            changed = set(case.changed()) if len(todo) >= TRACE_FROM else set(todo)
+            asked.update({rw: rw in changed and case.right_without([rw]) for rw in todo})
         needed = [rw for rw in sorted(named) if asked.get(rw)]
-        return keys | {rewrite_fingerprint(finding.model_copy(update={"rewrite": rw}), label) for rw in needed}
+        return {rewrite_fingerprint(finding.model_copy(update={"rewrite": rw}), _label(ref)) for rw in needed}
 
     def _rewrite(self, ref: FindingRef) -> str:
         path = in_output(self.out, str(ref.reduced_path)) / "finding.json"
@@ -395,6 +412,11 @@ class CampaignReduction:
 
     def close(self) -> None:
         self.pools.close()
+
+
+def _joins(reduced: list[FindingRef], keys: set[str]) -> FindingRef | None:
+    """The first reduced bug that one of `keys` names."""
+    return next((r for r in reduced if set(r.keys or [r.fingerprint]) & keys), None)
 
 
 def _label(ref: FindingRef) -> str:

@@ -84,6 +84,14 @@ class ClientPool:
         finally:
             self._free.put(client)
 
+    @property
+    def lowest_level(self) -> str | None:
+        """The build's least optimizing level, as its worker's handshake says (a plugin's
+        too: the worker alone knows it), the worker started for it if it was not."""
+        with self.lend() as client:
+            client.start()
+            return client.lowest_level
+
     def close(self) -> None:
         for c in self._all:
             c.close()

@@ -23,7 +23,7 @@ from backends.client import WorkerClient
 from backends.death import optimizer_site
 from backends.memory import out_of_memory
 from backends.results import Status
-from backends.spec import BackendSpec, BackendSpecError, adapter_class, parse_backend, spec_level
+from backends.spec import BackendSpecError, parse_backend, spec_level
 from bot.config import ReduceSettings
 from bot.findings.bundle import BundleError, DtypeEvidence, Finding
 from bot.findings.records import FindingRecords
@@ -138,7 +138,7 @@ def name_reduced(reduced: Reduced, pools: SidePools, failing: str) -> None:
         moved = relocalize(reduced, pools.pool(failing, local.level), pools.judging)
         if moved is not None:
             reduced.learn(localization=moved)
-    elif local is None and (lowest := _lowest_level(pools.spec(failing))) not in (None, reduced.finding.backend.level):
+    elif local is None and (lowest := pools.pool(failing).lowest_level) not in (None, reduced.finding.backend.level):
         # the campaign's finding holds no lowest-level run: unasked here too, a reduced trigger
         # and one asked were two reports of one complex STFT defect (onnxruntime 1.18.0)
         found = relocalize(reduced, pools.pool(failing, lowest), pools.judging, lowest)
@@ -196,15 +196,6 @@ def relocalize(reduced: Reduced, lowest: ClientPool, judging: Judging, level: st
     # right on every ask, or it stays as it was: a bug that reads stray memory is right now and then
     right = judging.asking.every_showing(lambda: same.judge(case), lambda j: j.verdict is Verdict.pass_)
     return None if right is None else Localization.read(level, right[0], finding)
-
-
-def _lowest_level(spec: BackendSpec) -> str | None:
-    """A built-in backend's least optimizing level (Adapter.lowest_level, else its first);
-    a plugin's is its worker's to say, which the campaign asked."""
-    if spec.plugin:
-        return None
-    cls = adapter_class(spec.adapter)
-    return str(cls.lowest_level or cls.levels[0])
 
 
 def name_first_wrong(reduced: Reduced, pool: ClientPool, judging: Judging) -> str:

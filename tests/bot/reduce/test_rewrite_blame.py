@@ -136,3 +136,70 @@ def test_findings_left_unreduced_are_folded_into_the_rewrite_they_need(tmp_path:
     assert campaign.summary.occurrences[qdq.fingerprint] == 4
     assert "Gather" in rest.signature and rest.reduced_path is None
     assert len(list((tmp_path / "out" / "duplicates").iterdir())) == 3
+
+
+def test_folding_asks_a_rewrite_only_of_a_finding_its_own_names_leave_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three reduced bugs, each named by its rewrite, and two unreduced findings. A second
+    sighting of the per-channel QLinearAdd is named by its own check already, and joins with
+    no rewrite asked; the QLinearMul, whose check is another, is asked which rewrites changed
+    its graph and then only QDQSelectorActionTransformer, not all three: each question is a
+    worker, and asking every rewrite of every finding took 205 of a 300 s reduction share."""
+    from bot.findings.kept import KeptFindings
+    from bot.findings.store import FindingStore
+    from bot.findings.summary import FindingRef
+    from bot.reduce import rewrite_blame
+    from bot.reduce.campaign import TRACE_FROM, CampaignReduction
+    from oracles.bug_identity import crash_site_fingerprint
+    from oracles.sides import CrossVerdict
+
+    out = tmp_path / "out"
+    named = {"QdqAdd": "QDQSelectorActionTransformer", "gather": "GatherToSliceFusion", "ln": "LayerNormFusionL1"}
+    made = {
+        "QdqAdd": _variant("QdqAdd~per_axis_output"),
+        "gather": rc.gather_of_a_wrapping_range(),
+        "ln": _variant("LayerNorm~exponent"),
+        "again": _variant("QdqAdd~per_axis_output"),
+        "QdqMul": _variant("QdqMul~per_axis_output"),
+    }
+    refs: list[FindingRef] = []
+    for name, (model, inputs) in made.items():
+        bundle = _finding(out / "findings", name, model, inputs)
+        finding = Finding.model_validate_json((bundle / "finding.json").read_text())
+        ref = FindingRef(
+            path=f"findings/{name}",
+            verdict=finding.verdict,
+            across=CrossVerdict.persistent,
+            fingerprint=name,
+            seed=len(refs),
+            signature=finding.signature,
+            depends_on_optimization=True,
+        )
+        if name in named:
+            finding.rewrite = named[name]
+            (bundle / "finding.json").write_text(finding.model_dump_json())
+            ref.reduced_path = ref.path
+            ref.keys = [name, rewrite_fingerprint(finding, "persistent")]
+            if finding.verdict is Verdict.crash:
+                ref.keys.append(crash_site_fingerprint(finding, "persistent"))
+        refs.append(ref)
+    asked: list[dict[str, str]] = []
+    run = rewrite_blame.Rewrites.run
+
+    def counted(self: rewrite_blame.Rewrites, options: dict[str, str]) -> tuple[object, str]:
+        asked.append(options)
+        return run(self, options)
+
+    monkeypatch.setattr(rewrite_blame.Rewrites, "run", counted)
+    kept = KeptFindings(list(refs))
+    reduction = CampaignReduction(
+        FuzzConfig(backend="onnxruntime:all", out=str(out)), {"head": SIDE}, kept, FindingStore.in_dir(out)
+    )
+    try:
+        reduction.fold_unreduced()
+    finally:
+        reduction.close()
+    assert len(named) >= TRACE_FROM
+    assert [r.fingerprint for r in kept.findings] == list(named), kept.findings
+    assert asked == [{"trace": "1"}, {"disable": "QDQSelectorActionTransformer"}], asked
