@@ -205,6 +205,44 @@ def break_ties(op_type: str, pick: int, behind: bool = False) -> Substitute:
     return run
 
 
+def ties_as_chosen(op_type: str, winners: list[list[int]]) -> Substitute:
+    """The op computed on its first input with each slice's tie decided as the build
+    decided it: of the candidates the reference's values tie (`tied_runs`, `tied_with_best`),
+    those the build chose (`winners`, per slice, in its order) are put an ulp apart ahead of
+    the rest. The build's answer only picks among the candidates the reference itself
+    ties; an index outside them changes nothing and stays a mismatch. A tie of many
+    members whose winner the build's rounding picks per slice is past any fixed pick:
+    onnxruntime computes the imaginary part of a real signal's STFT at its DC bin, zero in
+    every frame, as noise of 1e-15, and its TopK over 24 frames took frame 19 in one
+    slice and 2 in another; its InstanceNormalization over one element gives the bias with
+    noise of 5e-6, and a Hardmax over 16 such rows took 0, 5, 4, 7 or 14."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        x = args[0]
+        assert x is not None
+        if x.dim() == 0:
+            return reference(attrs, args)
+        axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
+        moved = torch.movedim(x, axis, -1).clone()
+        rows = moved.reshape(-1, x.shape[axis])
+        toward = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
+        groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
+        for r, candidates in groups:
+            chosen = [c for c in (winners[r] if r < len(winners) else []) if c in candidates]
+            if not chosen:
+                continue
+            values = rows[r, candidates]
+            value = values.max() if largest else values.min()
+            for c in reversed(chosen):
+                value = torch.nextafter(value, toward)
+                rows[r, c] = value
+        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
+        return reference(attrs, [changed, *args[1:]])
+
+    return run
+
+
 def collapse_ties(op_type: str) -> Substitute:
     """The op computed on its first input with every run of values that tie (in sorted
     order, each within the tie width of the next) made equal, so that ONNX's own tie-break

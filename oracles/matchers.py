@@ -35,6 +35,7 @@ from oracles.evidence import (
     flip_near,
     nan_alternatives,
     nudge,
+    ties_as_chosen,
 )
 from oracles.intermediates import CaseValues, MarginFailure, nan_inputs, near, tie
 from oracles.patterns import TIE_OPS, GraphView, NodeRef
@@ -249,6 +250,34 @@ def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
     return row, int(w[row, col]), int(g[row, col])
 
 
+def build_winners(ref: NodeRef, facts: CaseFacts) -> list[list[int]] | None:
+    """What the build chose in each slice of a tie-deciding node whose decided result is a
+    graph output (slices in the order oracles.evidence numbers them): ArgMax's or ArgMin's
+    index, TopK's k indices in order, the position of Hardmax's one. None where the result
+    is not an output the build returned, or does not line up with the node's input."""
+    op = ref.node.op_type
+    out = ref.node.output[TIE_DECIDED_OUTPUT.get(op, 0)]
+    got = (facts.case.outputs or {}).get(out)
+    x = facts.values.value(ref.node.input[0])
+    if got is None or x is None or x.ndim == 0 or x.size == 0:
+        return None
+    axis = _tie_axis(ref, x.ndim)
+    slices = x.size // x.shape[axis]
+    if op == "Hardmax":
+        if got.shape != x.shape:
+            return None
+        return [[int(np.argmax(row))] for row in np.moveaxis(got, axis, -1).reshape(slices, -1)]
+    keeps = got.ndim == x.ndim
+    others = x.shape[:axis] + x.shape[axis + 1 :]
+    if (
+        not np.issubdtype(got.dtype, np.integer)
+        or (np.moveaxis(got, axis, -1).shape[:-1] if keeps else got.shape) != others
+    ):
+        return None
+    rows = (np.moveaxis(got, axis, -1) if keeps else got).reshape(slices, -1)
+    return [[int(v) for v in row] for row in rows]
+
+
 def _tie_axis(ref: NodeRef, ndim: int) -> int:
     """The axis a tie-deciding node reduces over, non-negative."""
     default_axis, _ = TIE_OPS[ref.node.op_type]
@@ -280,11 +309,24 @@ def match_margin(facts: CaseFacts, anchors: list[Anchor] | None) -> list[MarginF
     return [f for f in facts.values.failures if facts.in_cone(f.index) and (allowed is None or f.index in allowed)]
 
 
-def alternatives(valued: list[tuple[OpPattern, Anchor]], margins: list[MarginFailure]) -> list[Alternative]:
+def alternatives(
+    valued: list[tuple[OpPattern, Anchor]],
+    margins: list[MarginFailure],
+    chosen: Mapping[int, list[list[int]]] | None = None,
+) -> list[Alternative]:
     """The re-runs that may explain a wrong result: every matched node's value condition,
-    and every unsafe operand moved by its margin, up and down."""
+    and every unsafe operand moved by its margin, up and down. `chosen`: of a tie-deciding
+    node whose decision is a graph output, by node index, what the build chose in each
+    slice (`build_winners`)."""
     alts: list[Alternative] = []
     ties = [a.ref for p, a in valued if p.values == "ties"]
+    if chosen:
+        alts.append(
+            Alternative(
+                "ties decided as the build decided them",
+                {i: ties_as_chosen(ref.node.op_type, chosen[i]) for ref in ties if (i := ref.index) in chosen},
+            )
+        )
     for pick in [*range(TIE_PICKS), *range(-TIE_PICKS, 0)] if ties else ():
         alts.append(Alternative("ties broken another way", {t.index: break_ties(t.node.op_type, pick) for t in ties}))
         behind = {t.index: break_ties(t.node.op_type, pick, behind=True) for t in ties}
@@ -334,7 +376,8 @@ def evaluate(rule: Rule, facts: CaseFacts) -> RuleHit | None:
             return None
         reasons.append(f"within the numeric margin: {margins[0].text}")
     if facts.bad_outputs is not None:
-        alts = alternatives([(p, a) for p, a in valued if p.values is not None], margins)
+        chosen = {a.ref.index: w for p, a in valued if p.values == "ties" and (w := build_winners(a.ref, facts))}
+        alts = alternatives([(p, a) for p, a in valued if p.values is not None], margins, chosen)
         if alts and not facts.explained(alts):
             return None
         if alts:

@@ -568,3 +568,34 @@ def test_a_decided_output_whose_input_values_do_not_fit_it_decides_nothing() -> 
 
     assert _decided(ref, facts(np.zeros((62, 24, 1, 2), np.float32))) is None  # type: ignore[arg-type]
     assert _decided(ref, facts(np.zeros((5, 13, 1, 2), np.float32))) == (0, 0, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("op", ["Hardmax", "TopK"])
+def test_a_tie_of_many_is_explained_by_the_winner_the_build_chose_among_them(rules: RuleSet, op: str) -> None:
+    """Fifteen equal computed rows and a smaller sixteenth: a build's rounding picks any of the
+    fifteen per column (onnxruntime's TopK over the zero imaginary parts of 24 STFT frames
+    took frame 19 in one slice and 2 in another; its Hardmax over 16 InstanceNormalization
+    rows took 0, 5, 4, 7 or 14), past the four picks tried from each end. Winners among
+    the tied rows are explained; the sixteenth, which ties nothing, is a wrong answer."""
+    x = {"x": np.tile(np.linspace(0.5, 2.0, 6, dtype=np.float32), (16, 1))}
+    x["x"][15] -= 1.0
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [1])
+    decide = (
+        helper.make_node("Hardmax", ["s"], ["y"], axis=0)
+        if op == "Hardmax"
+        else helper.make_node("TopK", ["s", "k"], ["v", "y"], axis=0)
+    )
+    nodes = [helper.make_node("Relu", ["x"], ["s"]), decide]
+    out = (F32, [16, 6]) if op == "Hardmax" else (TensorProto.INT64, [1, 6])
+    m = model(nodes, {"x": (F32, [16, 6])}, {"y": out}, [k] if op == "TopK" else [])
+    expected = run_reference(m, x)
+    for winners, explained in (([5, 6, 7, 8, 9, 10], True), ([15, 6, 7, 8, 9, 10], False)):
+        if op == "Hardmax":
+            y = np.zeros((16, 6), np.float32)
+            y[winners, range(6)] = 1.0
+        else:
+            y = np.array([winners], np.int64)
+        j = judge(RunResult(status=Status.ok, outputs={"y": y}), expected, f"Relu+{op}")
+        assert j.verdict is Verdict.wrong_result, j
+        hit = rules.match(CaseView("onnxruntime", m, x, j, {"y": y}, expected))
+        assert (hit is not None and hit.rule_id == "arg-ties") is explained, (winners, hit)
