@@ -14,7 +14,7 @@ the graph, or in another slice of the same op, is not explained and stays report
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -169,6 +169,33 @@ def tied_with_best(x: torch.Tensor, axis: int, largest: bool) -> list[tuple[int,
     return [(r, close[r].nonzero().flatten().tolist()) for r in range(rows.shape[0]) if int(close[r].sum()) > 1]
 
 
+TieDecision = Callable[[torch.Tensor, int, list[int], bool], None]
+"""Decides one tie: given a slice's rows (row `r` tied at `candidates`, the best the
+largest when the bool says so), sets the candidates' values so that one decision wins."""
+
+
+def _with_ties_decided(op_type: str, decide: TieDecision) -> Substitute:
+    """The op computed on its first input with every tied slice decided by `decide`: the
+    deciding elements' runs for TopK (`tied_runs`), those tied with the best elsewhere."""
+    reference = _spec(op_type)
+
+    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        x = args[0]
+        assert x is not None
+        if x.dim() == 0:
+            return reference(attrs, args)
+        axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
+        moved = torch.movedim(x, axis, -1).clone()
+        rows = moved.reshape(-1, x.shape[axis])
+        groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
+        for r, candidates in groups:
+            decide(rows, r, candidates, largest)
+        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
+        return reference(attrs, [changed, *args[1:]])
+
+    return run
+
+
 def break_ties(op_type: str, pick: int, behind: bool = False) -> Substitute:
     """The op computed on its first input with each slice's tie decided one way, the winner
     an ulp ahead of the best (so an exact tie is broken too): for ArgMax, ArgMin and Hardmax
@@ -182,27 +209,17 @@ def break_ties(op_type: str, pick: int, behind: bool = False) -> Substitute:
     may pick. `behind`: the `pick`-th an ulp behind the last of its run instead: three
     float64 means of 1/7, summed in another order by onnxruntime, came out of its TopK as
     1, 2, 0, which no winner gives."""
-    reference = _spec(op_type)
 
-    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
-        x = args[0]
-        assert x is not None
-        if x.dim() == 0:
-            return reference(attrs, args)
-        axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
-        moved = torch.movedim(x, axis, -1).clone()
-        rows = moved.reshape(-1, x.shape[axis])
-        toward = torch.tensor(float("inf") if largest != behind else -float("inf"), dtype=x.dtype)
-        groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
-        for r, candidates in groups:
-            values = rows[r, candidates]
-            edge = values.max() if largest != behind else values.min()
-            at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
-            rows[r, candidates[at]] = torch.nextafter(edge, toward)
-        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
-        return reference(attrs, [changed, *args[1:]])
+    def decide(rows: torch.Tensor, r: int, candidates: list[int], largest: bool) -> None:
+        ahead = largest != behind
+        values = rows[r, candidates]
+        edge = values.max() if ahead else values.min()
+        at = min(pick, len(candidates) - 1) if pick >= 0 else max(pick, -len(candidates))
+        rows[r, candidates[at]] = torch.nextafter(
+            edge, torch.tensor(float("inf") if ahead else -float("inf"), dtype=rows.dtype)
+        )
 
-    return run
+    return _with_ties_decided(op_type, decide)
 
 
 def ties_as_chosen(op_type: str, winners: list[list[int]]) -> Substitute:
@@ -216,31 +233,17 @@ def ties_as_chosen(op_type: str, winners: list[list[int]]) -> Substitute:
     every frame, as noise of 1e-15, and its TopK over 24 frames took frame 19 in one
     slice and 2 in another; its InstanceNormalization over one element gives the bias with
     noise of 5e-6, and a Hardmax over 16 such rows took 0, 5, 4, 7 or 14."""
-    reference = _spec(op_type)
 
-    def run(attrs: Attrs, args: list[torch.Tensor | None]) -> list[torch.Tensor]:
-        x = args[0]
-        assert x is not None
-        if x.dim() == 0:
-            return reference(attrs, args)
-        axis, count, largest = deciding(op_type, attrs, x, args[1] if len(args) > 1 else None)
-        moved = torch.movedim(x, axis, -1).clone()
-        rows = moved.reshape(-1, x.shape[axis])
-        toward = torch.tensor(float("inf") if largest else -float("inf"), dtype=x.dtype)
-        groups = tied_runs(x, axis, count, largest) if op_type == "TopK" else tied_with_best(x, axis, largest)
-        for r, candidates in groups:
-            chosen = [c for c in (winners[r] if r < len(winners) else []) if c in candidates]
-            if not chosen:
-                continue
-            values = rows[r, candidates]
-            value = values.max() if largest else values.min()
-            for c in reversed(chosen):
-                value = torch.nextafter(value, toward)
-                rows[r, c] = value
-        changed = torch.movedim(rows.reshape(moved.shape), -1, axis)
-        return reference(attrs, [changed, *args[1:]])
+    def decide(rows: torch.Tensor, r: int, candidates: list[int], largest: bool) -> None:
+        chosen = [c for c in (winners[r] if r < len(winners) else []) if c in candidates]
+        values = rows[r, candidates]
+        value = values.max() if largest else values.min()
+        toward = torch.tensor(float("inf") if largest else -float("inf"), dtype=rows.dtype)
+        for c in reversed(chosen):
+            value = torch.nextafter(value, toward)
+            rows[r, c] = value
 
-    return run
+    return _with_ties_decided(op_type, decide)
 
 
 def collapse_ties(op_type: str) -> Substitute:
