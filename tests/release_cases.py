@@ -452,6 +452,25 @@ def reduce_over_no_axes(op: str) -> Case:
     return model, {"x": np.arange(1.0, 7.0).reshape(2, 3)}
 
 
+IRFFT_DECLINED = "1.17.3"
+"""A release whose DFT schema refuses `inverse` and `onesided` together ("is_onesided and
+inverse attributes cannot be enabled at the same time", 1.17.1 to 1.19.2 at least). The spec
+left the form unclear until onnx/onnx#7574 defined it as the inverse of a one-sided spectrum
+(irfft), which onnxruntime#27028 implemented: a declared limit of its time, and 1.31.1
+computes it."""
+
+
+def irfft() -> Case:
+    """The inverse DFT of a one-sided complex spectrum of 5 bins, to a real signal of 8."""
+    nodes = [helper.make_node("DFT", ["x", "n", "axis"], ["y"], inverse=1, onesided=1)]
+    consts = [
+        onnx.numpy_helper.from_array(np.array(8, np.int64), "n"),
+        onnx.numpy_helper.from_array(np.array(1, np.int64), "axis"),
+    ]
+    model = _model(nodes, [_value("x", _F32, [2, 5, 2])], [_value("y", _F32, [2, 8, 1])], consts, opset=20)
+    return model, {"x": np.random.default_rng(7).uniform(-1, 1, (2, 5, 2)).astype(np.float32)}
+
+
 RESIZE_NEGATIVE_AXES = "1.18.0"
 """A release that mishandles Resize's negative `axes` (1.17.3 too): given them, it refuses
 its scales at load, refuses the output's rank at run, or makes the wrong shape. Written from

@@ -97,6 +97,16 @@ def test_a_kernel_s_declared_limit_on_an_old_release_is_unsupported(cli: Cli, tm
     assert code == 0 and found["verdict"] == "pass", found
 
 
+def test_a_schema_that_refuses_an_irfft_is_a_declared_limit_of_its_time(cli: Cli, tmp_path: Path) -> None:
+    """1.17.3's DFT schema refuses `inverse` with `onesided`, a form the spec made clear only
+    later: unsupported, not a crash report on every old pair; 1.31.1 computes it right."""
+    code, found = _check(cli, tmp_path, rc.irfft(), None, rc.IRFFT_DECLINED)
+    assert code == 0 and found["verdict"] == "unsupported", found
+    assert "cannot be enabled at the same time" in found["sides"]["head"]["message"]
+    code, found = _check(cli, tmp_path, rc.irfft(), None, "1.31.1")
+    assert code == 0 and found["verdict"] == "pass", found
+
+
 def test_a_crash_on_an_undefined_input_is_counted_never_reported(cli: Cli, tmp_path: Path) -> None:
     """One build that dies on a Mod by zero: its own verdict, and exit 0 (nothing reported);
     the build that raises instead has nothing wrong at all."""
