@@ -235,14 +235,10 @@ def _decided(ref: NodeRef, facts: CaseFacts) -> tuple[int, int, int] | None:
         return None
     if want.shape != got.shape or not np.issubdtype(want.dtype, np.integer):
         return None
-    axis = _tie_axis(ref, x.ndim)
-    keeps = want.ndim == x.ndim
-    others = x.shape[:axis] + x.shape[axis + 1 :]
-    if (np.moveaxis(want, axis, -1).shape[:-1] if keeps else want.shape) != others:
+    w, g = _by_slice(ref, x, want), _by_slice(ref, x, got)
+    if w is None or g is None:
         return None  # the values read are not this output's input (a campaign met one: ArgMin
         # of a [62, 24, 1, 2] input with a [13, 1, 2] result), so they decide nothing
-    w = (np.moveaxis(want, axis, -1) if keeps else want).reshape(x.size // x.shape[axis], -1)
-    g = (np.moveaxis(got, axis, -1) if keeps else got).reshape(w.shape)
     differs = np.argwhere(w != g)
     if differs.size == 0:
         return None
@@ -267,15 +263,22 @@ def build_winners(ref: NodeRef, facts: CaseFacts) -> list[list[int]] | None:
         if got.shape != x.shape:
             return None
         return [[int(np.argmax(row))] for row in np.moveaxis(got, axis, -1).reshape(slices, -1)]
-    keeps = got.ndim == x.ndim
-    others = x.shape[:axis] + x.shape[axis + 1 :]
-    if (
-        not np.issubdtype(got.dtype, np.integer)
-        or (np.moveaxis(got, axis, -1).shape[:-1] if keeps else got.shape) != others
-    ):
+    rows = _by_slice(ref, x, got) if np.issubdtype(got.dtype, np.integer) else None
+    if rows is None:
         return None
-    rows = (np.moveaxis(got, axis, -1) if keeps else got).reshape(slices, -1)
     return [[int(v) for v in row] for row in rows]
+
+
+def _by_slice(ref: NodeRef, x: np.ndarray, result: np.ndarray) -> np.ndarray | None:
+    """A decided result (ArgMax's or ArgMin's index, with keepdims or not; TopK's indices)
+    as one row per slice of the node's input `x`, in the order oracles.evidence numbers the
+    slices; None where its shape does not line up with `x`."""
+    axis = _tie_axis(ref, x.ndim)
+    keeps = result.ndim == x.ndim
+    others = x.shape[:axis] + x.shape[axis + 1 :]
+    if (np.moveaxis(result, axis, -1).shape[:-1] if keeps else result.shape) != others:
+        return None
+    return (np.moveaxis(result, axis, -1) if keeps else result).reshape(x.size // x.shape[axis], -1)
 
 
 def _tie_axis(ref: NodeRef, ndim: int) -> int:
