@@ -4,7 +4,7 @@ table, generator.values.unsafe), so both read it from here rather than from each
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -12,13 +12,20 @@ import torch
 QUANT_RANGE: dict[torch.dtype, tuple[int, int]] = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
 
 
-def per_axis(scale: torch.Tensor, attrs: Mapping[str, Any], rank: int) -> torch.Tensor:
-    """A per-tensor scale (or zero point) as is, a per-axis one shaped to broadcast on `axis`."""
+def per_axis(scale: torch.Tensor, attrs: Mapping[str, Any], shape: Sequence[int]) -> torch.Tensor:
+    """A scale (or zero point) shaped to broadcast against an operand of `shape`: a per-tensor
+    one as is, a per-axis one along `axis`, and a blocked one (opset 21's `block_size`) with
+    each entry repeated over its block along `axis`, the last block cut to what is left."""
+    rank = len(shape)
     if scale.dim() == 0 or rank == 0:
         return scale.reshape(()) if scale.numel() == 1 else scale
-    shape = [1] * rank
-    shape[int(attrs.get("axis", 1)) % rank] = -1
-    return scale.reshape(shape)
+    axis = int(attrs.get("axis", 1)) % rank
+    block = int(attrs.get("block_size", 0))
+    if block > 0:
+        return scale.repeat_interleave(block, dim=axis).narrow(axis, 0, int(shape[axis]))
+    along = [1] * rank
+    along[axis] = -1
+    return scale.reshape(along)
 
 
 def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -254,6 +254,35 @@ def _zero_point_shape(n: NodeFacts) -> bool:
     return n.has(2) and _differs(n.input(2).shape, n.input(1).shape)
 
 
+def _blocked_scale(n: NodeFacts) -> bool:
+    """A blocked scale (`block_size` > 0) of another rank than x, another dim off the blocked
+    axis, or a block size outside [ceil(Di/Si), ceil(Di/(Si-1)) - 1]: a number of blocks
+    that leaves a block empty, or one that does not cover the axis."""
+    block = int(n.attrs.get("block_size", 0))
+    x, scale = n.input(0), n.input(1)
+    if block <= 0 or x.shape is None or scale.shape is None:
+        return False
+    if len(x.shape) != len(scale.shape) or not x.shape:
+        return True
+    axis = int(n.attrs.get("axis", 1))
+    if not -len(x.shape) <= axis < len(x.shape):
+        return False  # the axis rule's to say
+    axis %= len(x.shape)
+    off_axis = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    if _differs(off_axis, tuple(d for i, d in enumerate(scale.shape) if i != axis)):
+        return True
+    di, si = x.shape[axis], scale.shape[axis]
+    if di is None or si is None:
+        return False
+    return block < -(-di // max(si, 1)) or (si > 1 and block > -(-di // (si - 1)) - 1) or (si == 0) != (di == 0)
+
+
+def _rank_one_blocked(n: NodeFacts) -> bool:
+    x, scale = n.input(0), n.input(1)
+    one = scale.shape is not None and all(d == 1 for d in scale.shape)
+    return int(n.attrs.get("block_size", 0)) > 0 and x.rank == 1 and one
+
+
 def _mod_float_fmod(n: NodeFacts) -> bool:
     floats = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
     return n.attrs.get("fmod", 0) == 0 and n.input(0).elem_type in floats
@@ -523,6 +552,30 @@ CONSTRAINTS: tuple[SpecConstraint, ...] = (
         "Shape must match `y_scale`.",
         "y_zero_point must have the shape of y_scale",
         _zero_point_shape,
+    ),
+    _C(
+        "QuantizeLinear",
+        21,
+        None,
+        "the accepted range is `[ceil(Di/Si), ceil(Di/(Si-1))-1]`",
+        "a blocked y_scale has x's shape but on axis, where block_size fits its number of blocks",
+        _blocked_scale,
+    ),
+    _C(
+        "QuantizeLinear",
+        21,
+        None,
+        "When the rank of the input is 1, per-tensor quantization is applied",
+        "a rank-1 input with a one-element scale is quantized per tensor, with no block_size",
+        _rank_one_blocked,
+    ),
+    _C(
+        "DequantizeLinear",
+        21,
+        None,
+        "the accepted range is `[ceil(Di/Si), ceil(Di/(Si-1))-1]`",
+        "a blocked x_scale has x's shape but on axis, where block_size fits its number of blocks",
+        _blocked_scale,
     ),
     _C(
         "DequantizeLinear",

@@ -92,6 +92,7 @@ class OrtAdapter(Adapter):
         r"does not support \w+ yet",
         r"only supports NHW and NCHW reduction for axes attribute",
         r"is_onesided and inverse attributes cannot be enabled at the same time",
+        r"block_size must be 0 for per-tensor quantization",
     )
     """Also a model newer than the build reads (its IR version or opset): a declared limit,
     not a crash of the build (`fuzzbot check` judged an IR-14 model a crash on 1.31.1); and
@@ -101,7 +102,9 @@ class OrtAdapter(Adapter):
     NCHW reduction for axes attribute"), reported as a crash on 1.15.1; and a DFT with both
     `inverse` and `onesided` (an irfft), which the spec left unclear until onnx#7574 and the
     releases before onnxruntime#27028 refuse by their schema, reported as a crash on every old
-    pair triaged (1.17.1 -> 1.17.3, 1.19.0 -> 1.19.2). But a kernel missing for a
+    pair triaged (1.17.1 -> 1.17.3, 1.19.0 -> 1.19.2); and a `block_size` over a scale of one
+    element, which the kernels read as per-tensor, as QuantizeLinear-21's spec reads a rank-1
+    input ("block_size must be 0 for per-tensor quantization"). But a kernel missing for a
     node the build's own optimizer made (`<node>/QuickGeluFusion/`: a float64 x * Sigmoid(x)
     * 1.702 becomes a com.microsoft.QuickGelu, which has no float64 kernel, so a model that
     runs at `disable` fails to load at `all`) is no declared limit but the optimizer's bug,

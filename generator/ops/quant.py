@@ -46,34 +46,68 @@ class Converting(SameShapeOp):
 
 
 class QuantOp(Converting):
-    """A per-tensor or per-axis scale and zero point, owned by the op."""
+    """A per-tensor, per-axis or blocked scale and zero point, owned by the op."""
 
     per_axis_share = 0.25
+    blocked_share = 0.3
+    """Of the cases whose opset has `block_size` (21 on): a converter's blocked path (a scale
+    of the input's rank, each entry repeated over a block of `axis`) is code of its own, and a
+    per-axis draw never runs it."""
+    big_blocks = (16, 32, 64, 128)
+    """Block sizes of weight-only quantization, which kernels special-case: most dims drawn are
+    smaller, so the whole axis is one block."""
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
         super().__init__(sc, ins, out)
+        rank = ins[0].rank
         # Per-axis scales from opset 13 (QuantizeLinear-10 has no axis).
-        per_axis = ins[0].rank >= 2 and self.rng.random() < self.per_axis_share
+        per_axis = rank >= 2 and self.rng.random() < self.per_axis_share
         self.per_axis = per_axis and has_attribute(self.op_type, "axis", sc.opset)
-        self.axis = self.rng.randrange(ins[0].rank) if self.per_axis else 1
+        self.blocked = (
+            rank >= 1 and has_attribute(self.op_type, "block_size", sc.opset) and self.rng.random() < self.blocked_share
+        )
+        self.per_axis = self.per_axis or self.blocked
+        self.axis = self.rng.randrange(rank) if self.per_axis else 1
+        self.block_pick = self.rng.random() if self.blocked else 0.0
+        self.block = 0
+
+    def block_size(self, dim: int) -> int:
+        """A block for an axis of `dim`: one in four of the big sizes, else 1 to `dim`, so that
+        per-element, partial last blocks and one whole-axis block all come up."""
+        if self.block_pick < 0.25:
+            return self.big_blocks[int(self.block_pick * 4 * len(self.big_blocks))]
+        return 1 + int((self.block_pick - 0.25) / 0.75 * max(dim, 1))
 
     def scale_operands(self, em: Emitter, dtype: DType) -> list[str]:
-        """The scale and zero point, one per element along `axis` when per-axis."""
-        n = em.ival(self.inputs[0].shape[self.axis]) if self.per_axis else 1
+        """The scale and zero point: one per element along `axis` when per-axis; when blocked,
+        the input's shape with `axis` cut to its number of blocks."""
+        shape: tuple[int, ...] = ()
+        if self.per_axis:
+            dim = em.ival(self.inputs[0].shape[self.axis])
+            shape = (dim,)
+            if self.blocked:
+                self.block = self.block_size(dim)
+                dims = [em.ival(d) for d in self.inputs[0].shape]
+                dims[self.axis] = -(-dim // self.block)
+                shape = tuple(dims)
+            if self.blocked and shape == (1,):
+                # QuantizeLinear-21: "When the rank of the input is 1, per-tensor
+                # quantization is applied"; a one-element scale is that, with no block.
+                self.blocked = self.per_axis = False
+                shape = ()
+        n = int(np.prod(shape, dtype=np.int64))
         scales = np.asarray([SCALES[int(em.values.integers(len(SCALES)))] for _ in range(n)], np.float32)
         low, high = (120, 137) if dtype is DType.uint8 else (-8, 9)
         zeros = em.values.integers(low, high, size=n).astype(dtype.numpy)
-        if not self.per_axis:
-            return [em.const(scales.reshape(())), em.const(zeros.reshape(()))]
-        return [em.const(scales), em.const(zeros)]
+        return [em.const(scales.reshape(shape)), em.const(zeros.reshape(shape))]
 
     def attrs(self) -> dict[str, int]:
-        return {"axis": self.axis} if self.per_axis else {}
+        if not self.per_axis:
+            return {}
+        return {"axis": self.axis, "block_size": self.block} if self.blocked else {"axis": self.axis}
 
     @classmethod
     def refusal(cls, version: int, attrs: Attrs) -> str | None:
-        if int(attrs.get("block_size", 0)):
-            return f"{cls.op_type}-{version} blocked quantization (block_size) is not computed"
         if not int(attrs.get("saturate", 1)):
             return f"{cls.op_type}-{version} float8 without saturation is not computed"
         return super().refusal(version, attrs)
@@ -95,7 +129,8 @@ class QuantizeLinear(QuantOp):
         return self.to
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("QuantizeLinear", [ins[0], *self.scale_operands(em, self.to)], outs, **self.attrs())
+        operands = self.scale_operands(em, self.to)  # before attrs(): it chooses the block
+        em.node("QuantizeLinear", [ins[0], *operands], outs, **self.attrs())
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -104,11 +139,10 @@ class QuantizeLinear(QuantOp):
         to = int(attrs.get("output_dtype", 0)) or (ONNX_OF.get(given.dtype, 0) if given is not None else 0)
         if to in FOUR_BIT or to in FLOAT8:  # int4, uint4, float8 (generator.ops.narrow)
             zero = given if given is not None else torch.zeros(())
-            rank = x.dim()
             saturate = bool(int(attrs.get("saturate", 1)))
-            return [quantize_to(x, per_axis(scale, attrs, rank), per_axis(zero, attrs, rank), to, saturate)]
+            return [quantize_to(x, per_axis(scale, attrs, x.shape), per_axis(zero, attrs, x.shape), to, saturate)]
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else implied_zero_point(attrs)
-        return [quantize(x, per_axis(scale, attrs, x.dim()), per_axis(zero, attrs, x.dim()), zero.dtype)]
+        return [quantize(x, per_axis(scale, attrs, x.shape), per_axis(zero, attrs, x.shape), zero.dtype)]
 
 
 def implied_zero_point(attrs: Attrs) -> torch.Tensor:
@@ -136,7 +170,8 @@ class DequantizeLinear(QuantOp):
         return DType.float32
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
-        em.node("DequantizeLinear", [ins[0], *self.scale_operands(em, self.inputs[0].dtype)], outs, **self.attrs())
+        operands = self.scale_operands(em, self.inputs[0].dtype)  # before attrs(): it chooses the block
+        em.node("DequantizeLinear", [ins[0], *operands], outs, **self.attrs())
 
     @staticmethod
     def reference(attrs: Attrs, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -145,10 +180,10 @@ class DequantizeLinear(QuantOp):
         zero = inputs[2] if len(inputs) > 2 and inputs[2] is not None else torch.zeros((), dtype=x.dtype)
         zero = byte_values(zero)
         if x.dtype.is_floating_point:  # float8: its value, the zero point 0
-            steps = x.float() - per_axis(zero, attrs, x.dim()).float()
+            steps = x.float() - per_axis(zero, attrs, x.shape).float()
         else:
-            steps = (x.int() - per_axis(zero, attrs, x.dim()).int()).float()
-        return [steps * per_axis(scale, attrs, x.dim()).float()]
+            steps = (x.int() - per_axis(zero, attrs, x.shape).int()).float()
+        return [steps * per_axis(scale, attrs, x.shape).float()]
 
 
 @register

@@ -79,12 +79,12 @@ def quant_gap(ops: Operands, attrs: Attrs) -> torch.Tensor:
     QuantizeLinear's round-half-to-even jumps by one quantum; far (-1) where the result
     saturates whichever way it rounds."""
     x = operand(ops)
-    v = x / per_axis(operand(ops, 1), attrs, x.dim()).to(x.dtype)
+    v = x / per_axis(operand(ops, 1), attrs, x.shape).to(x.dtype)
     zero = ops[2] if len(ops) > 2 and ops[2] is not None else implied_zero_point(attrs)
     if zero.dtype.is_floating_point:  # float8: a tie between two neighbours, at any binade
         return torch.where(v.isfinite(), _half_gap_of(v / float8_spacing(v, zero.dtype)), -torch.ones_like(v))
     info = torch.iinfo(zero.dtype)
-    q = v.detach() + per_axis(zero, attrs, x.dim()).to(x.dtype)
+    q = v.detach() + per_axis(zero, attrs, x.shape).to(x.dtype)
     gap = _half_gap_of(v)
     return torch.where((q < info.min - 1) | (q > info.max + 1), -torch.ones_like(gap), gap)
 

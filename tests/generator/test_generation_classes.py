@@ -35,6 +35,7 @@ from generator.ops.families import EMPTY_AXES, NEGATIVE_INDEX, ZERO_DIVISOR
 from generator.ops.matched import MATCHED, MATCHED_SHARE, NEAR_SHARE, draw_matched, settings
 from generator.patterns import all_variants
 from generator.patterns.base import COMMUTATIVE, LIFTED, Pattern
+from generator.spec_constraints import undefined_forms
 from generator.symbolic import SymCtx, TType
 from generator.witness import Witness
 from oracles.compare import compare
@@ -598,3 +599,39 @@ def test_a_value_held_under_a_narrow_tag_is_never_twinned() -> None:
         assert twinned is not None
         twins, original = _twins(twinned)
         assert [n.op_type for n in twins] == ["Relu"] and original is not None and original.op_type == "Relu"
+
+
+def _int_attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    value = _attr(node, name, default)
+    assert isinstance(value, int), (name, value)
+    return value
+
+
+def _dims(inferred: onnx.ModelProto) -> dict[str, list[int]]:
+    """Every tensor's dims, read off the inferred model."""
+    values = [*inferred.graph.value_info, *inferred.graph.input]
+    found = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in values}
+    return found | {i.name: list(i.dims) for i in inferred.graph.initializer}
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_blocked_quantization_comes_up_with_partial_and_whole_axis_blocks(op: str) -> None:
+    """A converter's blocked path (opset 21's `block_size`) is its own code, which per-axis
+    draws never run. Each blocked model is valid, defined by the schema's shape rule, and
+    computed as onnxruntime computes it."""
+    cfg = GenConfig(nodes=3, opset=21, patterns=0.0, dtypes=[F32, DType.uint8, DType.int8], wide_types=0.0)
+    partial = whole = checked = 0
+    for seed in range(40):
+        case = generate(seed, cfg.model_copy(update={"ops": [op, "Relu"]}))
+        inferred = valid(case.model)
+        dims = _dims(inferred)
+        for node in (n for n in inferred.graph.node if n.op_type == op and _int_attr(n, "block_size", 0)):
+            axis, block = _int_attr(node, "axis", 1), _int_attr(node, "block_size", 0)
+            dim, blocks = dims[node.input[0]][axis], dims[node.input[1]][axis]
+            whole += blocks == 1
+            partial += blocks > 1 and dim % block != 0
+            assert undefined_forms(case.model) == []
+            if checked < 8:
+                agrees_with_onnxruntime(case.model, case.inputs)
+                checked += 1
+    assert whole >= 2 and partial >= 2 and checked == 8

@@ -77,6 +77,12 @@ def quant(op: str, opset: int, x: int, zero_point: Shape) -> onnx.ModelProto:
     return one_node(op, [("x", x, [4]), ("s", F, []), ("z", zero, zero_point)], opset)
 
 
+def blocked(op: str, scale: Shape, block_size: int, x: Shape = None) -> onnx.ModelProto:
+    """A 4x6 input blocked along its last axis."""
+    x_type = F if op == "QuantizeLinear" else I8
+    return one_node(op, [("x", x_type, x or [4, 6]), ("s", F, scale)], 21, axis=-1, block_size=block_size)
+
+
 def grid(x: Shape, g: Shape, opset: int, **attrs: Any) -> onnx.ModelProto:
     return one_node("GridSample", [("x", F, x), ("g", F, g)], opset, **attrs)
 
@@ -231,6 +237,21 @@ CASES = {
         "num_outputs must equal",
         one_node("Split", [("x", F, [4, 4])], 18, outputs=2, num_outputs=3),
         one_node("Split", [("x", F, [4, 4])], 18, outputs=2, num_outputs=2),
+    ),
+    "quantize_blocks": Case(
+        "block_size fits its number of blocks",
+        blocked("QuantizeLinear", [4, 2], 2),  # 6 in blocks of 2 is 3 blocks
+        blocked("QuantizeLinear", [4, 2], 3),
+    ),
+    "dequantize_blocked_rank": Case(
+        "a blocked x_scale has x's shape",
+        blocked("DequantizeLinear", [3, 3], 2),
+        blocked("DequantizeLinear", [4, 3], 2),
+    ),
+    "quantize_rank_one": Case(
+        "quantized per tensor, with no block_size",
+        blocked("QuantizeLinear", [1], 8, x=[6]),
+        blocked("QuantizeLinear", [2], 4, x=[6]),
     ),
     "quantize": Case("y_zero_point must have", quant("QuantizeLinear", 21, F, [1]), quant("QuantizeLinear", 21, F, [])),
     "dequantize": Case(
