@@ -42,6 +42,12 @@ PAIRS: dict[str, dict[str, Any]] = {
         "head": ["onnxruntime==1.18.0"],
         "packages": ["numpy<2", "ml_dtypes==0.5.4"],
     },
+    "tvm-0.26-0.27": {
+        "backend": "tvm",
+        "base": ["apache-tvm==0.26.0"],
+        "head": ["apache-tvm==0.27.0.post1"],
+        "packages": ["numpy==2.4.6", "onnx==1.23.2"],
+    },
     "tvm-0.25-0.27": {
         "backend": "tvm",
         "base": ["apache-tvm==0.25.0.post1", "apache-tvm-ffi==0.1.12"],
@@ -49,6 +55,11 @@ PAIRS: dict[str, dict[str, Any]] = {
         "packages": ["numpy==2.4.6", "onnx==1.23.2"],
     },
 }
+
+
+STOPPED = (130, 143)
+"""Exit statuses of a campaign ended by SIGINT or SIGTERM: the soak stops with it, as the bot
+would, instead of going on in a process whose checkout may have moved."""
 
 
 def rss_bytes() -> int:
@@ -101,6 +112,8 @@ def one(pair: str, index: int, budget: str, work: Path, sampler: Sampler) -> dic
     began = time.monotonic()
     try:
         code: int | str = cli(["fuzz", "--config", str(config_for(pair, budget, work)), "--out", str(out)])
+    except KeyboardInterrupt:
+        raise
     except BaseException as e:  # noqa: BLE001 - a campaign that raises is one that died; the soak goes on
         code = f"{type(e).__name__}: {e}"[:200]
     row: dict[str, Any] = {"pair": pair, "exit": code, "seconds": round(time.monotonic() - began, 1)}
@@ -147,6 +160,8 @@ def main() -> None:
     for i in range(args.campaigns):
         rows.append(one(pairs[i % len(pairs)], i, args.budget, args.work, sampler))
         print(json.dumps(rows[-1]), flush=True)
+        if rows[-1]["exit"] in STOPPED:
+            break  # the soak itself was told to stop: a campaign cut by a signal is not a death
     sampler.done.set()
     print(
         json.dumps(
