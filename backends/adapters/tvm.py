@@ -69,7 +69,8 @@ class TvmAdapter(Adapter):
         r"not (?:yet |currently )?supported",
         r"[Nn]ot (?:yet )?implemented",
         r"(?:is|are) (?:currently )?unsupported",
-        r"Unsupported (?:input type|PRelu slope shape|output datatype)",
+        r"Unsupported (?:input type|PRelu slope shape|output datatype|coordinate_transformation_mode"
+        r"|kernel size|tile size|layout)",
         r"param datatype should be one of",
         r"(?<!emit_te now )[Oo]nly supports?\b",
         r"supported only",
@@ -80,8 +81,10 @@ class TvmAdapter(Adapter):
         r"ShapeExpr input|static shape is unknown|Cannot broadcast symbolic|cannot be proven",
     )
     """TVM's own wording for what it does not handle, from the Relax ONNX frontend's raises
-    and asserts and the legalizers' messages (tests/backends/test_tvm_limits.py reads them from the
-    installed TVM's source and checks each is classified, and no invalid-model error is).
+    and asserts, topi's computes (Resize's `Unsupported coordinate_transformation_mode:
+    half_pixel_symmetric`, a Resize-19 mode, was a crash report on 0.26 -> 0.27) and the
+    legalizers' messages (tests/backends/test_tvm_limits.py reads them from the installed
+    TVM's source and checks each is classified, and no invalid-model error is).
     Not one: LegalizeOps' `emit_te now only supports Tensor that has ShapeExpr shape`, which
     a frontend op that lost a symbolic input's shape leads to (Sub of `[batch,1]` and
     `[2,1]`, then Div, in 0.25-0.27): the static model runs, so it is a bug to report.

@@ -35,11 +35,19 @@ VALIDATION = re.compile(
 """Wording of an invalid model or a frontend fault: never a declared limit."""
 
 
-def _frontend() -> Path:
+LIMIT = re.compile(r"[Uu]nsupported|not (?:yet |currently )?supported|[Nn]ot (?:yet )?implemented")
+"""Wording of a limit in topi, whose other messages are mostly internal checks."""
+
+
+def _tvm() -> Path:
     spec = importlib.util.find_spec("tvm")
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("tvm is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "relax" / "frontend" / "onnx" / "onnx_frontend.py"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _frontend() -> Path:
+    return _tvm() / "relax" / "frontend" / "onnx" / "onnx_frontend.py"
 
 
 def _text(node: ast.expr) -> str | None:
@@ -55,8 +63,19 @@ def _text(node: ast.expr) -> str | None:
 
 def frontend_messages() -> list[str]:
     """`Type: message` of every raise and assert of the frontend, as the worker reports them."""
+    return sorted(_messages(_frontend()))
+
+
+def topi_limits() -> list[str]:
+    """The limits topi's computes state (the frontend's ops are legalized into them), its
+    testing helpers left out."""
+    files = (f for f in (_tvm() / "topi").rglob("*.py") if "testing" not in f.parts)
+    return sorted(m for f in files for m in _messages(f) if LIMIT.search(m))
+
+
+def _messages(source: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(_frontend().read_text())):
+    for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             func = node.exc.func
             kind = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "Error"
@@ -67,7 +86,7 @@ def frontend_messages() -> list[str]:
             continue
         if text and kind != "ImportError":
             found.add(f"{kind}: {' '.join(text.replace('{}', 'x').split())}")
-    return sorted(found)
+    return found
 
 
 def library_messages() -> list[str]:
@@ -91,10 +110,18 @@ def test_every_frontend_limit_is_declared_and_no_invalid_model_error_is() -> Non
     assert len(limits) >= 60
 
 
+def test_every_limit_topi_states_is_declared() -> None:
+    limits = topi_limits()
+    assert any("coordinate_transformation_mode" in m for m in limits), "topi's Resize limit was not found"
+    misfiled = [m for m in limits if not VALIDATION.search(m) and not is_unsupported(TvmAdapter.unsupported, m)]
+    assert not misfiled, f"topi limits the adapter calls bugs: {misfiled}"
+
+
 @pytest.mark.parametrize(
     "message",
     [
         "ValueError: TopK sorted must be 1 for Relax frontend",
+        "ValueError: Unsupported coordinate_transformation_mode: half_pixel_symmetric",
         "AssertionError: Only constant depth currently supported.",
         "TVMError: layer_norm: only support float32 and float16 for now",
     ],
