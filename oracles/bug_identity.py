@@ -37,6 +37,7 @@ splits. The trigger's structure names only what has none of these (bot.reduce.ge
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from enum import Enum
 from typing import Protocol
@@ -155,11 +156,29 @@ def kernel_fingerprint(finding: Named, label: str) -> str:
     names; a kernel names the bug as syzbot names a crash by the function that crashed.
     Evidence of two bugs splits them: another label (fixed here, persistent there), or one
     trigger that needs the optimizer (a fusion's LayerNormalization, wrong on every element)
-    beside one that does not (the kernel's own variance, wrong on two)."""
+    beside one that does not (the kernel's own variance, wrong on two).
+
+    Wrong numbers are one kind whether or not they happen to be NaN or Inf: TVM 0.26's
+    GatherElements reads out of bounds at a negative index, and the garbage it returns was
+    NaN in one reduced trigger and finite in another (two reports of one bug). Wrong
+    shapes, types and missing outputs stay kinds of their own."""
     local = finding.localization
     needs = "" if local is None else f" optimizer:{local.depends_on_optimization}"
-    name = f"{finding.blamed or f'{finding.symptom} at {finding.kernel}'} {label}{needs}"
+    blamed = finding.blamed or f"{finding.symptom} at {finding.kernel}"
+    name = f"{_numbers_as_values(blamed)} {label}{needs}"
     return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
+
+
+WRONG_NUMBERS = frozenset({"values", "nonfinite"})
+"""The mismatch kinds (oracles.compare.Mismatch) of a tensor whose numbers are wrong."""
+
+
+def _numbers_as_values(blamed: str) -> str:
+    """`nonfinite at K` (or `values,nonfinite at K`) as `values at K`; any other name as is."""
+    kinds, at, kernel = blamed.partition(" at ")
+    if at and set(re.split(r"[,+]", kinds)) <= WRONG_NUMBERS:
+        return f"values at {kernel}"
+    return blamed
 
 
 def rewrite_fingerprint(finding: Named, label: str) -> str:

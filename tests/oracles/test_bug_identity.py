@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from oracles.bug_identity import Distance, as_sighting_of, same_bug, similar_messages
+from backends.results import BackendInfo
+from bot.findings.bundle import Finding
+from oracles.bug_identity import Distance, as_sighting_of, kernel_fingerprint, same_bug, similar_messages
 from oracles.verdict import Judgement, Verdict
 
 RUN, BUILD, COMMIT = Distance.run, Distance.build, Distance.commit
@@ -110,3 +112,19 @@ def test_a_mutant_that_shows_its_parents_bug_is_named_as_its_parent_and_another_
     assert as_sighting_of((), again) == again
     passed = Judgement(verdict=Verdict.pass_)
     assert as_sighting_of(shown, passed) is passed
+
+
+def _blamed(name: str, label: str = "fixed") -> str:
+    tvm = BackendInfo(name="tvm", level="default", version="0.26.0")
+    return kernel_fingerprint(Finding(**_wrong("values").model_dump(), backend=tvm, blamed=name), label)
+
+
+def test_wrong_numbers_at_one_kernel_are_one_bug_whether_or_not_they_are_nan() -> None:
+    """TVM 0.26's GatherElements at a negative index reads out of bounds: its garbage was NaN
+    in one reduced trigger and finite in another, one bug."""
+    values = _blamed("values at ai.onnx::GatherElements")
+    assert _blamed("nonfinite at ai.onnx::GatherElements") == values
+    assert _blamed("nonfinite+values at ai.onnx::GatherElements") == values
+    assert _blamed("shape at ai.onnx::GatherElements") != values, "a wrong shape is a kind of its own"
+    assert _blamed("nonfinite at ai.onnx::Gather") != values, "another kernel"
+    assert _blamed("nonfinite at ai.onnx::GatherElements", "persistent") != values, "another label"
