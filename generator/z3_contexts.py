@@ -18,9 +18,11 @@ not seconds, keeps the same seed the same case at any load.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import queue
 import threading
+import weakref
 
 import z3
 
@@ -33,18 +35,30 @@ comes about every 125 models."""
 
 
 class ContextSupply:
-    """Hands out never-used contexts; the thread that makes them starts on the first take."""
+    """Hands out never-used contexts; the thread that makes them starts on the first take,
+    and stops when the supply is closed or no longer referenced.
+
+    The thread holds the queue and a stop flag, never the supply: a thread that held it kept
+    it, its waiting contexts and itself alive for the life of the process, about 50 MB a
+    supply, so a bot running campaigns back to back (bench/soak.py) grew by that much, or
+    twice that with two lanes, per campaign."""
 
     def __init__(self, ahead: int = AHEAD) -> None:
         self._ready: queue.Queue[z3.Context] = queue.Queue(maxsize=ahead)
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._closer = weakref.finalize(self, _stop_filling, self._stop, self._ready)
         self.taken = 0
 
     def take(self) -> z3.Context:
         with self._lock:
+            if self._stop.is_set():  # closed: made here, as the thread would have made it
+                return z3.Context()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._fill, name="z3-contexts", daemon=True)
+                self._thread = threading.Thread(
+                    target=_fill, args=(self._ready, self._stop), name="z3-contexts", daemon=True
+                )
                 self._thread.start()
             self.taken += 1
             collect = self.taken % COLLECT_EVERY == 0
@@ -52,6 +66,28 @@ class ContextSupply:
             gc.collect()
         return self._ready.get()
 
-    def _fill(self) -> None:
+    def close(self) -> None:
+        """Stop the thread and drop the contexts it made ahead."""
+        self._closer()
+
+
+STOP_POLL_S = 0.1
+"""How often a thread whose queue is full looks whether its supply was closed."""
+
+
+def _fill(ready: queue.Queue[z3.Context], stop: threading.Event) -> None:
+    while not stop.is_set():
+        context = z3.Context()
+        while not stop.is_set():
+            try:
+                ready.put(context, timeout=STOP_POLL_S)
+                break
+            except queue.Full:
+                continue
+
+
+def _stop_filling(stop: threading.Event, ready: queue.Queue[z3.Context]) -> None:
+    stop.set()
+    with contextlib.suppress(queue.Empty):
         while True:
-            self._ready.put(z3.Context())
+            ready.get_nowait()

@@ -218,7 +218,8 @@ class CaseSource:
 
     def close(self) -> None:
         """Stop the generation processes, taking in their coverage; write what the corpus has
-        waiting (fresh cases, learned rewrites)."""
+        waiting (fresh cases, learned rewrites); stop the z3 contexts' thread."""
+        self.contexts.close()
         with self._lock:
             if self.pool is not None:
                 self.pool.close(self._absorb)

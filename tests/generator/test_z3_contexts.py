@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
 import weakref
 
-from generator.z3_contexts import COLLECT_EVERY, ContextSupply
+import z3
+
+from generator.z3_contexts import COLLECT_EVERY, STOP_POLL_S, ContextSupply
 
 
 class _Cycle:
@@ -34,3 +38,26 @@ def test_the_supply_collects_cycles_holding_contexts_every_so_many_contexts() ->
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _fillers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "z3-contexts"]
+
+
+def test_a_supply_closed_or_dropped_stops_its_thread_and_frees_its_contexts() -> None:
+    """A thread that held its supply kept it, the contexts it made ahead and itself alive for
+    the life of the process: about 50 MB a campaign in a bot that runs them back to back."""
+    before = len(_fillers())
+    closed, dropped = ContextSupply(), ContextSupply()
+    closed.take(), dropped.take()
+    assert len(_fillers()) == before + 2
+    waiting = weakref.ref(closed._ready)
+    closed.close()
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 10 * STOP_POLL_S + 5
+    while len(_fillers()) > before and time.monotonic() < deadline:
+        time.sleep(STOP_POLL_S)
+    assert len(_fillers()) == before
+    assert waiting() is not None and waiting().empty()  # type: ignore[union-attr]
+    assert isinstance(closed.take(), z3.Context), "a closed supply still hands out fresh contexts"
