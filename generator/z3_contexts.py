@@ -84,10 +84,15 @@ def _fill(ready: queue.Queue[z3.Context], stop: threading.Event) -> None:
                 break
             except queue.Full:
                 continue
+    _drain(ready)  # a put that the closer's drain made room for may have landed after it
 
 
 def _stop_filling(stop: threading.Event, ready: queue.Queue[z3.Context]) -> None:
     stop.set()
+    _drain(ready)
+
+
+def _drain(ready: queue.Queue[z3.Context]) -> None:
     with contextlib.suppress(queue.Empty):
         while True:
             ready.get_nowait()

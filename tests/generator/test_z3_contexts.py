@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import weakref
 
@@ -40,24 +39,21 @@ def test_the_supply_collects_cycles_holding_contexts_every_so_many_contexts() ->
             gc.enable()
 
 
-def _fillers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "z3-contexts"]
-
-
 def test_a_supply_closed_or_dropped_stops_its_thread_and_frees_its_contexts() -> None:
     """A thread that held its supply kept it, the contexts it made ahead and itself alive for
     the life of the process: about 50 MB a campaign in a bot that runs them back to back."""
-    before = len(_fillers())
     closed, dropped = ContextSupply(), ContextSupply()
     closed.take(), dropped.take()
-    assert len(_fillers()) == before + 2
-    waiting = weakref.ref(closed._ready)
+    threads = [closed._thread, dropped._thread]
+    assert all(t is not None and t.is_alive() for t in threads)
+    gone = weakref.ref(dropped)
     closed.close()
     del dropped
     gc.collect()
+    assert gone() is None, "the thread no longer keeps its supply"
     deadline = time.monotonic() + 10 * STOP_POLL_S + 5
-    while len(_fillers()) > before and time.monotonic() < deadline:
+    while any(t is not None and t.is_alive() for t in threads) and time.monotonic() < deadline:
         time.sleep(STOP_POLL_S)
-    assert len(_fillers()) == before
-    assert waiting() is not None and waiting().empty()  # type: ignore[union-attr]
+    assert not any(t is not None and t.is_alive() for t in threads)
+    assert closed._ready.empty(), "the contexts made ahead are dropped"
     assert isinstance(closed.take(), z3.Context), "a closed supply still hands out fresh contexts"
