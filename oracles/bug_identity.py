@@ -37,12 +37,12 @@ splits. The trigger's structure names only what has none of these (bot.reduce.ge
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from enum import Enum
 from typing import Protocol
 
 from backends.results import BackendInfo
+from oracles.compare import Mismatch
 from oracles.sides import Localization
 from oracles.signature import SOURCE_CHECK, crash_site, fingerprint, normalize
 from oracles.verdict import Judgement, Symptom, Verdict, crash_kind
@@ -169,15 +169,16 @@ def kernel_fingerprint(finding: Named, label: str) -> str:
     return fingerprint(finding.backend.name, Verdict.wrong_result.value, name)
 
 
-WRONG_NUMBERS = frozenset({"values", "nonfinite"})
-"""The mismatch kinds (oracles.compare.Mismatch) of a tensor whose numbers are wrong."""
+WRONG_NUMBERS = frozenset({Mismatch.values.value, Mismatch.nonfinite.value})
+"""The mismatch kinds of a tensor whose numbers are wrong."""
 
 
 def _numbers_as_values(blamed: str) -> str:
-    """`nonfinite at K` (or `values,nonfinite at K`) as `values at K`; any other name as is."""
+    """`nonfinite at K` (or `nonfinite+values at K`, as a wrong result joins its kinds) as
+    `values at K`; any other name as is."""
     kinds, at, kernel = blamed.partition(" at ")
-    if at and set(re.split(r"[,+]", kinds)) <= WRONG_NUMBERS:
-        return f"values at {kernel}"
+    if at and set(kinds.split("+")) <= WRONG_NUMBERS:
+        return f"{Mismatch.values.value} at {kernel}"
     return blamed
 
 
