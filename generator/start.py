@@ -2,12 +2,11 @@
 share of seeds the WIDE element types (generator.dtypes.WIDE), where some allowed op takes
 them.
 
-Where the config's types give nothing, the WIDE ones may: what head alone runs can be
-(IsNaN, bfloat16) and nothing else, as onnxruntime 1.18.0 added. And a type no allowed op
-takes first may still be one an allowed op makes: Where's first input is its bool condition,
-so the support {Where: int8} (a head that adds int8 to Where, on the seeds that draw what
-head alone runs) fits no start type to a first slot, while a backward Where makes int8.
-Before either rule, every type was drawn, of which most grow nothing.
+A type no allowed op takes first may still be one an allowed op can make: Where's first input
+is its bool condition, so a support matrix that holds only (Where, int8), as a head that adds
+int8 to Where gives the seeds that draw what head alone runs, takes no start type on its
+first slot; an int8 tensor is still one a backward Where produces. Those are the start types
+when the first rule finds none, before every type (of which most can grow nothing).
 """
 
 from __future__ import annotations
@@ -36,15 +35,10 @@ def start_types(
     """Every type at ranks 1 to 5 that some allowed op takes first; a wide seed's are the WIDE
     types alone, when any is startable. Falls back to all of them when none is."""
     seeds = [TType(d, r) for d in dtypes for r in range(1, 6)]
-    wide = [TType(d, r) for d in WIDE if d not in dtypes for r in range(1, 6)]
     if wide_draw(seed, wide_share):
+        wide = [TType(d, r) for d in WIDE if d not in dtypes for r in range(1, 6)]
         seeds = _startable(wide, specs, allowed) or seeds
-    return (
-        _startable(seeds, specs, allowed)
-        or _startable(wide, specs, allowed)
-        or _producible([*seeds, *wide], specs, allowed)
-        or seeds
-    )
+    return _startable(seeds, specs, allowed) or _producible(seeds, specs, allowed) or seeds
 
 
 def _startable(seeds: list[TType], specs: Sequence[type[OpSpec]], allowed: Allowed) -> list[TType]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from bot.cases.making import alone_side, seed_support
 from generator.api import OLDEST_GENERATED, GenConfig, Support
+from generator.dtypes import WIDE
 from generator.emit import NEWEST_OPSET
 from generator.mutate import Genome
 from oracles.sides import SideName
@@ -125,6 +126,8 @@ class OpsetPlan:
         support: Support | None
         if lone is not None:
             opset, support = lone
+            if cfg.wide_types > 0 and only_wide(support, cfg):
+                cfg = cfg.model_copy(update={"wide_types": 1.0})
         else:
             opset = self.opset_of(seed, genome)
             support = self.support(seed, opset)
@@ -141,3 +144,14 @@ class OpsetPlan:
             for op, dtypes in support.items():
                 union.setdefault(op, set()).update(dtypes)
         return union
+
+
+def only_wide(support: Support, cfg: GenConfig) -> bool:
+    """Whether every pair of `support` is keyed by a WIDE type the config's own types leave
+    out. What one side alone runs can be that: onnxruntime 1.18.0 adds bfloat16 IsNaN and
+    IsInf, and nothing else over 1.17.3. A case starts from a WIDE type only on the
+    `wide_types` share of the seeds, so a seed that draws those pairs alone is one of that
+    share; drawn from the config's types, it grew nothing (195 of a 1.17.3 -> 1.18.0
+    campaign's cases were dropped this way)."""
+    keys = {dtype for dtypes in support.values() for dtype in dtypes}
+    return bool(keys) and all(d in WIDE and d not in cfg.dtypes for d in keys)

@@ -179,10 +179,7 @@ SEEDS = 60
 
 
 def _has_form(opset: int, op: str, has: Callable[[onnx.NodeProto], bool], dtypes: tuple[DType, ...]) -> bool:
-    # wide_types 0: the form's dtypes alone (a config whose types start nothing at this opset
-    # starts from the WIDE ones, generator.start)
-    more = {"dtypes": list(dtypes)} if dtypes else {}
-    cfg = GenConfig(nodes=1, ops=[op], opset=opset, values="none", wide_types=0.0, **more)
+    cfg = GenConfig(nodes=1, ops=[op], opset=opset, values="none", **({"dtypes": list(dtypes)} if dtypes else {}))
     for seed in range(SEEDS):
         try:
             node = _node_of(op, generate(seed, cfg).model)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import onnx
 import pytest
 
 from backends.reference import model_opset
@@ -76,6 +77,33 @@ def test_a_share_of_one_sides_seeds_draws_its_pairs_alone_where_it_has_them() ->
     source.add_parent(source.next(lambda: True) or pytest.fail("no case"), "test")
     assert all(source.plan_mutant(s) is None for s in alone)
     assert any(source.plan_mutant(s) is not None for s in rest), "the others still grow mutants"
+
+
+def test_a_seed_that_draws_wide_pairs_alone_starts_from_a_wide_type() -> None:
+    """onnxruntime 1.18.0 runs bfloat16 IsNaN and IsInf, and nothing else that 1.17.3 does
+    not. A case starts from bfloat16 only on the `wide_types` share of the seeds, so every
+    seed that drew those pairs alone grew nothing and was dropped (195 cases of one 5-minute
+    campaign). Those seeds are now of the wide share, and each grows a bfloat16 IsNaN or
+    IsInf; a seed drawing a classic type alone, and every other seed, keeps its config."""
+    both = {o: {"Relu": {DType.float32}} for o in (19, 20)}
+    added = {20: {"IsNaN": {DType.bfloat16}, "IsInf": {DType.bfloat16}}}
+    head_all = {20: {**both[20], **added[20]}}
+    plan = OpsetPlan(19, 20, both, head_all, None, added, None)
+    alone = [s for s in range(200) if alone_side(s) == "head"]
+    for seed in alone:
+        cfg, support = plan.case_config(GenConfig(nodes=3), seed)
+        assert support == added[20] and cfg.wide_types == 1.0
+        case = generate(seed, cfg, support=support)
+        graph = onnx.shape_inference.infer_shapes(case.model, strict_mode=True).graph
+        types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input]}
+        grown = [n for n in graph.node if n.op_type in support]
+        assert grown and {types[n.input[0]] for n in grown} == {onnx.TensorProto.BFLOAT16}, seed
+    rest = [s for s in range(200) if s not in alone]
+    assert all(plan.case_config(GenConfig(nodes=3), s)[0].wide_types == GenConfig().wide_types for s in rest)
+    classic = OpsetPlan(19, 20, both, head_all, None, {20: {"IsNaN": {DType.float16}}}, None)
+    assert classic.case_config(GenConfig(nodes=3), alone[0])[0].wide_types == GenConfig().wide_types
+    narrow = GenConfig(nodes=3, wide_types=0.0)
+    assert plan.case_config(narrow, alone[0])[0].wide_types == 0.0, "a config that never draws them still never does"
 
 
 def test_the_range_ends_at_the_lowest_side_and_a_pin_is_kept() -> None:
