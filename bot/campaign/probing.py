@@ -6,10 +6,15 @@ that loads 20 is never asked about 21 (it would refuse every such model, and say
 that reads as "unsupported" for each op). Generation then draws, per case, from what every
 side runs at that case's opset (bot.cases.opsets), and a share of the seeds from what one
 side alone runs there, so a change that adds or drops support is seen.
+
+Two builds are asked at once, each on its own worker, unless head takes base's answers for
+what its diff left alone (then it must wait for them): two pip releases or wheels that no
+run probed before cost the slower build's probe, not the sum of both.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +35,7 @@ from bot.sides.probe import (
     probe_opsets,
     shared_support,
 )
+from bot.sides.probe_models import ProbeModels
 from generator.api import GenConfig, Support
 
 
@@ -96,26 +102,138 @@ def probe_range(
     side runs and what one side alone runs, per opset. `ops`: the config's own list, where
     it names one; the cache keeps what was asked, and a later campaign asks the rest.
     `touched`: the op types the change can have touched, where the diff accounts for every
-    line; head takes base's answers for the rest (bot.sides.probe.FromBase)."""
-    matrices: list[dict[int, SupportMatrix]] = []
-    from_base: FromBase | None = None
-    for index, (setup, side) in enumerate(zip(setups, lane, strict=True)):
+    line; head takes base's answers for the rest (bot.sides.probe.FromBase), so it is asked
+    after base. Without it, two builds are asked at once (`probe_at_once`)."""
+    asking = Asking(setups, lane, list(plan.opsets), cache, lossy, ops)
+    if len(setups) == 2 and touched is None:
+        matrices = probe_at_once(asking, on_failure, on_progress)
+    else:
+        matrices = probe_in_turn(asking, on_failure, on_progress, touched)
+    return _plan_from(plan, matrices), matrices
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What every side's probe is asked with."""
+
+    setups: Sequence[SideSetup]
+    lane: Sequence[Side]
+    opsets: list[int]
+    cache: Path
+    lossy: dict[str, str]
+    ops: list[str] | None
+
+    def ask(
+        self,
+        index: int,
+        on_failure: Callable[[ProbeFailure], None],
+        on_progress: Callable[[int, int], None] | None,
+        from_base: FromBase | None = None,
+        asked: ProbeModels | None = None,
+        stop: threading.Event | None = None,
+    ) -> dict[int, SupportMatrix]:
+        setup, side = self.setups[index], self.lane[index]
         info: BackendInfo = side.client.start()
-        found = probe_opsets(
+        return probe_opsets(
             side.client,
             info,
-            list(plan.opsets),
-            cache,
+            self.opsets,
+            self.cache,
             on_failure,
             on_progress,
-            ops=ops,
-            lossy=lossy,
+            ops=self.ops,
+            lossy=self.lossy,
             build_id=setup.build_id,
             from_base=from_base,
+            asked=asked,
+            stop=stop,
         )
-        matrices.append(found)
-        if index == 0 and len(setups) == 2 and touched is not None:
-            from_base = FromBase(cached_matrices(cache, info, list(plan.opsets), setup.build_id), touched)
+
+
+def probe_in_turn(
+    asking: Asking,
+    on_failure: Callable[[ProbeFailure], None],
+    on_progress: Callable[[int, int], None] | None,
+    touched: frozenset[str] | None,
+) -> list[dict[int, SupportMatrix]]:
+    """One side after the other; head lent base's answers for what `touched` leaves out."""
+    matrices: list[dict[int, SupportMatrix]] = []
+    from_base: FromBase | None = None
+    for index, setup in enumerate(asking.setups):
+        matrices.append(asking.ask(index, on_failure, on_progress, from_base=from_base))
+        if index == 0 and len(asking.setups) == 2 and touched is not None:
+            info = asking.lane[0].client.start()
+            from_base = FromBase(cached_matrices(asking.cache, info, asking.opsets, setup.build_id), touched)
+    return matrices
+
+
+def probe_at_once(
+    asking: Asking, on_failure: Callable[[ProbeFailure], None], on_progress: Callable[[int, int], None] | None
+) -> list[dict[int, SupportMatrix]]:
+    """Base on this thread and head on one of its own. Each waits on its own worker, so two
+    builds never seen before (two pip releases, two wheels) take the slower one's time, not
+    both: a first TVM 0.26 -> 0.27 campaign asked each about 1,000 pairs, some 13 minutes a
+    build. They share the probe's models (drawn once, under a lock: bot.sides.probe_models).
+    What failed is shown once both are done, base's first, as a probe in turn shows it, so
+    summary.json lists it in the same order. Either side's error stops the other before its
+    next pair and is raised here; so is an interrupt."""
+    models = ProbeModels(asking.cache)
+    tally = _Tally(on_progress, len(asking.setups))
+    failures: list[list[ProbeFailure]] = [[] for _ in asking.setups]
+    found: list[dict[int, SupportMatrix]] = [{} for _ in asking.setups]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def ask(index: int) -> None:
+        found[index] = asking.ask(index, failures[index].append, tally.of(index), asked=models, stop=stop)
+
+    def head() -> None:
+        try:
+            ask(1)
+        except BaseException as e:  # noqa: BLE001 - raised on the campaign's thread, below
+            errors.append(e)
+            stop.set()
+
+    thread = threading.Thread(target=head, name="fuzzbot-probe-head", daemon=True)
+    thread.start()
+    try:
+        ask(0)
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        thread.join()
+    if errors:
+        raise errors[0]
+    for side in failures:
+        for failure in side:
+            on_failure(failure)
+    return found
+
+
+class _Tally:
+    """Two probes' progress as one bar: the pairs done and to ask, summed over the builds."""
+
+    def __init__(self, show: Callable[[int, int], None] | None, sides: int) -> None:
+        self.show = show
+        self.counts = [(0, 0)] * sides
+        self.lock = threading.Lock()
+
+    def of(self, index: int) -> Callable[[int, int], None] | None:
+        show = self.show
+        if show is None:
+            return None
+
+        def update(done: int, total: int) -> None:
+            with self.lock:
+                self.counts[index] = (done, total)
+                show(sum(d for d, _ in self.counts), sum(t for _, t in self.counts))
+
+        return update
+
+
+def _plan_from(plan: OpsetPlan, matrices: list[dict[int, SupportMatrix]]) -> OpsetPlan:
+    """`plan` with what every side runs, and what one side alone runs, at each opset."""
     both: dict[int, Support] = {}
     own: tuple[dict[int, Support], dict[int, Support]] = ({}, {})
     alone: tuple[dict[int, Support], dict[int, Support]] = ({}, {})
@@ -127,9 +245,7 @@ def probe_range(
         for index, matrix in enumerate(at):  # 0: base, 1: head
             if extra := beyond(matrix.support(), both[opset]):
                 own[index][opset], alone[index][opset] = matrix.support(), extra
-    return OpsetPlan(
-        plan.low, plan.high, both, own[1] or None, own[0] or None, alone[1] or None, alone[0] or None
-    ), matrices
+    return OpsetPlan(plan.low, plan.high, both, own[1] or None, own[0] or None, alone[1] or None, alone[0] or None)
 
 
 def plan_opsets(cfg: GenConfig, answers: list[OpsetAnswer | None] | None) -> OpsetPlan:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,21 +257,27 @@ def probe_opsets(
     lossy: dict[str, str] | None = None,
     build_id: str = "",
     from_base: FromBase | None = None,
+    asked: ProbeModels | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[int, SupportMatrix]:
     """The backend's support matrix at each of `opsets`, each cached as `probe_support` caches
     one. A combination is probed once per version of its ops (`kernels_at`): at another opset
     where every op the spec writes has the same version, the build looks up the same kernels,
     so the answer is lent; ops with a function body are probed at every opset. What failed
     unexpectedly is kept in generation, never cached as declined. `from_base`: head of a change takes
-    base's answers for what the change did not touch."""
+    base's answers for what the change did not touch. `asked`: the models, shared with a
+    build probed at the same time; `stop`: set when that probe's caller gives up, and this one
+    stops before its next pair."""
     matrices = cached_matrices(cache_dir, info, opsets, build_id)
     todo = {o: _todo(matrices[o], ops, lossy or {}) for o in opsets}
-    asked = ProbeModels(cache_dir)
+    asked = asked if asked is not None else ProbeModels(cache_dir)
     total, done = sum(len(t) for t in todo.values()), 0
     unexpected: dict[int, list[tuple[str, DType]]] = {o: [] for o in opsets}
     reported: set[tuple[int, str, str]] = set()
     for o in opsets:
         for op, dtype in todo[o]:
+            if stop is not None and stop.is_set():
+                return matrices
             if on_progress is not None:
                 on_progress(done, total)
             done += 1

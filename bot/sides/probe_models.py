@@ -20,6 +20,7 @@ import functools
 import hashlib
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -96,41 +97,50 @@ def _draw(op: str, dtype: DType, opset: int, seed: int) -> ProbeModel | None:
 
 class ProbeModels:
     """The probe's models at each opset, drawn once and kept in `cache_dir` (None: in
-    memory only, for this process)."""
+    memory only, for this process). Two builds probed at once share one (bot.campaign.probing):
+    a pair's models are drawn by whichever asks first, under a lock (the generator is not
+    thread-safe), and the other is asked the same ones."""
 
     def __init__(self, cache_dir: Path | None) -> None:
         self.root = cache_dir / "probe-models" / draw_key() if cache_dir is not None else None
         self._opsets: dict[int, dict[str, _Drawn]] = {}
         self._changed: set[int] = set()
+        self._lock = threading.Lock()
 
     def asking(self, op: str, dtype: DType, opset: int) -> Iterator[ProbeModel]:
         """The models that ask a build about (op, dtype), in the order asked; each is drawn
         only when the ones before it did not settle the answer."""
-        drawn = self._at(opset).setdefault(f"{op}|{dtype.value}", _Drawn())
         asked = 0
-        while True:
-            if asked < len(drawn.models):
-                yield drawn.models[asked]
-                asked += 1
-                continue
-            if drawn.exhausted:
-                return
-            self._changed.add(opset)
-            seed, drawn.next_seed = drawn.next_seed, drawn.next_seed + 1
-            model = _draw(op, dtype, opset, seed)
-            if model is not None:
-                drawn.models.append(model)
+        while (model := self._nth(op, dtype, opset, asked)) is not None:
+            yield model
+            asked += 1
+
+    def _nth(self, op: str, dtype: DType, opset: int, n: int) -> ProbeModel | None:
+        """The `n`-th model of (op, dtype), drawn if need be; None once its seeds are spent."""
+        with self._lock:
+            drawn = self._at(opset).setdefault(f"{op}|{dtype.value}", _Drawn())
+            while len(drawn.models) <= n:
+                if drawn.exhausted:
+                    return None
+                self._changed.add(opset)
+                seed, drawn.next_seed = drawn.next_seed, drawn.next_seed + 1
+                model = _draw(op, dtype, opset, seed)
+                if model is not None:
+                    drawn.models.append(model)
+            return drawn.models[n]
 
     def keep(self, opset: int) -> None:
         """Write what was drawn at `opset` for the next build, and let it go from memory: a
         probe is done with an opset before the next (a narrow plugin's 11 opsets drew 58 MB
-        of models, most of them for pairs it declines)."""
-        drawn = self._opsets.pop(opset, None)
-        if self.root is None or drawn is None or opset not in self._changed:
-            return
-        pairs = {key: _dump(d) for key, d in drawn.items()}
-        write_whole(self.root / f"opset{opset}.json", json.dumps({"pairs": pairs}))
-        self._changed.discard(opset)
+        of models, most of them for pairs it declines). A build still asking at that opset
+        reads them back from the file."""
+        with self._lock:
+            drawn = self._opsets.pop(opset, None)
+            if self.root is None or drawn is None or opset not in self._changed:
+                return
+            pairs = {key: _dump(d) for key, d in drawn.items()}
+            write_whole(self.root / f"opset{opset}.json", json.dumps({"pairs": pairs}))
+            self._changed.discard(opset)
 
     def _at(self, opset: int) -> dict[str, _Drawn]:
         if opset not in self._opsets:
