@@ -162,7 +162,8 @@ def probe_in_turn(
     for index, setup in enumerate(asking.setups):
         matrices.append(asking.ask(index, on_failure, on_progress, from_base=from_base))
         if index == 0 and len(asking.setups) == 2 and touched is not None:
-            info = asking.lane[0].client.start()
+            client = asking.lane[0].client
+            info = client.info if client.info is not None else client.start()  # started: no restart for it
             from_base = FromBase(cached_matrices(asking.cache, info, asking.opsets, setup.build_id), touched)
     return matrices
 
