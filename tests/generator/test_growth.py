@@ -15,6 +15,7 @@ from generator.grow import Grower
 from generator.ops import registry
 from generator.ops.base import OpSpec
 from generator.symbolic import BinVar, SymCtx, TType
+from reducers.candidate import tensor_types
 
 
 def _shape_dims(seed: int, bins: int) -> list[int]:
@@ -152,10 +153,10 @@ def test_a_support_whose_op_takes_another_type_first_still_grows() -> None:
 
 
 def _data_types(model: onnx.ModelProto, support: Support) -> set[int]:
-    """The element types of the last input of every node of `support`'s ops (at least one)."""
-    graph = onnx.shape_inference.infer_shapes(model, strict_mode=True).graph
-    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input, *graph.output]}
-    types |= {t.name: t.data_type for t in graph.initializer}
-    grown = [n for n in graph.node if n.op_type in support]
+    """The element types of the last input of every node of `support`'s ops (at least one),
+    in a model that strict shape inference accepts."""
+    onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    types = tensor_types(model)
+    grown = [n for n in model.graph.node if n.op_type in support]
     assert grown
-    return {types[n.input[-1]] for n in grown}
+    return {types[n.input[-1]].tensor_type.elem_type for n in grown}

@@ -18,6 +18,7 @@ from bot.sides.opset_probe import ceiling_for
 from generator.api import DEFAULT_OPSET, OLDEST_GENERATED, GenConfig, generate
 from generator.dtypes import DType
 from generator.emit import NEWEST_OPSET
+from reducers.candidate import tensor_types
 
 
 def test_half_the_seeds_draw_the_top_and_the_rest_spread_below_it() -> None:
@@ -94,10 +95,10 @@ def test_a_seed_that_draws_wide_pairs_alone_starts_from_a_wide_type() -> None:
         cfg, support = plan.case_config(GenConfig(nodes=3), seed)
         assert support == added[20] and cfg.wide_types == 1.0
         case = generate(seed, cfg, support=support)
-        graph = onnx.shape_inference.infer_shapes(case.model, strict_mode=True).graph
-        types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input]}
-        grown = [n for n in graph.node if n.op_type in support]
-        assert grown and {types[n.input[0]] for n in grown} == {onnx.TensorProto.BFLOAT16}, seed
+        onnx.shape_inference.infer_shapes(case.model, strict_mode=True)
+        types = tensor_types(case.model)
+        grown = [n for n in case.model.graph.node if n.op_type in support]
+        assert grown and {types[n.input[0]].tensor_type.elem_type for n in grown} == {onnx.TensorProto.BFLOAT16}, seed
     rest = [s for s in range(200) if s not in alone]
     assert all(plan.case_config(GenConfig(nodes=3), s)[0].wide_types == GenConfig().wide_types for s in rest)
     classic = OpsetPlan(19, 20, both, head_all, None, {20: {"IsNaN": {DType.float16}}}, None)
