@@ -88,6 +88,30 @@ def test_a_finding_with_no_room_waits_and_is_reduced_at_its_next_sighting(tmp_pa
     assert not reduction.waiting and reduction.spent_background_s == 0.0
 
 
+def test_a_regression_head_brought_in_is_reduced_at_once_and_its_runs_are_charged(tmp_path: Path) -> None:
+    """The judging budget spent, as triage of an old release's shared bugs leaves it: a
+    new_regression is still reduced at its first sighting (before, it waited for room, and
+    a float16 Clip regression was 555 of a campaign's 3,361 tests). Its candidates are
+    charged, so the room stays empty for the suspects after it; a new_in_head finding with
+    the same budget waits."""
+    out = tmp_path / "out"
+    ref = _found(out, "sqrt-chain", ["Relu", "Neg", "Abs", "Sqrt"], CrossVerdict.new_regression)
+    other = _found(out, "exp-chain", ["Neg", "Abs", "Exp"], CrossVerdict.new_in_head)
+    budget = JudgingBudget(share=0.25)
+    budget.judging = budget.room()
+    spent = budget.judging
+    reduction = _reduction(out, [ref, other], budget)
+    deadline = time.monotonic() + BUDGET_S
+    try:
+        reduction.during(ref, deadline)
+        reduction.during(other, deadline)
+    finally:
+        reduction.close()
+    assert ref.reduced_path is not None and ref.reduced_nodes is not None and ref.reduced_nodes < 4
+    assert budget.judging > spent and budget.room() == 0
+    assert other.reduced_path is None and set(reduction.waiting) == {"exp-chain"}
+
+
 def test_what_both_builds_share_leaves_the_time_for_what_head_changed(tmp_path: Path) -> None:
     """With the background's part of the share spent, a persistent finding waits while a
     new_in_head one found after it is reduced; in a one-build campaign the same finding
