@@ -61,6 +61,8 @@ ROWS: tuple[Row, ...] = (
     Row(rc.average_pool_after_zero_pad_explicit_pads, *rc.REGRESSION_PAD_AVGPOOL_EXPLICIT, "new_regression"),
     Row(rc.average_pool_after_zero_pad, *rc.REGRESSION_PAD_FUSION, "new_regression"),
     Row(rc.dequantize_slice_read_by_branches, *rc.REGRESSION_DQ_SLICE_IF, "new_regression"),
+    Row(rc.dequantize_int8_reshape, *rc.REGRESSION_DQ_RESHAPE, "new_regression"),
+    Row(rc.dequantize_int8_reshape, *rc.FIX_DQ_RESHAPE, "fixed"),
     Row(rc.layernorm_pattern_pow_zero_float16, *rc.REGRESSION_NORM_FP16, "new_regression"),
 )
 """Each flip with the verdict across its two releases (base, head). The first and last

@@ -67,6 +67,10 @@ REGRESSION_PAD_FUSION: tuple[str, str] = ("1.19.2", "1.20.1")
 REGRESSION_PAD_AVGPOOL_EXPLICIT: tuple[str, str] = ("1.18.1", "1.19.0")
 # (right, dies of SIGABRT while optimizing): dequantize_slice_read_by_branches; still in 1.31.1.
 REGRESSION_DQ_SLICE_IF: tuple[str, str] = ("1.18.1", "1.19.0")
+# (right, wrong): dequantize_int8_reshape at opset 21, at `basic` and `all`.
+REGRESSION_DQ_RESHAPE: tuple[str, str] = ("1.18.1", "1.19.0")
+# (wrong, right): dequantize_int8_reshape at opset 21; at opsets 13 and 19 every release is wrong.
+FIX_DQ_RESHAPE: tuple[str, str] = ("1.26.0", "1.27.0")
 # (right, wrong): layernorm_pattern_pow_zero_float16, at `all`; still wrong in 1.31.1.
 REGRESSION_NORM_FP16: tuple[str, str] = ("1.19.2", "1.20.1")
 # (wrong, right): rms_norm_axis_not_last, at `all`.
@@ -638,6 +642,24 @@ def dequantize_slice_read_by_branches() -> Case:
     model = _model(nodes, inputs, [_value("y", _F32, [2, 12])], inits, opset=21, ir=10)
     q = np.arange(30, dtype=np.int8).reshape(2, 15) - 8
     return model, {"c": np.array(False), "q": q, "starts": np.array([12], np.int32), "steps": np.array([-1], np.int32)}
+
+
+def dequantize_int8_reshape() -> Case:
+    """DequantizeLinear of an int8 [3] with no zero point, scale 1, into a Reshape to [-1],
+    at opset 21: y = [-5, 3, -128]. At `basic`, 1.19.0 to 1.26.0 give [0, 3, 0]; 1.18.1
+    and 1.27.0 on are right (REGRESSION_DQ_RESHAPE, FIX_DQ_RESHAPE). The negative values
+    become 0, as if a rewrite re-quantized through the default zero point's type, uint8.
+    The same model at opset 13 or 19 is wrong on every release from 1.15.1 (1.16.3 for 19)
+    to 1.31.1, so the flips are of which opsets the rewrite takes, not of the rewrite. Found
+    by a fuzzbot campaign between 1.18.1 and 1.19.0 (plain generation), reduced to these
+    two nodes."""
+    nodes = [
+        helper.make_node("DequantizeLinear", ["q", "scale"], ["d"]),
+        helper.make_node("Reshape", ["d", "shape"], ["y"]),
+    ]
+    inits = [_floats("scale", [], [1.0]), helper.make_tensor("shape", _I64, [1], [-1])]
+    model = _model(nodes, [_value("q", TensorProto.INT8, [3])], [_value("y", _F32, [3])], inits, opset=21, ir=10)
+    return model, {"q": np.array([-5, 3, -128], np.int8)}
 
 
 def layernorm_pattern_pow_zero_float16() -> Case:
