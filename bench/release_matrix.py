@@ -63,6 +63,7 @@ ROWS: tuple[Row, ...] = (
     Row(rc.dequantize_slice_read_by_branches, *rc.REGRESSION_DQ_SLICE_IF, "new_regression"),
     Row(rc.dequantize_int8_reshape, *rc.REGRESSION_DQ_RESHAPE, "new_regression"),
     Row(rc.dequantize_int8_reshape, *rc.FIX_DQ_RESHAPE, "fixed"),
+    Row(rc.quantize_4bit_maxpool, *rc.REGRESSION_Q4_MAXPOOL, "new_regression"),
     Row(rc.layernorm_pattern_pow_zero_float16, *rc.REGRESSION_NORM_FP16, "new_regression"),
 )
 """Each flip with the verdict across its two releases (base, head). The first and last

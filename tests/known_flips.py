@@ -267,6 +267,16 @@ FLIPS += (
         "DequantizeLinear of int8 with no zero point, into a Reshape, at opset 21",
     ),
     Flip(
+        "quantize_4bit_maxpool_opset26",
+        ORT,
+        "1.27.0",
+        "1.28.0",
+        "new_regression",
+        _chain("QuantizeLinear", "DequantizeLinear", "MaxPool"),
+        "quantize_4bit_maxpool",
+        "QuantizeLinear to uint4 or int4, its DequantizeLinear, into a MaxPool, at opset 26",
+    ),
+    Flip(
         "layernorm_pattern_pow_zero_float16",
         ORT,
         "1.19.2",

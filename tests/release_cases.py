@@ -71,6 +71,8 @@ REGRESSION_DQ_SLICE_IF: tuple[str, str] = ("1.18.1", "1.19.0")
 REGRESSION_DQ_RESHAPE: tuple[str, str] = ("1.18.1", "1.19.0")
 # (wrong, right): dequantize_int8_reshape at opset 21; at opsets 13 and 19 every release is wrong.
 FIX_DQ_RESHAPE: tuple[str, str] = ("1.26.0", "1.27.0")
+# (right, refused at load): quantize_4bit_maxpool at opset 26, at `all`; still in 1.31.1.
+REGRESSION_Q4_MAXPOOL: tuple[str, str] = ("1.27.0", "1.28.0")
 # (right, wrong): layernorm_pattern_pow_zero_float16, at `all`; still wrong in 1.31.1.
 REGRESSION_NORM_FP16: tuple[str, str] = ("1.19.2", "1.20.1")
 # (wrong, right): rms_norm_axis_not_last, at `all`.
@@ -660,6 +662,25 @@ def dequantize_int8_reshape() -> Case:
     inits = [_floats("scale", [], [1.0]), helper.make_tensor("shape", _I64, [1], [-1])]
     model = _model(nodes, [_value("q", TensorProto.INT8, [3])], [_value("y", _F32, [3])], inits, opset=21, ir=10)
     return model, {"q": np.array([-5, 3, -128], np.int8)}
+
+
+def quantize_4bit_maxpool() -> Case:
+    """QuantizeLinear of a float [1, 1, 6, 6] to uint4 (scale 1, zero point 0), its
+    DequantizeLinear, then a MaxPool of kernel and stride 3, at opset 26: y holds each
+    block's largest value. At `all`, 1.28.0 to 1.31.1 refuse the model at load ("Type
+    'tensor(uint4)' of input parameter ... of operator (MaxPool) ... is invalid"), int4 the
+    same; 1.27.0 runs it right (REGRESSION_Q4_MAXPOOL). At opset 21 both releases refuse
+    it, so what changed is that a rewrite takes opset 26. Found by a fuzzbot campaign
+    between 1.27.0 and 1.28.0 (plain generation, with a Pad before the pool), reduced by hand."""
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "scale", "zero_point"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "scale", "zero_point"], ["d"]),
+        helper.make_node("MaxPool", ["d"], ["y"], kernel_shape=[3, 3], strides=[3, 3]),
+    ]
+    inits = [_floats("scale", [], [1.0]), helper.make_tensor("zero_point", TensorProto.UINT4, [], [0])]
+    x = _value("x", _F32, [1, 1, 6, 6])
+    model = _model(nodes, [x], [_value("y", _F32, [1, 1, 2, 2])], inits, opset=26, ir=13)
+    return model, {"x": (np.arange(36, dtype=np.float32) % 7).reshape(1, 1, 6, 6)}
 
 
 def layernorm_pattern_pow_zero_float16() -> Case:
