@@ -57,6 +57,7 @@ HALVES = ("tune", "report")
 
 
 RMS_NORM = _chain("Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul")
+DQ_INT8_RESHAPE = _chain("DequantizeLinear", "Reshape", dtypes=("int8",))
 PAD_WRAP = Trigger((PatternNode("Pad", attrs=frozenset({("mode", "wrap")})),))
 CAST_BOOL_SHAPE_GATHER = Trigger(
     (PatternNode("Cast", attrs=frozenset({("to", "9")})), PatternNode("Shape"), PatternNode("Gather")), ((0, 1), (1, 2))
@@ -252,7 +253,7 @@ FLIPS += (
         "1.18.1",
         "1.19.0",
         "new_regression",
-        _chain("DequantizeLinear", "Reshape", dtypes=("int8",)),
+        DQ_INT8_RESHAPE,
         "dequantize_int8_reshape",
         "DequantizeLinear of int8 with no zero point, into a Reshape, at opset 21",
     ),
@@ -262,7 +263,7 @@ FLIPS += (
         "1.26.0",
         "1.27.0",
         "fixed",
-        _chain("DequantizeLinear", "Reshape", dtypes=("int8",)),
+        DQ_INT8_RESHAPE,
         "dequantize_int8_reshape",
         "DequantizeLinear of int8 with no zero point, into a Reshape, at opset 21",
     ),

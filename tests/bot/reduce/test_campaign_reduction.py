@@ -91,7 +91,7 @@ def test_a_finding_with_no_room_waits_and_is_reduced_at_its_next_sighting(tmp_pa
 def test_a_regression_head_brought_in_is_reduced_at_once_and_its_runs_are_charged(tmp_path: Path) -> None:
     """The judging budget spent, as triage of an old release's shared bugs leaves it: a
     new_regression is still reduced at its first sighting (before, it waited for room, and
-    a float16 Clip regression was 555 of a campaign's 3,361 tests). Its candidates are
+    a float16 Clip regression was 534 of a campaign's 3,361 tests). Its candidates are
     charged, so the room stays empty for the suspects after it; a new_in_head finding with
     the same budget waits."""
     out = tmp_path / "out"
