@@ -248,6 +248,123 @@ class QdqRelu(QdqOp, SameShapePattern):
         _typed_qdq(w, result, np.float32(scale), np.array(zero, numpy_type), outs[0])
 
 
+QUANT_SINCE: dict[int, int] = {
+    TensorProto.UINT8: 10,
+    TensorProto.INT8: 10,
+    TensorProto.FLOAT8E4M3FN: 19,
+    TensorProto.FLOAT8E5M2: 19,
+    TensorProto.UINT4: 21,
+    TensorProto.INT4: 21,
+}
+"""The opset from which QuantizeLinear writes each of QUANT_TYPES."""
+MOVES: dict[str, tuple[int, int]] = {
+    "Reshape": (1, 4),
+    "Transpose": (2, 4),
+    "Squeeze": (2, 4),
+    "Unsqueeze": (1, 3),
+    "Gather": (1, 4),
+    "Flatten": (1, 4),
+    "Slice": (1, 4),
+    "Expand": (1, 4),
+    "Tile": (1, 4),
+    "GatherElements": (1, 4),
+    "DepthToSpace": (4, 4),
+    "SpaceToDepth": (4, 4),
+    "MaxPool": (3, 4),
+    "ReduceMax": (1, 4),
+    "ReduceMin": (1, 4),
+}
+"""The ops that move or pick values without computing new ones, with the ranks their specs
+take: the QDQ transformers drop a DQ -> op -> Q pair of equal scale and zero point around
+them (the op then runs on the quantized type), or move a DQ past them. onnxruntime began
+with Gather, Reshape, Transpose, Squeeze and Unsqueeze (and MaxPool), and added Flatten,
+Expand, Tile, Slice, GatherElements, ReduceMin and ReduceMax in 1.19."""
+ORDERED = ("MaxPool", "ReduceMax", "ReduceMin")
+"""Members that pick by order: on the quantized type they pick the same element only where
+the scale is positive."""
+
+
+class QdqMove(QdqOp, ShapedPattern):
+    """x quantized and dequantized, a data-movement op, its result quantized and dequantized
+    with the same scale and zero point, in one of QUANT_TYPES the opset writes: the pair is
+    dropped and the op runs on integers (or 4-bit, or float8) that plain growth never hands
+    it. The op ranges over MOVES, each written as its registered spec with its own
+    attributes. A near miss breaks what the drop needs: equal parameters on both sides, a
+    per-tensor scale, and the op's float result read by the Q alone."""
+
+    template = "QdqMove"
+    source = (
+        "onnxruntime QDQSelectorActionTransformer (DropQDQNodesRules: Gather, Reshape, Transpose, Squeeze,"
+        " Unsqueeze, and more in later releases) and QDQPropagationTransformer"
+    )
+    fires = ("-ai.onnx::DequantizeLinear",)
+    consumers = tuple(MOVES)
+    node_cost = 5
+    near_misses: ClassVar[dict[str, str]] = {
+        "other_scale": "the result is quantized at half the input's scale: the pair differs, and a drop that"
+        " ignores it halves the result",
+        "per_axis_input": "the input is quantized per channel (axis 1) and the result per tensor",
+        "float_output": "no Q after the op: its result stays float",
+        "second_consumer": "the float result of the op is also an output",
+        "negative_scale": "both pairs share a negative scale, which reverses the order an op that picks the"
+        " largest or least element sees on the quantized type",
+    }
+    variant_needs: ClassVar[dict[str, tuple[str, str]]] = {"per_axis_input": ("DequantizeLinear", "axis")}
+
+    @classmethod
+    def admits(cls, variant: str, consumer: str) -> bool:
+        return variant != "negative_scale" or consumer in ORDERED
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Each member's variant takes the ranks the member's spec takes."""
+        super().__init_subclass__(**kwargs)
+        low, high = MOVES.get(cls.consumer, (1, 4))
+        cls.min_rank, cls.max_rank = max(low, 2 if cls.variant == "per_axis_input" else 1), high
+
+    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
+        super().__init__(sc, ins, out)
+        self.move = self.consumer_op(ins)
+        self.made: list[AbsTensor] = []
+
+    def channels(self, ins: list[AbsTensor]) -> list[Cond]:
+        return [ins[0].shape[1] >= 2] if self.variant == "per_axis_input" else []
+
+    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
+        cons, self.made = self.move.bind([ins[0]])
+        return [*cons, *self.channels(ins)]
+
+    def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
+        out = list(self.made[0].shape)
+        return out, list(out), DType.float32
+
+    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
+        out, middle, dtype = self.shapes(ins)
+        return self.outputs(AbsTensor(dtype, out), AbsTensor(dtype, middle))
+
+    def work(self, val: Callable[[Dim], int]) -> int:
+        return self.move.work(val)
+
+    def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
+        w = self.writer(em, outs, DType.float32)
+        types = [q for q in QUANT_TYPES if QUANT_SINCE[q[0]] <= em.opset]
+        _, numpy_type, zeros, scale = types[int(em.values.integers(len(types)))]
+        zero: np.ndarray = np.array(zeros[int(em.values.integers(len(zeros)))], numpy_type)
+        scale = -scale if self.variant == "negative_scale" else scale
+        if self.variant == "per_axis_input":
+            # Powers of two apart: a float8 value times one is still a float8 value.
+            channels = self.dims(em)[1]
+            scales = np.array([scale * 2 ** (i % 2) for i in range(channels)], np.float32)
+            x = _typed_qdq(w, ins[0], scales, np.full(channels, zero, numpy_type), axis=1)
+        else:
+            x = _typed_qdq(w, ins[0], np.float32(scale), zero)
+        result = w.fresh(self.target(outs))
+        self.move.emit(em, [x], [result])
+        if self.variant == "float_output":
+            return
+        out_scale = scale / 2 if self.variant == "other_scale" else scale
+        _typed_qdq(w, result, np.float32(out_scale), zero, outs[0])
+
+
 def _typed_qdq(
     w: Writer, x: str, scale: np.ndarray | np.float32, zero: np.ndarray, out: str | None = None, **attrs: int
 ) -> str:
@@ -259,4 +376,14 @@ def _typed_qdq(
     return w.op("DequantizeLinear", [quantized, s, z], out, **attrs)
 
 
-TEMPLATES = (QdqAdd, QdqMul, QdqSigmoid, QdqLeakyRelu, QdqSoftmax, QdqAveragePool, QdqGlobalAveragePool, QdqRelu)
+TEMPLATES = (
+    QdqAdd,
+    QdqMul,
+    QdqSigmoid,
+    QdqLeakyRelu,
+    QdqSoftmax,
+    QdqAveragePool,
+    QdqGlobalAveragePool,
+    QdqRelu,
+    QdqMove,
+)
