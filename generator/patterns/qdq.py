@@ -146,14 +146,10 @@ class QdqSoftmax(QdqSameShape):
     out_zero = 0
 
 
-class QdqPool(QdqOp, ShapedPattern):
-    """A pool over a 4-D x between Q/DQ pairs: each template's pool ranges over its family
-    (AveragePool, MaxPool, LpPool; the global three), written as the pool's registered spec
-    with its own attributes. The inexact ones (an average, an Lp norm) are kept off the
-    requantization's half-integers by the value search, as Sigmoid's are."""
+class QdqAround(QdqOp, ShapedPattern):
+    """One op of the template's family between Q/DQ pairs, written as the op's registered
+    spec with its own attributes: its constraints and shapes are the template's."""
 
-    min_rank = 4
-    max_rank = 4
     node_cost = 5
 
     def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
@@ -175,6 +171,16 @@ class QdqPool(QdqOp, ShapedPattern):
 
     def work(self, val: Callable[[Dim], int]) -> int:
         return self.window.work(val)
+
+
+class QdqPool(QdqAround):
+    """A pool over a 4-D x between Q/DQ pairs: each template's pool ranges over its family
+    (AveragePool, MaxPool, LpPool; the global three), written as the pool's registered spec
+    with its own attributes. The inexact ones (an average, an Lp norm) are kept off the
+    requantization's half-integers by the value search, as Sigmoid's are."""
+
+    min_rank = 4
+    max_rank = 4
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = self.writer(em, outs, DType.float32)
@@ -284,7 +290,7 @@ ORDERED = ("MaxPool", "ReduceMax", "ReduceMin")
 the scale is positive."""
 
 
-class QdqMove(QdqOp, ShapedPattern):
+class QdqMove(QdqAround):
     """x quantized and dequantized, a data-movement op, its result quantized and dequantized
     with the same scale and zero point, in one of QUANT_TYPES the opset writes: the pair is
     dropped and the op runs on integers (or 4-bit, or float8) that plain growth never hands
@@ -299,7 +305,6 @@ class QdqMove(QdqOp, ShapedPattern):
     )
     fires = ("-ai.onnx::DequantizeLinear",)
     consumers = tuple(MOVES)
-    node_cost = 5
     near_misses: ClassVar[dict[str, str]] = {
         "other_scale": "the result is quantized at half the input's scale: the pair differs, and a drop that"
         " ignores it halves the result",
@@ -321,28 +326,8 @@ class QdqMove(QdqOp, ShapedPattern):
         low, high = MOVES.get(cls.consumer, (1, 4))
         cls.min_rank, cls.max_rank = max(low, 2 if cls.variant == "per_axis_input" else 1), high
 
-    def __init__(self, sc: SymCtx, ins: Sequence[TType], out: TType | None = None) -> None:
-        super().__init__(sc, ins, out)
-        self.move = self.consumer_op(ins)
-        self.made: list[AbsTensor] = []
-
     def channels(self, ins: list[AbsTensor]) -> list[Cond]:
         return [ins[0].shape[1] >= 2] if self.variant == "per_axis_input" else []
-
-    def requires(self, ins: list[AbsTensor]) -> list[Cond]:
-        cons, self.made = self.move.bind([ins[0]])
-        return [*cons, *self.channels(ins)]
-
-    def shapes(self, ins: list[AbsTensor]) -> tuple[list[Dim], list[Dim], DType]:
-        out = list(self.made[0].shape)
-        return out, list(out), DType.float32
-
-    def transfer(self, ins: list[AbsTensor]) -> list[AbsTensor]:
-        out, middle, dtype = self.shapes(ins)
-        return self.outputs(AbsTensor(dtype, out), AbsTensor(dtype, middle))
-
-    def work(self, val: Callable[[Dim], int]) -> int:
-        return self.move.work(val)
 
     def emit(self, em: Emitter, ins: list[str], outs: list[str]) -> None:
         w = self.writer(em, outs, DType.float32)
@@ -358,7 +343,7 @@ class QdqMove(QdqOp, ShapedPattern):
         else:
             x = _typed_qdq(w, ins[0], np.float32(scale), zero)
         result = w.fresh(self.target(outs))
-        self.move.emit(em, [x], [result])
+        self.window.emit(em, [x], [result])
         if self.variant == "float_output":
             return
         out_scale = scale / 2 if self.variant == "other_scale" else scale
