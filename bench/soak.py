@@ -62,6 +62,15 @@ STOPPED = (130, 143)
 would, instead of going on in a process whose checkout may have moved."""
 
 
+def died(code: int | str, summarized: bool) -> bool:
+    """Whether a campaign died: an exit other than 0 or 2, an exception, or no summary.json.
+    One cut by SIGINT or SIGTERM was stopped (the soak with it) and left no summary by
+    design: it is not a death, and a soak stopped early would otherwise always count one."""
+    if code in STOPPED:
+        return False
+    return code not in (0, 2) or not summarized
+
+
 def rss_bytes() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -121,7 +130,7 @@ def one(pair: str, index: int, budget: str, work: Path, sampler: Sampler) -> dic
     if summary.is_file():
         s = json.loads(summary.read_text())
         row |= {"tests": s["tests"], "dropped": s.get("dropped"), "onnx_crashes": s.get("onnx_crashes")}
-    row["died"] = code not in (0, 2) or not summary.is_file()
+    row["died"] = died(code, summary.is_file())
     row["peak_rss_mb"] = round(sampler.peak / 2**20, 1)
     row["rss_after_mb"] = round(rss_bytes() / 2**20, 1)
     return row
