@@ -28,6 +28,7 @@ from generator.ops import registry
 from generator.patterns import TEMPLATES, all_variants
 from generator.patterns.base import EXACT, LIFTED, Pattern
 from generator.patterns.choose import FIRED_NEAR_MISS, PatternChooser, weight
+from generator.patterns.qdq import MOVES
 from generator.symbolic import SymCtx, TType
 from generator.witness import Witness
 from oracles.compare import compare
@@ -341,3 +342,11 @@ def test_no_template_is_placed_with_the_share_at_zero(tmp_path: Path) -> None:
     for s in range(30):
         generate(s, GenConfig(patterns=0), coverage=cov)
     assert not cov.patterns and sum(cov.ops.values()) > 0
+
+
+def test_qdq_moves_ranks_lie_within_each_members_registered_spec() -> None:
+    """QdqMove's MOVES repeats each member's ranks (a variant class is made before the
+    registry is filled): each must stay within what the member's spec takes."""
+    for op, (low, high) in MOVES.items():
+        spec = registry()[op]
+        assert spec.min_rank <= low <= high <= spec.max_rank, op
